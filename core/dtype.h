@@ -1,0 +1,84 @@
+// Element types of checkpoint tensors and their exact scalar codecs.
+//
+// The codecs are the definition every vector kernel is tested against: decode is exact; encode rounds
+// to nearest, ties to even, saturating at the format's largest finite value, as the official
+// act_quant / fp4_act_quant kernels do (fixtures README, "Kernel shims").
+// Source: ARCHITECTURE.md §Checkpoint format; safetensors dtype names.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+namespace strata {
+
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,  // E4M3 "fn": no infinities, 0x7F/0xFF are NaN, max 448
+  kF8E8M0,  // UE8M0: a power of two 2^(c-127), used for block scales
+  kI8,      // routed experts: two packed E2M1 codes per byte (even element in the low nibble)
+  kU8,
+  kI32,
+  kI64,
+  kF64,
+  kBool,
+};
+
+// safetensors name ("F32", "BF16", "F8_E4M3", ...) of a dtype.
+std::string_view dtype_name(DType t);
+// Parses a safetensors dtype name; nullopt for names strata does not know.
+std::optional<DType> dtype_from_name(std::string_view name);
+// Bytes per stored element (1 for I8 even when it holds two E2M1 codes).
+size_t dtype_size(DType t);
+
+// ---- bf16 ----------------------------------------------------------------------------------------
+inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+// Round to nearest even; NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+// The float value of bf16(f).
+inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+// ---- fp16 (IEEE half) ------------------------------------------------------------------------------
+float f16_to_f32(uint16_t h);
+
+// ---- E4M3 (fn) -------------------------------------------------------------------------------------
+inline constexpr float kE4M3Max = 448.0f;
+// Exact value of an E4M3 code (NaN for 0x7F / 0xFF).
+float e4m3_to_f32(uint8_t code);
+// Nearest E4M3 code, ties to even; |x| > 448 saturates to +-448; NaN gives 0x7F.
+uint8_t f32_to_e4m3(float x);
+// The float value of e4m3(x).
+inline float e4m3_round(float x) { return e4m3_to_f32(f32_to_e4m3(x)); }
+
+// ---- E8M0 (ue8m0 scales) -----------------------------------------------------------------------------
+// 2^(code-127); code 255 is NaN.
+inline float e8m0_to_f32(uint8_t code) {
+  if (code == 255) return std::numeric_limits<float>::quiet_NaN();
+  if (code == 0) return std::ldexp(1.0f, -127);  // subnormal float, exact
+  return std::bit_cast<float>(static_cast<uint32_t>(code) << 23);
+}
+// Code of an exact power of two in [2^-127, 2^127]; nullopt otherwise.
+std::optional<uint8_t> f32_to_e8m0_exact(float pow2);
+
+// ---- E2M1 (fp4) --------------------------------------------------------------------------------------
+inline constexpr float kE2M1Max = 6.0f;
+// Magnitudes of the eight non-negative codes: {0, .5, 1, 1.5, 2, 3, 4, 6}; bit 3 is the sign.
+inline constexpr float kE2M1Values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+inline float e2m1_to_f32(uint8_t code) { return kE2M1Values[code & 0xF]; }
+// Nearest E2M1 code, ties to the even code; saturates at +-6; -0 encodes as 0.
+uint8_t f32_to_e2m1(float x);
+inline float e2m1_round(float x) { return e2m1_to_f32(f32_to_e2m1(x)); }
+
+}  // namespace strata

@@ -1,0 +1,71 @@
+// Linear layers over the checkpoint's stored formats: y[n, out] = x[n, in] . W^T.
+//
+// Weights are read in their stored format and dequantised exactly inside the kernel; activations
+// and outputs are f32. The FP8 and MXFP4 variants first quantise each row of x to E4M3 per block of
+// 32 with a ue8m0 scale (kernels::act_quant_fp8), as the official `linear()` does before fp8_gemm /
+// fp4_gemm; the BF16/F32 variants use x as is (F.linear). Summation order is free (fixtures README:
+// "summation order is free"); products of E4M3 x E4M3/E2M1 values are exact in f32.
+//
+// Dispatch: each entry point picks the best path for the running CPU (AVX-512, AVX2, scalar) once;
+// the scalar reference versions in kernels/ref are the definition and are tested against.
+// Threading: parallel over output features (and rows) on `pool`; pool may be null (serial).
+// Cannot fail: shapes were validated at load. No allocation on the hot path beyond per-call scratch.
+// Source: model.py `linear`, `Linear`; fixtures README "Kernel shims" (fp8_gemm, fp4_gemm).
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+
+namespace strata::kernels {
+
+// FP8 E4M3 weight [out, in] with one UE8M0 scale per [32, 32] block: scale [ceil(out/32), ceil(in/32)].
+struct Fp8Weight {
+  const uint8_t* w = nullptr;      // [out, in] e4m3 codes
+  const uint8_t* scale = nullptr;  // [ceil(out/32), ceil(in/32)] e8m0 codes
+  int64_t out = 0, in = 0;
+};
+
+// MXFP4 weight [out, in]: two E2M1 codes per byte (even element in the low nibble) and one UE8M0
+// scale per 32 inputs.
+struct Fp4Weight {
+  const uint8_t* w = nullptr;      // [out, in/2] packed e2m1
+  const uint8_t* scale = nullptr;  // [out, in/32] e8m0 codes
+  int64_t out = 0, in = 0;
+};
+
+struct Bf16Weight {
+  const uint16_t* w = nullptr;  // [out, in] bf16 bits
+  int64_t out = 0, in = 0;
+};
+
+struct F32Weight {
+  const float* w = nullptr;  // [out, in]
+  int64_t out = 0, in = 0;
+};
+
+// y[n, out] = act_quant_fp8(x[n, in]) . dequant(W)^T. `in` is a multiple of 32.
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool);
+// y[n, out] = act_quant_fp8(x[n, in]) . dequant(W)^T for MXFP4 W. `in` is a multiple of 32.
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool);
+// y[n, out] = x[n, in] . W^T, W bf16 widened to f32 exactly (no activation quantisation).
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool);
+// y[n, out] = x[n, in] . W^T in f32.
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
+
+// Exact dequantisation helpers (used at load for small tensors, e.g. attn.wo_a -> bf16 values as
+// the official convert.py does, and by tests).
+void dequant_fp8(const Fp8Weight& w, float* out);    // out [out, in]
+void dequant_fp4(const Fp4Weight& w, float* out);    // out [out, in]
+void dequant_bf16(const uint16_t* w, int64_t n, float* out);
+
+namespace ref {
+// Scalar references: the definition of the functions above (per-32-block partial sums in K order,
+// as the official GEMM shims accumulate).
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y);
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y);
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y);
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y);
+}  // namespace ref
+
+}  // namespace strata::kernels
