@@ -34,4 +34,10 @@ void fp4_quant_e8m0_inplace(float* x, int64_t n, int block = 32);
 // ROUNDING: model.py Attention._compress_kv, fp4_act_quant on the compressed KV latent.
 void fp4_quant_e4m3_inplace(float* x, int64_t n, int block = 16);
 
+namespace ref {
+// Scalar definitions of the functions above (the dispatched act_quant_fp8_inplace must match it bit
+// for bit; the others have no vector version yet and are these functions).
+void act_quant_fp8_inplace(float* x, int64_t n, int block = 32);
+}  // namespace ref
+
 }  // namespace strata::kernels

@@ -1,0 +1,204 @@
+// Linear-layer microbenchmarks at DeepSeek V4.1 Flash shapes (dim 5120, expert inter 2304, q_lora
+// 1280, o_lora 1024, Engram wkv 6144 -> 5*dim, vocab 129280).
+//
+//   decode  (n = 1):   bytes_per_second = weight bytes streamed; compare with BM_MemRead.
+//   prefill (n = 512): FLOP/s counter (2 * n * out * in per call).
+// Weights are random codes (no NaN codes, scales near 1). For decode the weights cycle through
+// enough copies to exceed the L3 cache (>= 256 MiB), so the numbers are DRAM numbers, as in a real
+// decode step that touches every layer once.
+// Arguments: threads, kernel level (0 scalar, 1 avx2, 2 avx512, 3 avx512bf16; skipped if unsupported).
+// Example: build-kernels/bench/kernels_bench --benchmark_filter='fp8|fp4' --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/aligned_buffer.h"
+#include "core/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/linear.h"
+
+namespace strata::kernels {
+namespace {
+
+constexpr size_t kColdBytes = 256u << 20;  // decode weights rotate over at least this much memory
+
+// Fast deterministic fill (xorshift); `valid` fixes up a byte (e.g. no E4M3 NaN codes).
+template <class Fix>
+void fill(uint8_t* p, size_t n, uint64_t seed, Fix valid) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; i += 8) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    uint8_t b[8];
+    std::memcpy(b, &s, 8);
+    for (size_t j = 0; j < 8 && i + j < n; ++j) p[i + j] = valid(b[j]);
+  }
+}
+uint8_t e4m3_ok(uint8_t c) { return (c & 0x7F) == 0x7F ? static_cast<uint8_t>(c ^ 1) : c; }
+uint8_t scale_ok(uint8_t c) { return static_cast<uint8_t>(116 + c % 16); }
+uint8_t any(uint8_t c) { return c; }
+
+struct Copies {
+  std::vector<AlignedBytes> w, s;  // per copy: weight codes, scales
+};
+
+Copies make_copies(size_t w_bytes, size_t s_bytes, int64_t n, bool fp8) {
+  const size_t copies = n == 1 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  Copies c;
+  for (size_t i = 0; i < copies; ++i) {
+    c.w.emplace_back(w_bytes);
+    c.s.emplace_back(s_bytes);
+    if (fp8) fill(c.w.back().data(), w_bytes, 2 * i + 1, e4m3_ok);
+    else fill(c.w.back().data(), w_bytes, 2 * i + 1, any);
+    fill(c.s.back().data(), s_bytes, 2 * i + 2, scale_ok);
+  }
+  return c;
+}
+
+std::vector<float> make_x(int64_t n, int64_t in) {
+  std::vector<float> x(static_cast<size_t>(n * in));
+  uint32_t s = 12345;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) * (1.0f / (1 << 23));
+  }
+  return x;
+}
+
+bool setup(benchmark::State& state, KernelLevel* level, std::unique_ptr<ThreadPool>* pool) {
+  *level = static_cast<KernelLevel>(state.range(1));
+  if (!kernel_level_supported(*level)) {
+    state.SkipWithError("kernel level not supported on this CPU");
+    return false;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  if (threads > 1) *pool = std::make_unique<ThreadPool>(threads);
+  state.SetLabel(std::string(kernel_level_name(*level)) + " t=" + std::to_string(threads));
+  return true;
+}
+
+void report(benchmark::State& state, int64_t n, int64_t out, int64_t in, double weight_bytes) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * weight_bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n) * out * in,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_LinearFp8(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in), s_bytes = static_cast<size_t>(((out + 31) / 32) * (in / 32));
+  Copies c = make_copies(w_bytes, s_bytes, n, true);
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Fp8Weight w{c.w[i].data(), c.s[i].data(), out, in};
+    linear_fp8(x.data(), n, w, y.data(), pool.get(), level);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
+}
+
+void BM_LinearFp4(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in / 2), s_bytes = static_cast<size_t>(out * in / 32);
+  Copies c = make_copies(w_bytes, s_bytes, n, false);
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Fp4Weight w{c.w[i].data(), c.s[i].data(), out, in};
+    linear_fp4(x.data(), n, w, y.data(), pool.get(), level);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
+}
+
+void BM_LinearBf16(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in) * 2;
+  Copies c = make_copies(w_bytes, 1, n, false);
+  for (auto& w : c.w) {  // finite bf16 values: clear the exponent's top bit
+    uint16_t* p = reinterpret_cast<uint16_t*>(w.data());
+    for (size_t k = 0; k < w_bytes / 2; ++k) p[k] &= 0xBFFF;
+  }
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Bf16Weight w{reinterpret_cast<const uint16_t*>(c.w[i].data()), out, in};
+    linear_bf16(x.data(), n, w, y.data(), pool.get(), level);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes));
+}
+
+// Reference: read 512 MiB with plain loads split over the threads (what a matvec could reach).
+void BM_MemRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  const size_t n = (512u << 20) / sizeof(uint64_t);
+  AlignedArray<uint64_t> buf(n);
+  for (size_t k = 0; k < n; ++k) buf[k] = k;
+  std::vector<uint64_t> sums(64);
+  for (auto _ : state) {
+    auto body = [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const uint64_t* p = buf.data() + static_cast<size_t>(c) * (n / 64);
+        uint64_t a = 0, b = 0, d = 0, e = 0;
+        for (size_t k = 0; k < n / 64; k += 4) {
+          a += p[k];
+          b += p[k + 1];
+          d += p[k + 2];
+          e += p[k + 3];
+        }
+        sums[static_cast<size_t>(c)] = a + b + d + e;
+      }
+    };
+    if (pool) pool->parallel_for(64, body);
+    else body(0, 64);
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(uint64_t)));
+  state.SetLabel("t=" + std::to_string(threads));
+}
+
+void levels_and_threads(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int l : {1, 2, 3}) b->Args({t, l});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+void best_and_threads(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2}) b->Args({t, static_cast<int>(best_kernel_level())});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+// Decode (n = 1).
+BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_1280x5120, 1, 1280, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_5120x1024, 1, 5120, 1024)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(best_and_threads);
+// Prefill (n = 512).
+BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_2304x5120, 512, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_5120x2304, 512, 5120, 2304)->Apply(levels_and_threads);
+// Memory bandwidth reference.
+BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace strata::kernels
+
+BENCHMARK_MAIN();

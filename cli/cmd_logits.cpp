@@ -1,0 +1,151 @@
+// strata logits -m DIR --tokens FILE.json --out FILE.f32 [--positions i,j,...] [--decode N]
+//   [--decode-logits FILE.f32] [--dump DIR]
+// Prefills the token ids in one forward and writes float32 little-endian logits, one row of vocab
+// size per requested position (all positions by default). With --decode N it also greedy-decodes N
+// tokens through the incremental cache path: [0] is the prefill's last argmax, [k+1] the argmax of
+// decode step k, printed as a JSON array on stdout (the fixtures' check, manifest "engine_check").
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/dump_observer.h"
+#include "io/file.h"
+#include "runtime/sampler.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct LogitsOptions {
+  std::string model_dir, tokens_file, out_file, positions, decode_logits_file, dump_dir;
+  int decode = 0;
+  int threads = 0;
+};
+
+Result<std::vector<int32_t>> read_tokens(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(path, 256u << 20));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return InvalidArgument(path + ": not JSON (expected an array of token ids or {\"ids\": [...]})");
+  const nlohmann::json* arr = &j;
+  if (j.is_object()) {
+    auto it = j.find("ids");
+    if (it == j.end()) return InvalidArgument(path + ": JSON object without an \"ids\" array");
+    arr = &*it;
+  }
+  if (!arr->is_array()) return InvalidArgument(path + ": expected an array of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& v : *arr) {
+    if (!v.is_number_integer()) return InvalidArgument(path + ": token ids must be integers");
+    const int64_t x = v.get<int64_t>();
+    if (x < 0 || x > INT32_MAX) return InvalidArgument(path + ": token id " + std::to_string(x) + " out of range");
+    ids.push_back(static_cast<int32_t>(x));
+  }
+  return ids;
+}
+
+Result<std::vector<int64_t>> parse_positions(const std::string& s, int64_t n) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v >= n)
+      return InvalidArgument("--positions: '" + item + "' is not a position in [0, " + std::to_string(n) + ")");
+    if (!out.empty() && v <= out.back()) return InvalidArgument("--positions must be strictly increasing");
+    out.push_back(v);
+  }
+  return out;
+}
+
+int run_logits(const LogitsOptions& o) {
+  auto ids = read_tokens(o.tokens_file);
+  if (!ids.ok()) return fail(ids.error());
+  if (ids->empty()) return fail(InvalidArgument(o.tokens_file + ": no token ids (empty prompt)"));
+  const int64_t n = static_cast<int64_t>(ids->size());
+  std::vector<int64_t> positions;
+  if (!o.positions.empty()) {
+    auto p = parse_positions(o.positions, n);
+    if (!p.ok()) return fail(p.error());
+    positions = *p;
+  } else {
+    for (int64_t i = 0; i < n; ++i) positions.push_back(i);
+  }
+  Logger log = stderr_logger(LogLevel::kWarn);
+  auto lm = load_model(o.model_dir, o.threads, &log);
+  if (!lm.ok()) return fail(lm.error());
+  model::Model& m = *lm->model;
+  const int64_t V = m.config().vocab_size;
+
+  // Prefill once, with logits for the requested positions plus the last one (for decode).
+  model::LogitsRequest req;
+  req.kind = model::LogitsRequest::Kind::kRows;
+  req.rows = positions;
+  const bool last_included = !positions.empty() && positions.back() == n - 1;
+  if (!last_included) req.rows.push_back(n - 1);
+  std::vector<float> logits(static_cast<size_t>(req.rows.size() * V));
+  std::unique_ptr<DumpObserver> dump;
+  if (!o.dump_dir.empty()) {
+    dump = std::make_unique<DumpObserver>(m.config().window_size);
+    dump->begin_prefill(n);
+  }
+  model::KvCache cache = m.new_cache();
+  Status s = m.forward(cache, *ids, req, logits.data(), dump.get());
+  if (!s.ok()) return fail(s);
+  s = io::write_file_atomic(o.out_file, logits.data(), positions.size() * static_cast<size_t>(V) * sizeof(float));
+  if (!s.ok()) return fail(s);
+
+  if (o.decode > 0) {
+    std::vector<int32_t> out;
+    std::vector<float> row(logits.end() - V, logits.end());
+    std::vector<float> all_decode;
+    out.push_back(runtime::argmax(row));
+    for (int k = 0; k + 1 < o.decode; ++k) {
+      const int32_t tok[1] = {out.back()};
+      if (dump) dump->begin_decode();
+      model::LogitsRequest last;
+      s = m.forward(cache, tok, last, row.data(), dump.get());
+      if (!s.ok()) return fail(s);
+      if (!o.decode_logits_file.empty()) all_decode.insert(all_decode.end(), row.begin(), row.end());
+      out.push_back(runtime::argmax(row));
+    }
+    if (!o.decode_logits_file.empty()) {
+      s = io::write_file_atomic(o.decode_logits_file, all_decode.data(), all_decode.size() * sizeof(float));
+      if (!s.ok()) return fail(s);
+    }
+    std::string js = "[";
+    for (size_t i = 0; i < out.size(); ++i) js += (i ? ", " : "") + std::to_string(out[i]);
+    js += "]\n";
+    std::fwrite(js.data(), 1, js.size(), stdout);
+  }
+  if (dump) {
+    s = dump->write(o.dump_dir);
+    if (!s.ok()) return fail(s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command register_logits(CLI::App& app) {
+  auto o = std::make_shared<LogitsOptions>();
+  app.add_option("-m,--model", o->model_dir, "checkpoint directory")->required();
+  app.add_option("--tokens", o->tokens_file, "JSON file: an array of token ids, or an object with \"ids\"")->required();
+  app.add_option("--out", o->out_file, "output: float32 little-endian logits, one row of vocab_size per position")
+      ->required();
+  app.add_option("--positions", o->positions, "comma-separated prompt positions (default: all)");
+  app.add_option("--decode", o->decode, "also greedy-decode N tokens; prints them as a JSON array")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--decode-logits", o->decode_logits_file, "with --decode: write each decode step's logits here");
+  app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR");
+  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  return [o]() { return run_logits(*o); };
+}
+
+}  // namespace strata::cli

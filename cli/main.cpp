@@ -1,0 +1,40 @@
+// strata: DeepSeek V4.1 Flash on machines that cannot hold it.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: a local inference engine for DeepSeek V4.1 Flash"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("strata 0.1.0"));
+  std::vector<std::pair<CLI::App*, strata::cli::Command>> cmds;
+  auto add = [&](const char* name, const char* help, strata::cli::Command (*reg)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    cmds.emplace_back(sub, reg(*sub));
+  };
+  add("run", "generate an answer for a prompt (and optional document)", strata::cli::register_run);
+  add("tokenize", "print the token ids of a text as a JSON array", strata::cli::register_tokenize);
+  add("logits", "prefill token ids and write float32 logits (fixture checks)", strata::cli::register_logits);
+  add("synth", "write a random-weight V4.1-architecture checkpoint", strata::cli::register_synth);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = e.get_name();
+    std::fprintf(stderr, "strata: error: %s (see --help)\n", what.c_str());
+    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+  }
+  for (auto& [sub, run] : cmds)
+    if (sub->parsed()) return run();
+  return 2;
+}

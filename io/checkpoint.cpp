@@ -1,0 +1,97 @@
+#include "io/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace strata::io {
+
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json and *.safetensors)");
+  auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
+  ck->dir_ = dir;
+
+  // Which shard files, and which tensor the index says lives in each.
+  std::vector<std::string> shard_names;
+  std::map<std::string, std::string> index_map;
+  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (file_exists(index_path)) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, read_file_to_string(index_path, 1ull << 30));
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Corruption(index_path + ": not a JSON object");
+    auto wm = j.find("weight_map");
+    if (wm == j.end() || !wm->is_object()) return Corruption(index_path + ": missing object field 'weight_map'");
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      if (!it.value().is_string())
+        return Corruption(index_path + ": weight_map['" + it.key() + "'] is not a file name");
+      std::string f = it.value().get<std::string>();
+      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+        return Corruption(index_path + ": weight_map['" + it.key() + "'] = '" + f + "' is not a plain file name");
+      index_map[it.key()] = f;
+      if (std::find(shard_names.begin(), shard_names.end(), f) == shard_names.end()) shard_names.push_back(f);
+    }
+    std::sort(shard_names.begin(), shard_names.end());
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".safetensors") shard_names.push_back(e.path().filename().string());
+    }
+    if (ec) return IOError(dir + ": list directory: " + ec.message());
+    std::sort(shard_names.begin(), shard_names.end());
+  }
+  if (shard_names.empty()) return NotFound(dir + ": no *.safetensors files and no model.safetensors.index.json");
+
+  for (size_t s = 0; s < shard_names.size(); ++s) {
+    const std::string path = (fs::path(dir) / shard_names[s]).string();
+    STRATA_ASSIGN_OR_RETURN(auto file, open_file(path));
+    STRATA_ASSIGN_OR_RETURN(auto infos, read_safetensors_header(*file, static_cast<int>(s)));
+    for (auto& t : infos) {
+      auto [it, inserted] = ck->tensors_.emplace(t.name, t);
+      if (!inserted)
+        return Corruption(path + ": tensor '" + t.name + "' also appears in " +
+                          shard_names[static_cast<size_t>(it->second.shard)]);
+    }
+    ck->shards_.push_back(std::move(file));
+  }
+  for (const auto& [name, file] : index_map) {
+    auto it = ck->tensors_.find(name);
+    if (it == ck->tensors_.end())
+      return Corruption(index_path + ": tensor '" + name + "' is indexed in " + file + " but that shard does not hold it");
+    if (shard_names[static_cast<size_t>(it->second.shard)] != file)
+      return Corruption(index_path + ": tensor '" + name + "' is indexed in " + file + " but found in " +
+                        shard_names[static_cast<size_t>(it->second.shard)]);
+  }
+  return ck;
+}
+
+const TensorInfo* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [_, t] : tensors_) n += t.nbytes;
+  return n;
+}
+
+Status Checkpoint::read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
+  if (offset + n > t.nbytes)
+    return Internal("tensor '" + t.name + "': read of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                    " past its " + std::to_string(t.nbytes) + " bytes");
+  const File& f = shard(t.shard);
+  STRATA_ASSIGN_OR_RETURN(uint64_t now, f.current_size());
+  if (now != f.size())
+    return Corruption(f.path() + ": shard changed size since load (" + std::to_string(f.size()) + " -> " +
+                      std::to_string(now) + " bytes); reload the model");
+  Status s = f.read_at(t.offset + offset, static_cast<size_t>(n), dst);
+  if (!s.ok()) return s.with_context("tensor '" + t.name + "' (byte " + std::to_string(offset) + " of the tensor)");
+  return s;
+}
+
+Status Checkpoint::read(const TensorInfo& t, void* dst) const { return read_range(t, 0, t.nbytes, dst); }
+
+}  // namespace strata::io

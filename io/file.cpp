@@ -1,0 +1,145 @@
+#include "io/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+namespace strata::io {
+
+namespace {
+
+std::string where(const std::string& path, uint64_t offset, size_t n) {
+  return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
+}
+
+class PosixFile final : public File {
+ public:
+  PosixFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  Status read_at(uint64_t offset, size_t n, void* dst) const override {
+    auto* p = static_cast<unsigned char*>(dst);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return IOError(where(path_, offset, n), errno);
+      }
+      if (r == 0) {
+        return Corruption(where(path_, offset, n) + ": short read (" + std::to_string(done) +
+                          " bytes before end of file; file truncated?)");
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status();
+  }
+  uint64_t size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+  Result<uint64_t> current_size() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return IOError(path_ + ": fstat", errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+  uint64_t size_;
+};
+
+class FaultyFile final : public File {
+ public:
+  FaultyFile(std::unique_ptr<File> base, FaultSpec spec) : base_(std::move(base)), spec_(spec) {}
+  Status read_at(uint64_t offset, size_t n, void* dst) const override {
+    if (spec_.fail_offset >= offset && spec_.fail_offset < offset + n) {
+      if (spec_.error != 0) return IOError(where(base_->path(), offset, n) + " (injected)", spec_.error);
+      return Corruption(where(base_->path(), offset, n) + ": short read (injected)");
+    }
+    return base_->read_at(offset, n, dst);
+  }
+  uint64_t size() const override { return base_->size(); }
+  const std::string& path() const override { return base_->path(); }
+  Result<uint64_t> current_size() const override { return base_->current_size(); }
+
+ private:
+  std::unique_ptr<File> base_;
+  FaultSpec spec_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<File>> open_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(path + ": open", errno);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return IOError(path + ": fstat", e);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": is a directory, expected a file");
+  }
+  return std::unique_ptr<File>(new PosixFile(path, fd, static_cast<uint64_t>(st.st_size)));
+}
+
+Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes) {
+  STRATA_ASSIGN_OR_RETURN(auto f, open_file(path));
+  if (f->size() > max_bytes)
+    return ResourceExhausted(path + ": " + std::to_string(f->size()) + " bytes, more than the limit of " +
+                             std::to_string(max_bytes));
+  std::string s(static_cast<size_t>(f->size()), '\0');
+  STRATA_RETURN_IF_ERROR(f->read_at(0, s.size(), s.data()));
+  return s;
+}
+
+Status write_file_atomic(const std::string& path, const void* data, size_t n) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IOError(tmp + ": create", errno);
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd, p + done, n - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return IOError(tmp + ": write", e);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return IOError(tmp + ": fsync", e);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return IOError(path + ": rename from " + tmp, e);
+  }
+  return Status();
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::unique_ptr<File> make_faulty_file(std::unique_ptr<File> base, FaultSpec spec) {
+  return std::make_unique<FaultyFile>(std::move(base), spec);
+}
+
+}  // namespace strata::io

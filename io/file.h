@@ -1,0 +1,48 @@
+// Read-only random-access files and the filesystem calls strata makes, behind an interface so
+// tests can inject EIO, short reads and truncation (LevelDB's Env pattern, STYLE.md §3.5).
+//
+// Weights are read with pread (never mmap) so a later tiered store can issue its own reads.
+// Thread safety: File::read_at is safe to call concurrently (pread has no shared offset).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::io {
+
+class File {
+ public:
+  virtual ~File() = default;
+  // Reads exactly n bytes at `offset` into dst. A short read (EOF) is kCorruption, an OS error
+  // kIOError; both name the file, offset and length.
+  [[nodiscard]] virtual Status read_at(uint64_t offset, size_t n, void* dst) const = 0;
+  // Size in bytes when opened.
+  virtual uint64_t size() const = 0;
+  virtual const std::string& path() const = 0;
+  // Re-reads the size from the OS (a shard that changed size since load must be detected).
+  [[nodiscard]] virtual Result<uint64_t> current_size() const = 0;
+};
+
+// Opens `path` for reading with O_RDONLY|O_CLOEXEC.
+[[nodiscard]] Result<std::unique_ptr<File>> open_file(const std::string& path);
+
+// Reads a whole (small) file into a string; kNotFound when it does not exist.
+[[nodiscard]] Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes = 1ull << 30);
+
+// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename.
+[[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n);
+
+bool file_exists(const std::string& path);
+
+// A File wrapper that fails on purpose, for fault-injection tests.
+struct FaultSpec {
+  uint64_t fail_offset = UINT64_MAX;  // reads touching [fail_offset, fail_offset+1) fail
+  int error = 5;                      // errno to report (EIO); 0 = report a short read instead
+};
+std::unique_ptr<File> make_faulty_file(std::unique_ptr<File> base, FaultSpec spec);
+
+}  // namespace strata::io

@@ -1,0 +1,72 @@
+#include "io/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace strata::io {
+
+Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what, const std::string& header_json,
+                                                         uint64_t data_start, uint64_t file_size, int shard) {
+  auto j = nlohmann::json::parse(header_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Corruption(what + ": safetensors header is not a JSON object");
+  std::vector<TensorInfo> out;
+  out.reserve(j.size());
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") continue;
+    const auto& e = it.value();
+    auto bad = [&](const std::string& m) { return Corruption(what + ": tensor '" + name + "': " + m); };
+    if (!e.is_object()) return bad("header entry is not an object");
+    auto dt = e.find("dtype");
+    auto sh = e.find("shape");
+    auto off = e.find("data_offsets");
+    if (dt == e.end() || !dt->is_string()) return bad("missing string field 'dtype'");
+    if (sh == e.end() || !sh->is_array()) return bad("missing array field 'shape'");
+    if (off == e.end() || !off->is_array() || off->size() != 2) return bad("'data_offsets' must be [begin, end]");
+    TensorInfo t;
+    t.name = name;
+    t.shard = shard;
+    auto parsed = dtype_from_name(dt->get<std::string>());
+    if (!parsed) return bad("unknown dtype '" + dt->get<std::string>() + "'");
+    t.dtype = *parsed;
+    if (sh->size() > static_cast<size_t>(kMaxDims))
+      return bad("rank " + std::to_string(sh->size()) + " > " + std::to_string(kMaxDims));
+    for (const auto& d : *sh) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad("shape entries must be non-negative integers");
+      if (d.get<int64_t>() > (int64_t{1} << 40)) return bad("implausible dimension " + d.dump());
+      t.shape.dims[t.shape.rank++] = d.get<int64_t>();
+    }
+    for (const auto& o : *off)
+      if (!o.is_number_unsigned()) return bad("data_offsets must be non-negative integers");
+    const uint64_t b = (*off)[0].get<uint64_t>(), en = (*off)[1].get<uint64_t>();
+    if (en < b) return bad("data_offsets end < begin");
+    const uint64_t want = static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+    if (en - b != want)
+      return bad("data_offsets span " + std::to_string(en - b) + " bytes, expected " + std::to_string(want) +
+                 " for " + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string());
+    if (data_start + en > file_size)
+      return bad("data ends at byte " + std::to_string(data_start + en) + " past the end of the file (" +
+                 std::to_string(file_size) + " bytes; truncated shard?)");
+    t.offset = data_start + b;
+    t.nbytes = want;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<std::vector<TensorInfo>> read_safetensors_header(const File& file, int shard) {
+  const std::string& what = file.path();
+  if (file.size() < 8) return Corruption(what + ": " + std::to_string(file.size()) + " bytes, too small for a safetensors header");
+  unsigned char len_bytes[8];
+  STRATA_RETURN_IF_ERROR(file.read_at(0, 8, len_bytes));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  if (n > kMaxSafetensorsHeader || n > file.size() - 8)
+    return Corruption(what + ": safetensors header length " + std::to_string(n) + " exceeds the file (" +
+                      std::to_string(file.size()) + " bytes) or the limit");
+  std::string header(static_cast<size_t>(n), '\0');
+  STRATA_RETURN_IF_ERROR(file.read_at(8, header.size(), header.data()));
+  return parse_safetensors_header(what, header, 8 + n, file.size(), shard);
+}
+
+}  // namespace strata::io

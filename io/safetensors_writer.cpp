@@ -1,0 +1,324 @@
+#include "io/safetensors_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "io/file.h"
+
+namespace strata::io {
+
+namespace {
+
+// Coalescing buffer for small tensors (norms, biases); large chunks bypass it.
+constexpr size_t kBufferBytes = 4u << 20;
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string shard_file_name(const std::string& stem, size_t i, size_t n) {
+  if (n == 1) return stem + ".safetensors";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "-%05zu-of-%05zu.safetensors", i + 1, n);
+  return stem + buf;
+}
+
+// The 8-byte little-endian length followed by the JSON header, padded with spaces to a multiple of 8.
+std::string build_header(const std::vector<TensorDecl>& t, size_t first, size_t end) {
+  nlohmann::ordered_json j;
+  j["__metadata__"] = {{"format", "pt"}};
+  uint64_t off = 0;
+  for (size_t i = first; i < end; ++i) {
+    nlohmann::ordered_json e;
+    e["dtype"] = std::string(dtype_name(t[i].dtype));
+    auto shape = nlohmann::ordered_json::array();
+    for (int d = 0; d < t[i].shape.rank; ++d) shape.push_back(t[i].shape.dims[static_cast<size_t>(d)]);
+    e["shape"] = std::move(shape);
+    e["data_offsets"] = {off, off + t[i].nbytes()};
+    off += t[i].nbytes();
+    j[t[i].name] = std::move(e);
+  }
+  std::string json = j.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int b = 0; b < 8; ++b) out[static_cast<size_t>(b)] = static_cast<char>((n >> (8 * b)) & 0xFF);
+  return out + json;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::string& dir,
+                                                                     std::vector<TensorDecl> tensors,
+                                                                     SafetensorsWriterOptions options) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return NotFound(dir + ": not a directory (the safetensors writer needs an existing output directory)");
+  if (options.stem.empty() || options.stem.find('/') != std::string::npos)
+    return InvalidArgument("safetensors writer: file stem '" + options.stem + "' must be a plain, non-empty name");
+  std::set<std::string> seen;
+  for (const TensorDecl& t : tensors) {
+    if (t.name.empty()) return InvalidArgument("safetensors writer: a tensor has an empty name");
+    if (t.name == "__metadata__") return InvalidArgument("safetensors writer: '__metadata__' is not a tensor name");
+    if (!seen.insert(t.name).second) return InvalidArgument("safetensors writer: tensor '" + t.name + "' declared twice");
+    if (dtype_size(t.dtype) == 0) return InvalidArgument("safetensors writer: tensor '" + t.name + "': unknown dtype");
+    for (int d = 0; d < t.shape.rank; ++d)
+      if (t.shape.dims[static_cast<size_t>(d)] < 0)
+        return InvalidArgument("safetensors writer: tensor '" + t.name + "': negative dimension in " +
+                               t.shape.to_string());
+  }
+
+  auto w = std::unique_ptr<SafetensorsWriter>(new SafetensorsWriter());
+  w->dir_ = dir;
+  w->opt_ = options;
+  w->tensors_ = std::move(tensors);
+
+  // Greedy split in declaration order: a new shard starts when the next tensor would overflow it.
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t first = 0;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < w->tensors_.size(); ++i) {
+    const uint64_t nb = w->tensors_[i].nbytes();
+    if (options.max_shard_bytes > 0 && i > first && bytes + nb > options.max_shard_bytes) {
+      ranges.emplace_back(first, i);
+      first = i;
+      bytes = 0;
+    }
+    bytes += nb;
+    w->total_data_bytes_ += nb;
+  }
+  ranges.emplace_back(first, w->tensors_.size());
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    ShardPlan p;
+    p.file_name = shard_file_name(options.stem, s, ranges.size());
+    p.first_tensor = ranges[s].first;
+    p.end_tensor = ranges[s].second;
+    w->headers_.push_back(build_header(w->tensors_, p.first_tensor, p.end_tensor));
+    p.header_bytes = w->headers_.back().size();
+    for (size_t i = p.first_tensor; i < p.end_tensor; ++i) p.data_bytes += w->tensors_[i].nbytes();
+    w->shards_.push_back(std::move(p));
+  }
+  w->temp_exists_.assign(w->shards_.size(), false);
+
+  if (options.check_free_space) {
+    struct statvfs vfs;
+    if (::statvfs(dir.c_str(), &vfs) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+      const uint64_t need = w->total_file_bytes();
+      if (need > free_bytes)
+        return ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need) + " bytes but the file system has " +
+                                 std::to_string(free_bytes) + " bytes free");
+    }
+  }
+  w->buf_.resize(kBufferBytes);
+  STRATA_RETURN_IF_ERROR(w->open_shard(0));
+  return w;
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) remove_temp_files();
+}
+
+uint64_t SafetensorsWriter::total_file_bytes() const {
+  uint64_t n = 0;
+  for (const ShardPlan& s : shards_) n += s.file_bytes();
+  return n;
+}
+
+std::string SafetensorsWriter::index_file_name() const {
+  return shards_.size() > 1 ? opt_.stem + ".safetensors.index.json" : std::string();
+}
+
+std::string SafetensorsWriter::final_path(size_t s) const { return join_path(dir_, shards_[s].file_name); }
+
+std::string SafetensorsWriter::temp_path(size_t s) const {
+  return final_path(s) + ".tmp." + std::to_string(::getpid());
+}
+
+void SafetensorsWriter::remove_temp_files() {
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (temp_exists_[s]) ::unlink(temp_path(s).c_str());
+    temp_exists_[s] = false;
+  }
+}
+
+Status SafetensorsWriter::fail(Status s) {
+  dead_ = true;
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  remove_temp_files();
+  return s;
+}
+
+Status SafetensorsWriter::open_shard(size_t s) {
+  const std::string tmp = temp_path(s);
+  fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return fail(IOError(tmp + ": create", errno));
+  temp_exists_[s] = true;
+  cur_shard_ = s;
+  fd_written_ = 0;
+  const std::string& h = headers_[s];
+  return raw_write(h.data(), h.size());
+}
+
+Status SafetensorsWriter::raw_write(const void* data, size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::write(fd_, p + done, n - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return fail(IOError(temp_path(cur_shard_) + ": write of " + std::to_string(n - done) + " bytes at offset " +
+                              std::to_string(fd_written_ + done),
+                          errno));
+    }
+    done += static_cast<size_t>(r);
+  }
+  fd_written_ += n;
+  return Status();
+}
+
+Status SafetensorsWriter::flush_buffer() {
+  if (buf_used_ == 0) return Status();
+  size_t n = buf_used_;
+  buf_used_ = 0;
+  return raw_write(buf_.data(), n);
+}
+
+Status SafetensorsWriter::close_shard() {
+  STRATA_RETURN_IF_ERROR(flush_buffer());
+  const ShardPlan& p = shards_[cur_shard_];
+  if (fd_written_ != p.file_bytes())
+    return fail(Internal(temp_path(cur_shard_) + ": wrote " + std::to_string(fd_written_) + " bytes, planned " +
+                         std::to_string(p.file_bytes())));
+  if (opt_.fsync && ::fsync(fd_) != 0) return fail(IOError(temp_path(cur_shard_) + ": fsync", errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return fail(IOError(temp_path(cur_shard_) + ": fstat", errno));
+  if (static_cast<uint64_t>(st.st_size) != p.file_bytes())
+    return fail(Corruption(temp_path(cur_shard_) + ": " + std::to_string(st.st_size) + " bytes on disk, expected " +
+                           std::to_string(p.file_bytes())));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return fail(IOError(temp_path(cur_shard_) + ": close", errno));
+  }
+  fd_ = -1;
+  return Status();
+}
+
+Status SafetensorsWriter::write(const void* data, size_t n) {
+  if (dead_) return InvalidArgument("safetensors writer: write after an earlier error");
+  if (finished_) return InvalidArgument("safetensors writer: write after finish()");
+  // Skip zero-byte tensors so the cursor rests on one that still needs bytes.
+  while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0) ++cur_tensor_;
+  if (n == 0) return Status();
+  if (cur_tensor_ >= tensors_.size())
+    return fail(InvalidArgument("safetensors writer: write of " + std::to_string(n) +
+                                " bytes after every declared tensor is complete"));
+  const TensorDecl& t = tensors_[cur_tensor_];
+  const uint64_t left = t.nbytes() - cur_tensor_written_;
+  if (n > left)
+    return fail(InvalidArgument("safetensors writer: tensor '" + t.name + "': write of " + std::to_string(n) +
+                                " bytes, but only " + std::to_string(left) + " of its " + std::to_string(t.nbytes()) +
+                                " bytes remain (" + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string() + ")"));
+  // The shard holding this tensor must be the open one (shards advance as tensors complete).
+  while (cur_tensor_ >= shards_[cur_shard_].end_tensor) {
+    STRATA_RETURN_IF_ERROR(close_shard());
+    STRATA_RETURN_IF_ERROR(open_shard(cur_shard_ + 1));
+  }
+  if (n >= buf_.size() / 2) {
+    STRATA_RETURN_IF_ERROR(flush_buffer());
+    STRATA_RETURN_IF_ERROR(raw_write(data, n));
+  } else {
+    if (buf_used_ + n > buf_.size()) STRATA_RETURN_IF_ERROR(flush_buffer());
+    std::memcpy(buf_.data() + buf_used_, data, n);
+    buf_used_ += n;
+  }
+  cur_tensor_written_ += n;
+  data_written_ += n;
+  if (cur_tensor_written_ == t.nbytes()) {
+    ++cur_tensor_;
+    cur_tensor_written_ = 0;
+    while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0) ++cur_tensor_;
+  }
+  return Status();
+}
+
+Status SafetensorsWriter::write_tensor(const std::string& name, const void* data, size_t n) {
+  if (dead_) return InvalidArgument("safetensors writer: write after an earlier error");
+  while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0 && tensors_[cur_tensor_].name != name)
+    ++cur_tensor_;
+  if (cur_tensor_ >= tensors_.size())
+    return fail(InvalidArgument("safetensors writer: tensor '" + name + "' written after every declared tensor"));
+  const TensorDecl& t = tensors_[cur_tensor_];
+  if (t.name != name)
+    return fail(InvalidArgument("safetensors writer: tensor '" + name + "' written out of order; the next declared "
+                                "tensor is '" + t.name + "'"));
+  if (cur_tensor_written_ != 0 || n != t.nbytes())
+    return fail(InvalidArgument("safetensors writer: tensor '" + name + "': " + std::to_string(n) +
+                                " bytes given, expected " + std::to_string(t.nbytes() - cur_tensor_written_) + " (" +
+                                std::string(dtype_name(t.dtype)) + " " + t.shape.to_string() + ")"));
+  if (n == 0) {
+    ++cur_tensor_;
+    return Status();
+  }
+  return write(data, n);
+}
+
+Status SafetensorsWriter::finish() {
+  if (dead_) return InvalidArgument("safetensors writer: finish after an earlier error");
+  if (finished_) return Status();
+  while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0) ++cur_tensor_;
+  if (cur_tensor_ < tensors_.size()) {
+    const TensorDecl& t = tensors_[cur_tensor_];
+    return fail(InvalidArgument("safetensors writer: tensor '" + t.name + "' has " + std::to_string(cur_tensor_written_) +
+                                " of its " + std::to_string(t.nbytes()) + " bytes (" +
+                                std::to_string(tensors_.size() - cur_tensor_) + " tensors incomplete)"));
+  }
+  // Trailing shards of only zero-byte tensors still get their (header-only) files.
+  for (;;) {
+    STRATA_RETURN_IF_ERROR(close_shard());
+    if (cur_shard_ + 1 >= shards_.size()) break;
+    STRATA_RETURN_IF_ERROR(open_shard(cur_shard_ + 1));
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (::rename(temp_path(s).c_str(), final_path(s).c_str()) != 0)
+      return fail(IOError(final_path(s) + ": rename from " + temp_path(s), errno));
+    temp_exists_[s] = false;
+  }
+  const std::string index = index_file_name();
+  if (!index.empty()) {
+    nlohmann::json j;
+    j["metadata"] = {{"total_size", total_data_bytes_}};
+    nlohmann::json wm = nlohmann::json::object();
+    for (const ShardPlan& p : shards_)
+      for (size_t i = p.first_tensor; i < p.end_tensor; ++i) wm[tensors_[i].name] = p.file_name;
+    j["weight_map"] = std::move(wm);
+    const std::string text = j.dump(2) + "\n";
+    Status s = write_file_atomic(join_path(dir_, index), text.data(), text.size());
+    if (!s.ok()) return fail(s);
+  }
+  if (opt_.fsync) {
+    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);  // best effort: makes the renames durable
+      ::close(dfd);
+    }
+  }
+  finished_ = true;
+  return Status();
+}
+
+}  // namespace strata::io

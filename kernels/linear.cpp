@@ -1,0 +1,175 @@
+// The generic linear driver: threading, scratch and the decode/prefill split, over the per-level
+// kernels of kernels/detail/kernel_table.h. Compiled for baseline x86-64.
+//
+// decode (n == 1): the row of x is prepared once (quantised, laid out for the level), then output
+//   rows are split over the pool in chunks of at least kMinChunkBytes of weights; each weight byte is
+//   read once.
+// prefill (n >= 2): x is processed in chunks of kRowChunk rows. Per chunk the rows are quantised and
+//   packed in groups of engine.xg (in parallel), then tasks = weight tiles x group ranges run in
+//   parallel; a task dequantises its tile once and multiplies every group of its range with it, so
+//   dequantisation costs 1/xg.. of the multiply work and each packed chunk stays in L2/L3.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "core/status.h"
+#include "kernels/detail/kernel_table.h"
+
+namespace strata::kernels::detail {
+namespace {
+
+// Decode chunks hold at least this many weight bytes, so a tiny matvec (router, 8 x 64) stays serial.
+constexpr int64_t kMinChunkBytes = 64 * 1024;
+// Rows of x packed at a time in prefill: 256 rows x 5120 inputs x 2 B (bf16) = 2.5 MiB, L3-resident.
+constexpr int64_t kRowChunk = 256;
+
+// Uninitialised 64-byte aligned scratch (the kernels write before they read).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Scratch = std::unique_ptr<unsigned char, FreeDeleter>;
+Scratch make_scratch(size_t bytes) {
+  if (bytes == 0) return Scratch();
+  bytes = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  STRATA_CHECK(p != nullptr, "kernels: out of memory for linear scratch");
+  return Scratch(static_cast<unsigned char*>(p));
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <class W>
+int64_t weight_row_bytes(const W& w) {
+  if constexpr (std::is_same_v<W, Fp8Weight>) return w.in;
+  else if constexpr (std::is_same_v<W, Fp4Weight>) return w.in / 2;
+  else if constexpr (std::is_same_v<W, Bf16Weight>) return 2 * w.in;
+  else return 4 * w.in;
+}
+
+void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (pool != nullptr) pool->parallel_for(n, fn, grain);
+  else fn(0, n);
+}
+
+template <class W>
+void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
+  const size_t act_bytes = f.vec_act_bytes ? f.vec_act_bytes(w.in) : 0;
+  Scratch act = make_scratch(act_bytes);
+  const int64_t unit = f.vec_row_unit;
+  const int64_t n_units = ceil_div(w.out, unit);
+  const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, unit * weight_row_bytes(w)));
+  for (int64_t i = 0; i < n; ++i) {
+    const void* a = x + i * w.in;
+    if (act_bytes != 0) {
+      f.vec_prep(x + i * w.in, w.in, act.get());
+      a = act.get();
+    }
+    float* yi = y + i * w.out;
+    run_range(pool, n_units, grain,
+              [&](int64_t u0, int64_t u1) { f.matvec(a, w, u0 * unit, std::min(u1 * unit, w.out), yi); });
+  }
+}
+
+template <class W>
+void run_gemm(const LevelKernels& level, const FormatKernels<W>& f, const float* x, int64_t n, const W& w, float* y,
+              ThreadPool* pool) {
+  const GemmEngine& e = *f.engine;
+  const int64_t in = w.in, out = w.out;
+  const int64_t ldw = ceil_div(in, e.k_align) * e.k_align;
+  const int64_t xg = e.xg, tile_rows = e.tile_rows;
+  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
+  const int64_t row_chunk = std::max(xg, kRowChunk / xg * xg);
+  const int64_t n_tiles = ceil_div(out, tile_rows);
+  const size_t panel_bytes = e.x_panel_bytes(in);
+  Scratch panels = make_scratch(static_cast<size_t>(ceil_div(std::min(n, row_chunk), xg)) * panel_bytes);
+
+  for (int64_t i0 = 0; i0 < n; i0 += row_chunk) {
+    const int64_t rows = std::min(row_chunk, n - i0);
+    const int64_t n_groups = ceil_div(rows, xg);
+
+    // Quantise and pack the groups of this chunk.
+    run_range(pool, n_groups, 1, [&](int64_t g0, int64_t g1) {
+      Scratch tmp = f.quantise_x ? make_scratch(static_cast<size_t>(xg * in) * sizeof(float)) : Scratch();
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t grows = std::min(xg, rows - g * xg);
+        const float* src = x + (i0 + g * xg) * in;
+        if (f.quantise_x) {
+          float* t = reinterpret_cast<float*>(tmp.get());
+          std::memcpy(t, src, static_cast<size_t>(grows * in) * sizeof(float));
+          level.act_quant_fp8(t, grows * in);
+          src = t;
+        }
+        e.pack_x(src, in, grows, in, panels.get() + g * panel_bytes);
+      }
+    });
+
+    // Tiles x group ranges: split the groups only when there are too few tiles to feed the pool.
+    int64_t splits = 1;
+    if (n_threads > 1) splits = std::clamp<int64_t>(ceil_div(4 * n_threads, n_tiles), 1, n_groups);
+    const int64_t groups_per_split = ceil_div(n_groups, splits);
+    splits = ceil_div(n_groups, groups_per_split);
+    run_range(pool, n_tiles * splits, 1, [&](int64_t t0, int64_t t1) {
+      Scratch tile = f.pack_w ? make_scratch(static_cast<size_t>(tile_rows * ldw * e.w_elem_bytes)) : Scratch();
+      int64_t packed = -1;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t tile_index = t / splits, split = t % splits;
+        const int64_t r0 = tile_index * tile_rows, r1 = std::min(out, r0 + tile_rows);
+        const void* tile_ptr = nullptr;
+        if (f.pack_w) {
+          if (packed != tile_index) f.pack_w(w, r0, r1, ldw, tile.get());
+          packed = tile_index;
+          tile_ptr = tile.get();
+        } else if constexpr (std::is_same_v<W, F32Weight>) {
+          tile_ptr = w.w + r0 * in;
+        }
+        const int64_t g_end = std::min(n_groups, (split + 1) * groups_per_split);
+        for (int64_t g = split * groups_per_split; g < g_end; ++g) {
+          e.gemm(panels.get() + g * panel_bytes, std::min(xg, rows - g * xg), tile_ptr, ldw, r1 - r0, in,
+                 y + (i0 + g * xg) * out + r0, out);
+        }
+      }
+    });
+  }
+}
+
+template <class W>
+const FormatKernels<W>& format_of(const LevelKernels& level) {
+  if constexpr (std::is_same_v<W, Fp8Weight>) return level.fp8;
+  else if constexpr (std::is_same_v<W, Fp4Weight>) return level.fp4;
+  else if constexpr (std::is_same_v<W, Bf16Weight>) return level.bf16;
+  else return level.f32;
+}
+
+template <class W>
+void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
+  if (n <= 0 || w.out <= 0) return;
+  const FormatKernels<W>& f = format_of<W>(level);
+  if (f.supports != nullptr && !f.supports(w, n)) {
+    STRATA_CHECK(level.fallback != nullptr, "kernels: level without fallback refused a weight");
+    run(*level.fallback, x, n, w, y, pool);
+    return;
+  }
+  if (n == 1 || f.engine == nullptr) run_matvec(f, x, n, w, y, pool);
+  else run_gemm(level, f, x, n, w, y, pool);
+}
+
+}  // namespace
+
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
+  run(level, x, n, w, y, pool);
+}
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool) {
+  run(level, x, n, w, y, pool);
+}
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Bf16Weight& w, float* y,
+                ThreadPool* pool) {
+  run(level, x, n, w, y, pool);
+}
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool) {
+  run(level, x, n, w, y, pool);
+}
+
+}  // namespace strata::kernels::detail

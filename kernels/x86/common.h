@@ -1,0 +1,73 @@
+// Scalar helpers shared by the ISA files of kernels/x86 (each compiled with its own -m flags).
+//
+// Everything here sits in an anonymous namespace on purpose: each ISA file gets its own internal copy
+// compiled with its own flags, so the linker can never merge an AVX-512 build of a helper into code
+// that runs on a CPU without AVX-512 (the ODR hazard of per-file flags). For the same reason the ISA
+// files use no std:: templates (std::min, std::vector, ...), only these helpers and C functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace strata::kernels::x86 {
+namespace {
+
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline uint32_t load_u32(const void* p) {
+  uint32_t u;
+  std::memcpy(&u, p, sizeof u);
+  return u;
+}
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Exact value of a UE8M0 code: 2^(c-127); 0 is the subnormal 2^-127, 255 is NaN (core/dtype.h e8m0_to_f32).
+inline float e8m0_value(uint8_t c) {
+  if (c == 0) return bits_f32(0x00400000u);
+  if (c == 255) return bits_f32(0x7FC00000u);
+  return bits_f32(static_cast<uint32_t>(c) << 23);
+}
+
+// kernels::fp8_block_scale, restated here so the ISA files do not call out of line per block.
+// ROUNDING: fp32(max(amax, 1e-4) * fp32(1/448)), then 2^(exponent + (mantissa != 0)) (fast_round_scale).
+inline float fp8_scale(float amax) {
+  const float t = (amax > 1e-4f ? amax : 1e-4f) * (1.0f / 448.0f);
+  const uint32_t u = f32_bits(t);
+  return bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23);
+}
+
+// Scratch that lives on the stack up to kStackBytes and on the heap beyond (64-byte aligned).
+constexpr size_t kStackBytes = 64 * 1024;
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes)
+      : heap_(bytes > kStackBytes ? std::aligned_alloc(64, (bytes + 63) / 64 * 64) : nullptr) {}
+  ~Scratch() { std::free(heap_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* as() {
+    return static_cast<T*>(heap_ != nullptr ? heap_ : static_cast<void*>(stack_));
+  }
+
+ private:
+  void* heap_;
+  alignas(64) unsigned char stack_[kStackBytes];
+};
+
+}  // namespace
+}  // namespace strata::kernels::x86

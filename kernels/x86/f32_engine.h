@@ -1,0 +1,289 @@
+// The f32 engine: decode matvecs and the prefill GEMM in f32 FMA arithmetic, written once over a
+// vector-traits type V and instantiated by linear_avx2.cpp (8 lanes) and linear_avx512.cpp (16 lanes).
+//
+// Exactness: FP8/FP4 weights are widened to f32 exactly (E4M3 through the fp16 bit trick and
+// VCVTPH2PS, E2M1 through a 16-entry table), the block scales are powers of two, and the activations
+// are act_quant_fp8 values, so every product x*w is exact and only the summation order differs from
+// kernels/ref (fixtures README: summation order is free).
+//
+// The traits V provide (all static):
+//   F; kW lanes; kXg = 2*kW packed x rows; kRw weight rows per micro-kernel; kTileRows; kKc (K chunk);
+//   zero(), set1(f), load(p) (aligned), loadu(p), store(p, v) (aligned), add, mul, fmadd(a, b, c) = a*b+c,
+//   hsum(v);
+//   e4m3x(p):   kW E4M3 codes -> their values * 2^-8 (fp16 trick: code << 7 is an fp16 with bias 15);
+//   bf16(p):    kW bf16 -> f32;
+//   bf16_pairs(p, &even, &odd): 2*kW bf16 -> values at even and at odd positions;
+//   T, e2m1_table(s): the E2M1 table times s; e2m1(p, t, &lo, &hi): kW packed bytes -> low-nibble
+//     values (even K) and high-nibble values (odd K);
+//   interleave(lo, hi, &a, &b): [lo0 hi0 lo1 hi1 ...] over two registers.
+// Everything sits in an anonymous namespace (see common.h): instantiations stay inside their ISA file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/linear.h"
+#include "kernels/x86/common.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+template <class V>
+struct F32Engine {
+  using F = typename V::F;
+  static constexpr int kW = V::kW;
+  static constexpr int kXg = V::kXg;
+
+  // ---------------------------------------------------------------- decode: activation layouts
+  // FP8: the quantised row itself.
+  static size_t fp8_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float); }
+  static void fp8_prep(const float* x, int64_t in, void* act) {
+    float* a = static_cast<float*>(act);
+    std::memcpy(a, x, static_cast<size_t>(in) * sizeof(float));
+    V::act_quant(a, in);
+  }
+
+  // FP4: the quantised row with each group of 2*kW values split into [evens | odds], matching the
+  // low/high nibbles of kW packed bytes.
+  static size_t fp4_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float); }
+  static void fp4_prep(const float* x, int64_t in, void* act) {
+    Scratch tmp(static_cast<size_t>(in) * sizeof(float));
+    float* q = tmp.as<float>();
+    std::memcpy(q, x, static_cast<size_t>(in) * sizeof(float));
+    V::act_quant(q, in);
+    deinterleave(q, in / (2 * kW) * (2 * kW), static_cast<float*>(act));
+  }
+
+  // BF16: x split the same way over the whole groups; the tail (in % 2kW) follows as is.
+  static size_t bf16_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float); }
+  static void bf16_prep(const float* x, int64_t in, void* act) {
+    float* a = static_cast<float*>(act);
+    const int64_t main = in / (2 * kW) * (2 * kW);
+    deinterleave(x, main, a);
+    for (int64_t k = main; k < in; ++k) a[k] = x[k];
+  }
+
+  static void deinterleave(const float* x, int64_t n, float* out) {
+    for (int64_t g = 0; g < n; g += 2 * kW) {
+      for (int i = 0; i < kW; ++i) {
+        out[g + i] = x[g + 2 * i];
+        out[g + kW + i] = x[g + 2 * i + 1];
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- decode: matvecs
+  // FP8 rows [r0, r1), r0 a multiple of 32: per 32-row block, x' = xq * s_w * 2^8 (exact, powers of
+  // two) is built once and dotted with the widened rows, four rows at a time.
+  template <int R>
+  static void fp8_dot(const float* xs, const uint8_t* w, int64_t in, float* y) {
+    F acc[R][2];
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
+    for (int64_t k = 0; k < in; k += 2 * kW) {
+      const F x0 = V::load(xs + k), x1 = V::load(xs + k + kW);
+      for (int i = 0; i < R; ++i) {
+        acc[i][0] = V::fmadd(V::e4m3x(w + i * in + k), x0, acc[i][0]);
+        acc[i][1] = V::fmadd(V::e4m3x(w + i * in + k + kW), x1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) y[i] = V::hsum(V::add(acc[i][0], acc[i][1]));
+  }
+  static void fp8_matvec(const void* act, const Fp8Weight& w, int64_t r0, int64_t r1, float* y) {
+    const float* xq = static_cast<const float*>(act);
+    const int64_t in = w.in, nkb = in / 32;
+    Scratch buf(static_cast<size_t>(in) * sizeof(float));
+    float* xs = buf.as<float>();
+    for (int64_t rb = r0 / 32; rb * 32 < r1; ++rb) {
+      const uint8_t* sc = w.scale + rb * nkb;
+      for (int64_t b = 0; b < nkb; ++b) {
+        const F s = V::set1(e8m0_value(sc[b]) * 256.0f);  // 2^8 undoes e4m3x's 2^-8
+        for (int j = 0; j < 32; j += kW) V::store(xs + b * 32 + j, V::mul(V::load(xq + b * 32 + j), s));
+      }
+      const int64_t hi = imin(r1, rb * 32 + 32);
+      int64_t r = imax(r0, rb * 32);
+      for (; r + 4 <= hi; r += 4) fp8_dot<4>(xs, w.w + r * in, in, y + r);
+      for (; r < hi; ++r) fp8_dot<1>(xs, w.w + r * in, in, y + r);
+    }
+  }
+
+  // FP4 rows: per 32-block a table of the 16 codes times the row's block scale.
+  template <int R>
+  static void fp4_dot(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in, float* y) {
+    const int64_t nkb = in / 32, row_bytes = in / 2;
+    F acc[R][2];
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
+    for (int64_t b = 0; b < nkb; ++b) {
+      typename V::T t[R];
+      for (int i = 0; i < R; ++i) t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
+      for (int g = 0; g < 32; g += 2 * kW) {
+        const F xe = V::load(xa + b * 32 + g), xo = V::load(xa + b * 32 + g + kW);
+        for (int i = 0; i < R; ++i) {
+          F lo, hi;
+          V::e2m1(w + i * row_bytes + b * 16 + g / 2, t[i], &lo, &hi);
+          acc[i][0] = V::fmadd(lo, xe, acc[i][0]);
+          acc[i][1] = V::fmadd(hi, xo, acc[i][1]);
+        }
+      }
+    }
+    for (int i = 0; i < R; ++i) y[i] = V::hsum(V::add(acc[i][0], acc[i][1]));
+  }
+  static void fp4_matvec(const void* act, const Fp4Weight& w, int64_t r0, int64_t r1, float* y) {
+    const float* xa = static_cast<const float*>(act);
+    const int64_t in = w.in, nkb = in / 32;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) fp4_dot<4>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r);
+    for (; r < r1; ++r) fp4_dot<1>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r);
+  }
+
+  // BF16 rows: the dword holding an (even, odd) pair widens with one shift and one mask.
+  template <int R>
+  static void bf16_dot(const float* xa, const uint16_t* w, int64_t in, float* y) {
+    const int64_t main = in / (2 * kW) * (2 * kW);
+    F acc[R][2];
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
+    for (int64_t k = 0; k < main; k += 2 * kW) {
+      const F xe = V::load(xa + k), xo = V::load(xa + k + kW);
+      for (int i = 0; i < R; ++i) {
+        F even, odd;
+        V::bf16_pairs(w + i * in + k, &even, &odd);
+        acc[i][0] = V::fmadd(even, xe, acc[i][0]);
+        acc[i][1] = V::fmadd(odd, xo, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      float s = V::hsum(V::add(acc[i][0], acc[i][1]));
+      for (int64_t k = main; k < in; ++k) s += xa[k] * bits_f32(static_cast<uint32_t>(w[i * in + k]) << 16);
+      y[i] = s;
+    }
+  }
+  static void bf16_matvec(const void* act, const Bf16Weight& w, int64_t r0, int64_t r1, float* y) {
+    const float* xa = static_cast<const float*>(act);
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) bf16_dot<4>(xa, w.w + r * w.in, w.in, y + r);
+    for (; r < r1; ++r) bf16_dot<1>(xa, w.w + r * w.in, w.in, y + r);
+  }
+
+  template <int R>
+  static void f32_dot(const float* x, const float* w, int64_t in, float* y) {
+    const int64_t main = in / (2 * kW) * (2 * kW);
+    F acc[R][2];
+    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
+    for (int64_t k = 0; k < main; k += 2 * kW) {
+      const F x0 = V::loadu(x + k), x1 = V::loadu(x + k + kW);
+      for (int i = 0; i < R; ++i) {
+        acc[i][0] = V::fmadd(V::loadu(w + i * in + k), x0, acc[i][0]);
+        acc[i][1] = V::fmadd(V::loadu(w + i * in + k + kW), x1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      float s = V::hsum(V::add(acc[i][0], acc[i][1]));
+      for (int64_t k = main; k < in; ++k) s += x[k] * w[i * in + k];
+      y[i] = s;
+    }
+  }
+  static void f32_matvec(const void* act, const F32Weight& w, int64_t r0, int64_t r1, float* y) {
+    const float* x = static_cast<const float*>(act);
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) f32_dot<4>(x, w.w + r * w.in, w.in, y + r);
+    for (; r < r1; ++r) f32_dot<1>(x, w.w + r * w.in, w.in, y + r);
+  }
+
+  // ---------------------------------------------------------------- prefill: packing
+  // Panel of kXg rows of x, transposed: panel[k * kXg + i] = x[i, k] (missing rows zero).
+  static size_t x_panel_bytes(int64_t in) { return static_cast<size_t>(in * kXg) * sizeof(float); }
+  static void pack_x(const float* x, int64_t ldx, int64_t rows, int64_t in, void* panel) {
+    float* p = static_cast<float*>(panel);
+    if (rows < kXg) std::memset(p, 0, x_panel_bytes(in));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < in; ++k) p[k * kXg + i] = x[i * ldx + k];
+  }
+
+  // Weight tiles: plain f32 rows of ldw (= in) values, dequantised exactly.
+  static void fp8_pack_w(const Fp8Weight& w, int64_t r0, int64_t r1, int64_t ldw, void* tile) {
+    float* t = static_cast<float*>(tile);
+    const int64_t in = w.in, nkb = in / 32;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = w.w + r * in;
+      const uint8_t* sc = w.scale + (r / 32) * nkb;
+      float* dst = t + (r - r0) * ldw;
+      for (int64_t b = 0; b < nkb; ++b) {
+        const F s = V::set1(e8m0_value(sc[b]) * 256.0f);
+        for (int j = 0; j < 32; j += kW) V::store(dst + b * 32 + j, V::mul(V::e4m3x(src + b * 32 + j), s));
+      }
+    }
+  }
+  static void fp4_pack_w(const Fp4Weight& w, int64_t r0, int64_t r1, int64_t ldw, void* tile) {
+    float* t = static_cast<float*>(tile);
+    const int64_t in = w.in, nkb = in / 32;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = w.w + r * (in / 2);
+      float* dst = t + (r - r0) * ldw;
+      for (int64_t b = 0; b < nkb; ++b) {
+        const typename V::T tb = V::e2m1_table(e8m0_value(w.scale[r * nkb + b]));
+        for (int g = 0; g < 32; g += 2 * kW) {
+          F lo, hi, a, c;
+          V::e2m1(src + b * 16 + g / 2, tb, &lo, &hi);
+          V::interleave(lo, hi, &a, &c);
+          V::store(dst + b * 32 + g, a);
+          V::store(dst + b * 32 + g + kW, c);
+        }
+      }
+    }
+  }
+  static void bf16_pack_w(const Bf16Weight& w, int64_t r0, int64_t r1, int64_t ldw, void* tile) {
+    float* t = static_cast<float*>(tile);
+    const int64_t in = w.in, main = in / kW * kW;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint16_t* src = w.w + r * in;
+      float* dst = t + (r - r0) * ldw;
+      int64_t k = 0;
+      for (; k < main; k += kW) V::storeu(dst + k, V::bf16(src + k));
+      for (; k < in; ++k) dst[k] = bits_f32(static_cast<uint32_t>(src[k]) << 16);
+    }
+  }
+
+  // ---------------------------------------------------------------- prefill: GEMM
+  // c[RW][kXg] (+)= tile rows x panel over kn K values. acc[r][v] holds 8/16 x rows of weight row r.
+  template <int NV, int RW>
+  static void micro(const float* xp, const float* wp, int64_t ldw, int64_t kn, float* c, bool first) {
+    F acc[RW][NV];
+    for (int r = 0; r < RW; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v] = first ? V::zero() : V::load(c + r * kXg + v * kW);
+    for (int64_t k = 0; k < kn; ++k) {
+      F xv[NV];
+      for (int v = 0; v < NV; ++v) xv[v] = V::load(xp + k * kXg + v * kW);
+      for (int r = 0; r < RW; ++r) {
+        const F b = V::set1(wp[r * ldw + k]);
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(b, xv[v], acc[r][v]);
+      }
+    }
+    for (int r = 0; r < RW; ++r)
+      for (int v = 0; v < NV; ++v) V::store(c + r * kXg + v * kW, acc[r][v]);
+  }
+  template <int NV, int RW>
+  static void micro_rows(int rows, const float* xp, const float* wp, int64_t ldw, int64_t kn, float* c, bool first) {
+    if constexpr (RW >= 1) {
+      if (rows == RW) micro<NV, RW>(xp, wp, ldw, kn, c, first);
+      else micro_rows<NV, RW - 1>(rows, xp, wp, ldw, kn, c, first);
+    }
+  }
+  static void gemm(const void* panel, int64_t x_rows, const void* tile, int64_t ldw, int64_t w_rows, int64_t in,
+                   float* y, int64_t ldy) {
+    const float* xp = static_cast<const float*>(panel);
+    const float* wt = static_cast<const float*>(tile);
+    alignas(64) float c[V::kTileRows * kXg];
+    for (int64_t k0 = 0; k0 < in; k0 += V::kKc) {
+      const int64_t kn = imin(V::kKc, in - k0);
+      for (int64_t r = 0; r < w_rows; r += V::kRw) {
+        const int rows = static_cast<int>(imin(V::kRw, w_rows - r));
+        if (x_rows > kW) micro_rows<2, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
+        else micro_rows<1, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
+      }
+    }
+    for (int64_t r = 0; r < w_rows; ++r)
+      for (int64_t i = 0; i < x_rows; ++i) y[i * ldy + r] = c[r * kXg + i];
+  }
+};
+
+}  // namespace
+}  // namespace strata::kernels::x86

@@ -1,0 +1,47 @@
+// act_quant_fp8 with AVX2: 32 values (four registers) per block. Same rounding trick as
+// quant_avx512.cpp (|q| + 2^(max(e,-6)+20) rounds |q| to the E4M3 grid, ties to even).
+#include <immintrin.h>
+
+#include "kernels/x86/common.h"
+#include "kernels/x86/quant_x86.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+inline __m256 abs8(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+
+inline __m256 quant8(__m256 v, __m256 inv, __m256 s) {
+  const __m256 q = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv), _mm256_set1_ps(-448.0f)),
+                                 _mm256_set1_ps(448.0f));  // x/s is exact: s is a power of two
+  const __m256 a = abs8(q);
+  const __m256 e = _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)));
+  const __m256 m = _mm256_mul_ps(_mm256_max_ps(e, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(0x1p20f));
+  // ROUNDING: RNE to the E4M3 grid (act_quant), see quant_avx512.cpp.
+  const __m256 r = _mm256_sub_ps(_mm256_add_ps(a, m), m);
+  const __m256 res = _mm256_mul_ps(r, s);
+  // Sign back, except on a zero result: f32_to_e4m3 encodes -0 as +0.
+  const __m256 nz = _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+  const __m256 sign = _mm256_and_ps(q, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u))));
+  return _mm256_or_ps(res, _mm256_and_ps(sign, nz));
+}
+
+}  // namespace
+
+void act_quant_fp8_avx2(float* x, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    __m256 v[4];
+    __m256 mx = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(x + b + 8 * j);
+      mx = _mm256_max_ps(mx, abs8(v[j]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float scale = fp8_scale(_mm_cvtss_f32(m4));
+    const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(x + b + 8 * j, quant8(v[j], inv, s));
+  }
+}
+
+}  // namespace strata::kernels::x86

@@ -1,0 +1,43 @@
+// act_quant_fp8 with AVX-512 F/BW/VL/DQ: 32 values (two registers) per block.
+//
+// Rounding to the E4M3 grid without a table: for |q| in [2^e, 2^(e+1)) the grid step is 2^(e-3)
+// (2^-9 below 2^-6, the subnormals), so with M = 2^(max(e, -6) + 20) the f32 sum |q| + M has exactly
+// that step as its ulp and the hardware's round-to-nearest-even rounds |q| as RNE_e4m3 does; the
+// evenness of the sum's last bit is the evenness of the E4M3 mantissa. Subtracting M is exact.
+#include <immintrin.h>
+
+#include "kernels/x86/common.h"
+#include "kernels/x86/quant_x86.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+inline __m512 quant16(__m512 v, __m512 inv, __m512 s) {
+  const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), _mm512_set1_ps(-448.0f)),
+                                 _mm512_set1_ps(448.0f));  // x/s is exact: s is a power of two
+  const __m512 a = _mm512_abs_ps(q);
+  const __m512 e = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)));
+  const __m512 m = _mm512_mul_ps(_mm512_max_ps(e, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(0x1p20f));
+  // ROUNDING: RNE to the E4M3 grid (act_quant), see the file comment.
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(a, m), m);
+  const __m512 res = _mm512_mul_ps(r, s);
+  // Sign back, except on a zero result: f32_to_e4m3 encodes -0 as +0.
+  const __mmask16 nz = _mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(res), nz, _mm512_castps_si512(res), sign));
+}
+
+}  // namespace
+
+void act_quant_fp8_avx512(float* x, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + b), v1 = _mm512_loadu_ps(x + b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float scale = fp8_scale(amax);
+    const __m512 s = _mm512_set1_ps(scale), inv = _mm512_set1_ps(1.0f / scale);
+    _mm512_storeu_ps(x + b, quant16(v0, inv, s));
+    _mm512_storeu_ps(x + b + 16, quant16(v1, inv, s));
+  }
+}
+
+}  // namespace strata::kernels::x86

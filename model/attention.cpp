@@ -1,0 +1,346 @@
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/quant.h"
+#include "model/ops.h"
+
+namespace strata::model {
+
+namespace {
+
+// Latest layer <= `layer` in `list` (the source a compressed layer reads from), -1 if none.
+int latest_at_or_before(const std::vector<int>& list, int layer) {
+  int best = -1;
+  for (int l : list)
+    if (l <= layer) best = l;
+  return best;
+}
+
+// Latest index-key owner at or before `layer` (a kv source that is also an index source).
+int latest_key_owner(const ModelConfig& c, int layer) {
+  int best = -1;
+  for (int l : c.kv_source_layers)
+    if (l <= layer && c.is_index_source(l)) best = l;
+  return best;
+}
+
+void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, double eps) {
+  for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, d, w.data(), eps, x + t * d);
+}
+
+}  // namespace
+
+int topk_ascending(const float* scores, int64_t n, int k, int32_t* out) {
+  std::vector<int32_t> idx;
+  idx.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    if (scores[i] != -INFINITY) idx.push_back(static_cast<int32_t>(i));
+  const int m = std::min<int>(k, static_cast<int>(idx.size()));
+  // Highest score first; an exact tie goes to the lower id (torch.topk leaves ties unspecified; the
+  // fixtures were chosen free of ties at every boundary).
+  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
+  std::partial_sort(idx.begin(), idx.begin() + m, idx.end(), better);
+  std::sort(idx.begin(), idx.begin() + m);
+  for (int i = 0; i < k; ++i) out[i] = i < m ? idx[static_cast<size_t>(i)] : -1;
+  return m;
+}
+
+void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
+                             uint8_t* keep) {
+  std::fill(keep, keep + width, 0);
+  if (n_visible <= 0) return;
+  const int64_t nb = (n_visible + block_size - 1) / block_size;
+  std::vector<float> bs(static_cast<size_t>(nb), -INFINITY);
+  for (int64_t i = 0; i < n_visible; ++i) {
+    float& b = bs[static_cast<size_t>(i / block_size)];
+    b = std::max(b, scores[i]);
+  }
+  // The block holding the newest position is only partly filled: always keep it.
+  bs[static_cast<size_t>((n_visible - 1) / block_size)] = INFINITY;
+  std::vector<int32_t> order(static_cast<size_t>(nb));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t m = std::min<int64_t>(topk_blocks, nb);
+  std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int32_t a, int32_t b) {
+    return bs[static_cast<size_t>(a)] > bs[static_cast<size_t>(b)] || (bs[static_cast<size_t>(a)] == bs[static_cast<size_t>(b)] && a < b);
+  });
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t blk = order[static_cast<size_t>(i)];
+    if (bs[static_cast<size_t>(blk)] == -INFINITY) continue;
+    // Whole blocks are marked, clipped to `width` (positions past n_visible are masked anyway).
+    const int64_t b0 = static_cast<int64_t>(blk) * block_size, b1 = std::min<int64_t>(b0 + block_size, width);
+    for (int64_t j = b0; j < b1; ++j) keep[j] = 1;
+  }
+}
+
+int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                       int64_t start, LayerKvCache& lc, std::vector<float>* latents, ThreadPool* pool) {
+  const int ratio = c.compress_ratio(layer);
+  const int64_t D = c.head_dim;
+  latents->clear();
+  std::vector<float> kv(static_cast<size_t>(n * D));
+  w.comp_wkv.apply(x, n, kv.data(), pool);
+  const int64_t first_group = start / ratio;  // group g completes at g*ratio + ratio-1 >= start
+  if (ratio == 1) {
+    // One token per group: nothing to pool (model.py Compressor, ratio 1).
+    latents->resize(static_cast<size_t>(n * D));
+    for (int64_t t = 0; t < n; ++t) rms_norm(kv.data() + t * D, D, w.comp_norm.data(), c.norm_eps, latents->data() + t * D);
+    return start;
+  }
+  std::vector<float> score(static_cast<size_t>(n * D));
+  w.comp_wgate.apply(x, n, score.data(), pool);
+  if (lc.kv_state.empty()) {
+    lc.kv_state.assign(static_cast<size_t>(ratio * D), 0.0f);
+    lc.score_state.assign(static_cast<size_t>(ratio * D), -INFINITY);
+  }
+  std::vector<float> pooled(static_cast<size_t>(D));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = start + t;
+    const int slot = static_cast<int>(pos % ratio);
+    std::copy(kv.begin() + t * D, kv.begin() + (t + 1) * D, lc.kv_state.begin() + slot * D);
+    std::copy(score.begin() + t * D, score.begin() + (t + 1) * D, lc.score_state.begin() + slot * D);
+    if (slot != ratio - 1) continue;
+    // Softmax over the group's tokens, per channel, then the gated sum (model.py Compressor.forward).
+    for (int64_t d = 0; d < D; ++d) {
+      float mx = -INFINITY;
+      for (int s = 0; s < ratio; ++s) mx = std::max(mx, lc.score_state[static_cast<size_t>(s * D + d)]);
+      float den = 0.0f;
+      for (int s = 0; s < ratio; ++s) den += std::exp(lc.score_state[static_cast<size_t>(s * D + d)] - mx);
+      float acc = 0.0f;
+      for (int s = 0; s < ratio; ++s)
+        acc += lc.kv_state[static_cast<size_t>(s * D + d)] * (std::exp(lc.score_state[static_cast<size_t>(s * D + d)] - mx) / den);
+      pooled[static_cast<size_t>(d)] = acc;
+    }
+    const size_t off = latents->size();
+    latents->resize(off + static_cast<size_t>(D));
+    rms_norm(pooled.data(), D, w.comp_norm.data(), c.norm_eps, latents->data() + off);
+  }
+  return first_group;
+}
+
+namespace {
+
+// Index keys of new latents: k = RoPE(k_norm(wk(latent))) then FP4 (ue8m0 per 32) (Indexer.forward).
+void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const RopeTable& rope, const float* latents,
+                       int64_t n_new, int64_t first_group, int ratio, LayerKvCache& lc, ThreadPool* pool) {
+  const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
+  std::vector<float> k(static_cast<size_t>(n_new * id));
+  w.idx_wk.apply(latents, n_new, k.data(), pool);
+  for (int64_t g = 0; g < n_new; ++g) {
+    float* kg = k.data() + g * id;
+    rms_norm(kg, id, w.idx_k_norm.data(), c.norm_eps, kg);
+    rope.apply(kg + id - rd, (first_group + g) * ratio);  // a latent sits at its group's first token
+    // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 (model.py Indexer.forward, fp4_act_quant).
+    kernels::fp4_quant_e8m0_inplace(kg, id, 32);
+  }
+  lc.index_keys.insert(lc.index_keys.end(), k.begin(), k.end());
+}
+
+// Indexer scoring and selection for every query of the chunk (model.py Indexer.forward).
+void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, const float* qr,
+                 int64_t n, int64_t start) {
+  const ModelConfig& c = ctx.c;
+  const int ratio = c.compress_ratio(layer);
+  const int ih = c.index_n_heads;
+  const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
+  const int K = c.index_topk;
+  const int owner = latest_key_owner(c, layer);
+  const std::vector<float>& keys = ctx.cache.layers[static_cast<size_t>(owner)].index_keys;
+
+  std::vector<float> q(static_cast<size_t>(n * ih * id));
+  w.idx_wq_b.apply(qr, n, q.data(), ctx.pool);
+  std::vector<float> wts(static_cast<size_t>(n * ih));
+  w.idx_weights_proj.apply(x, n, wts.data(), ctx.pool);
+  // ROUNDING: the python scalar softmax_scale * n_heads^-0.5 multiplies an f32 tensor as f32.
+  const float wscale = static_cast<float>(std::pow(static_cast<double>(id), -0.5) * std::pow(static_cast<double>(ih), -0.5));
+  for (auto& v : wts) v *= wscale;
+
+  AttentionShared& sh = ctx.shared;
+  const int64_t max_vis = (start + n) / ratio;
+  sh.topk.assign(static_cast<size_t>(n * K), -1);
+  sh.have_topk = true;
+  const bool cand_source = c.is_candidate_source(layer);
+  const bool use_cand = c.uses_candidates(layer);
+  if (cand_source) {
+    sh.cand_width = max_vis;
+    sh.candidates.assign(static_cast<size_t>(n * max_vis), 0);
+    sh.have_candidates = true;
+  }
+  STRATA_CHECK(!use_cand || sh.have_candidates, "indexer uses candidates but no candidate source ran");
+
+  auto body = [&](int64_t t0, int64_t t1) {
+    std::vector<float> score(static_cast<size_t>(std::max<int64_t>(max_vis, 1)));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = start + t;
+      float* qt = q.data() + t * ih * id;
+      for (int h = 0; h < ih; ++h) ctx.rope.apply(qt + h * id + id - rd, pos);
+      // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 on the index queries (Indexer.forward).
+      kernels::fp4_quant_e8m0_inplace(qt, ih * id, 32);
+      const int64_t n_vis = (pos + 1) / ratio;  // groups complete at this query
+      const float* wt = wts.data() + t * ih;
+      for (int64_t g = 0; g < n_vis; ++g) {
+        const float* kg = keys.data() + g * id;
+        float s = 0.0f;
+        for (int h = 0; h < ih; ++h) {
+          const float* qh = qt + h * id;
+          float dot = 0.0f;
+          for (int64_t d = 0; d < id; ++d) dot += qh[d] * kg[d];
+          s += std::max(dot, 0.0f) * wt[h];
+        }
+        score[static_cast<size_t>(g)] = s;
+      }
+      if (cand_source) {
+        select_candidate_blocks(score.data(), n_vis, sh.cand_width, c.candidate_topk_blocks, c.candidate_block_size,
+                                sh.candidates.data() + t * sh.cand_width);
+      } else if (use_cand) {
+        const uint8_t* keep = sh.candidates.data() + t * sh.cand_width;
+        for (int64_t g = 0; g < n_vis; ++g)
+          if (!keep[g]) score[static_cast<size_t>(g)] = -INFINITY;
+      }
+      topk_ascending(score.data(), n_vis, K, sh.topk.data() + t * K);
+    }
+  };
+  if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
+  else body(0, n);
+
+  if (ctx.obs) {
+    std::vector<int64_t> ids(sh.topk.begin(), sh.topk.end());
+    ctx.obs->ids("indexer_topk", layer, ids, {n, K});
+    if (cand_source) {
+      std::vector<int64_t> m(sh.candidates.begin(), sh.candidates.end());
+      ctx.obs->ids("candidate_mask", layer, m, {n, sh.cand_width});
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                       int64_t start, float* out) {
+  const ModelConfig& c = ctx.c;
+  const int H = c.n_heads;
+  const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;
+  const int ratio = c.compress_ratio(layer);
+  LayerKvCache& lc = ctx.cache.layers[static_cast<size_t>(layer)];
+
+  // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
+  std::vector<float> qr(static_cast<size_t>(n * qrank));
+  w.wq_a.apply(x, n, qr.data(), ctx.pool);
+  rms_norm_rows(qr.data(), n, qrank, w.q_norm, c.norm_eps);
+  std::vector<float> q(static_cast<size_t>(n * H * D));
+  w.wq_b.apply(qr.data(), n, q.data(), ctx.pool);
+  for (int64_t t = 0; t < n; ++t)
+    for (int h = 0; h < H; ++h) ctx.rope.apply(q.data() + (t * H + h) * D + D - rd, start + t);
+
+  // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector.
+  std::vector<float> kv(static_cast<size_t>(n * D));
+  w.wkv.apply(x, n, kv.data(), ctx.pool);
+  rms_norm_rows(kv.data(), n, D, w.kv_norm, c.norm_eps);
+  for (int64_t t = 0; t < n; ++t) {
+    ctx.rope.apply(kv.data() + t * D + D - rd, start + t);
+    // ROUNDING: FP8 E4M3, ue8m0 per 32 (model.py Attention._window_kv act_quant in place).
+    kernels::act_quant_fp8_inplace(kv.data() + t * D, D, 32);
+  }
+  if (lc.window.empty()) lc.window.assign(static_cast<size_t>(win * D), 0.0f);
+
+  // Compressed KV and the per-query selection.
+  const float* comp = nullptr;
+  const int32_t* sel = nullptr;
+  const int K = c.index_topk;
+  if (ratio > 0) {
+    if (c.is_kv_source(layer)) {
+      std::vector<float> latents;
+      const int64_t first = compress_chunk(c, layer, w, x, n, start, lc, &latents, ctx.pool);
+      const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
+      if (ctx.obs && n_new > 0) ctx.obs->tensor("compressor_latent", layer, latents, {n_new, D});
+      // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
+      if (c.owns_index_keys(layer) && n_new > 0)
+        append_index_keys(c, w, ctx.rope, latents.data(), n_new, first, ratio, lc, ctx.pool);
+      for (int64_t g = 0; g < n_new; ++g) {
+        float* lg = latents.data() + g * D;
+        ctx.rope.apply(lg + D - rd, (first + g) * ratio);
+        // ROUNDING: FP4 E2M1 with an E4M3 scale per 16 (model.py _compress_kv fp4_act_quant).
+        kernels::fp4_quant_e4m3_inplace(lg, D, 16);
+      }
+      lc.compressed.insert(lc.compressed.end(), latents.begin(), latents.end());
+    }
+    if (c.is_index_source(layer)) run_indexer(ctx, layer, w, x, qr.data(), n, start);
+    STRATA_CHECK(ctx.shared.have_topk, "compressed layer without an index source before it");
+    const int src = latest_at_or_before(c.kv_source_layers, layer);
+    comp = ctx.cache.layers[static_cast<size_t>(src)].compressed.data();
+    sel = ctx.shared.topk.data();
+  }
+
+  // Sparse attention with sinks, one query at a time (sparse_attn shim): entries are the window
+  // positions and the selected compressed groups; K = V = the entry.
+  std::vector<float> o(static_cast<size_t>(n * H * D));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  auto body = [&](int64_t t0, int64_t t1) {
+    std::vector<const float*> ent;
+    std::vector<float> sc;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = start + t;
+      ent.clear();
+      for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
+        ent.push_back(p >= start ? kv.data() + (p - start) * D : lc.window.data() + (p % win) * D);
+      if (sel)
+        for (int k = 0; k < K; ++k) {
+          const int32_t g = sel[t * K + k];
+          if (g >= 0) ent.push_back(comp + static_cast<int64_t>(g) * D);
+        }
+      const int64_t m = static_cast<int64_t>(ent.size());
+      sc.resize(static_cast<size_t>(m));
+      for (int h = 0; h < H; ++h) {
+        const float* qh = q.data() + (t * H + h) * D;
+        float mx = -1e30f;  // finite initial max, as the kernel
+        for (int64_t j = 0; j < m; ++j) {
+          float dot = 0.0f;
+          for (int64_t d = 0; d < D; ++d) dot += qh[d] * ent[static_cast<size_t>(j)][d];
+          sc[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, sc[static_cast<size_t>(j)]);
+        }
+        float den = 0.0f;
+        for (int64_t j = 0; j < m; ++j) {
+          sc[static_cast<size_t>(j)] = std::exp(sc[static_cast<size_t>(j)] - mx);
+          den += sc[static_cast<size_t>(j)];
+        }
+        den += std::exp(w.attn_sink[static_cast<size_t>(h)] - mx);  // the sink takes mass but adds no value
+        float* oh = o.data() + (t * H + h) * D;
+        std::fill(oh, oh + D, 0.0f);
+        for (int64_t j = 0; j < m; ++j) {
+          const float pj = sc[static_cast<size_t>(j)] / den;
+          const float* e = ent[static_cast<size_t>(j)];
+          for (int64_t d = 0; d < D; ++d) oh[d] += pj * e[d];
+        }
+        // Remove the query's rotation from the output's RoPE tail (apply_rotary_emb inverse).
+        ctx.rope.apply(oh + D - rd, pos, /*inverse=*/true);
+      }
+    }
+  };
+  if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
+  else body(0, n);
+
+  // The newest window_size tokens of the chunk go into the ring (slot = pos % window).
+  for (int64_t t = std::max<int64_t>(0, n - win); t < n; ++t)
+    std::copy(kv.begin() + t * D, kv.begin() + (t + 1) * D, lc.window.begin() + ((start + t) % win) * D);
+
+  // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
+  // then wo_b (FP8).
+  const int G = c.o_groups;
+  const int64_t gin = H * D / G, R = c.o_lora_rank;
+  std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R)), ocat(static_cast<size_t>(n * G * R));
+  for (int g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * H * D + g * gin, gin, og.data() + t * gin);
+    Linear part = w.wo_a;
+    part.out = R;
+    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin};
+    part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
+    part.apply(og.data(), n, yg.data(), ctx.pool);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);
+  }
+  w.wo_b.apply(ocat.data(), n, out, ctx.pool);
+}
+
+}  // namespace strata::model

@@ -1,0 +1,69 @@
+// CSA2 attention sublayer: sliding window + compressed KV chosen by the indexer, with sinks.
+//
+// One call processes n consecutive tokens at positions [start, start+n) of one sequence — a whole
+// prompt (prefill), one token (decode) or any chunk in between, all with the same math: query p sees
+// the window positions max(0, p-window+1)..p and the compressed groups its layer's indexer selected
+// among those complete at p ((p+1) / ratio of them). KV sources compress their input into the cache;
+// other compressed layers read the latest source's cache and reuse the latest index source's
+// selection (model.py SharedAttentionRuntime, passed here as AttentionShared). Index-key owners score
+// against their own keys on every step (DECISION: ARCHITECTURE.md "Decisions" — the official code's
+// stale pointer is treated as a bug; the fixtures' *_fixed decode data).
+// Shapes: x [n, dim] (the normed sublayer input), out [n, dim]. f32 throughout; rounding points are
+// those of the reference (act_quant on window KV, fp4 on index q/k and compressed KV).
+// Source: ARCHITECTURE.md §Attention (CSA2); model.py Attention, Compressor, Indexer,
+// select_candidate_blocks; fixtures README (sparse_attn shim).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/observer.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace strata::model {
+
+// What the layers of one forward hand down the stack.
+struct AttentionShared {
+  std::vector<int32_t> topk;        // [n, index_topk] selected group ids, ascending, -1 padded
+  std::vector<uint8_t> candidates;  // [n, cand_width] candidate-block mask (1 = kept)
+  int64_t cand_width = 0;
+  bool have_topk = false, have_candidates = false;
+};
+
+struct AttentionContext {
+  const ModelConfig& c;
+  const RopeTable& rope;     // this layer's table (compressed layers: YaRN / compress_rope_theta)
+  KvCache& cache;
+  AttentionShared& shared;
+  ThreadPool* pool;
+  Observer* obs;
+};
+
+// Runs layer `layer`'s attention for x [n, dim] at positions start.. and writes out [n, dim];
+// updates the layer's caches.
+void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                       int64_t start, float* out);
+
+// ---- pieces (exposed for tests) -----------------------------------------------------------------
+
+// Compressor: appends the latents (normed, before RoPE/quantisation) of every group that completes
+// in this chunk to `latents` ([n_new, head_dim]) and returns the id of the first new group.
+int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                       int64_t start, LayerKvCache& lc, std::vector<float>* latents, ThreadPool* pool);
+
+// Candidate blocks for one query (select_candidate_blocks): scores [n_visible] (reachable compressed
+// positions), keeps the top `topk_blocks` blocks of `block_size` by their max, the newest block
+// always; writes keep[0..width) (width >= n_visible; whole kept blocks are marked, as the reference's
+// mask is).
+void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
+                             uint8_t* keep);
+
+// Top-k of one query's index scores (entries that are -inf excluded), ascending ids into out[0..k),
+// the rest -1. Returns how many were selected.
+int topk_ascending(const float* scores, int64_t n, int k, int32_t* out);
+
+}  // namespace strata::model

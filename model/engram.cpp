@@ -1,0 +1,57 @@
+#include "model/engram.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/ops.h"
+
+namespace strata::model {
+
+Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::WeightStore& store,
+                      const int64_t* rows, int64_t n, float* x, ThreadPool* pool, Observer* obs) {
+  const int cols = c.engram_n_cols();
+  const int64_t hd = c.engram_head_dim, ns = hd / 32, dim = c.dim;
+  const int hc = c.hc_mult;
+  const int64_t n_rows = n * cols;
+  std::vector<uint8_t> codes(static_cast<size_t>(n_rows * hd)), scales(static_cast<size_t>(n_rows * ns));
+  Status s = store.read_engram_rows(layer, std::span<const int64_t>(rows, static_cast<size_t>(n_rows)), codes.data(),
+                                    scales.data());
+  if (!s.ok()) return s.with_context("Engram layer " + std::to_string(layer));
+
+  // Dequantise: e4m3 * 2^k per 32 values is exact in f32 (and in bf16, as the reference casts).
+  std::vector<float> emb(static_cast<size_t>(n_rows * hd));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < hd; ++i)
+      emb[static_cast<size_t>(r * hd + i)] =
+          e4m3_to_f32(codes[static_cast<size_t>(r * hd + i)]) * e8m0_to_f32(scales[static_cast<size_t>(r * ns + i / 32)]);
+  if (obs) obs->tensor("engram_rows_dequant", layer, emb, {n, cols, hd});
+
+  const int64_t kv_width = dim * (hc + 1);
+  std::vector<float> kv(static_cast<size_t>(n * kv_width));
+  w.wkv.apply(emb.data(), n, kv.data(), pool);
+
+  std::vector<float> prod(static_cast<size_t>(dim));
+  const float inv_sqrt_dim = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* kvt = kv.data() + t * kv_width;
+    const float* value = kvt + hc * dim;
+    for (int ch = 0; ch < hc; ++ch) {
+      float* h = x + (t * hc + ch) * dim;
+      const float* key = kvt + ch * dim;
+      const float* wq = w.qk_weight.data() + ch * dim;
+      // Normalised per (token, stream) over dim, not jointly over the streams.
+      const float rstd = rms_rsqrt(h, dim, c.norm_eps) * rms_rsqrt(key, dim, c.norm_eps);
+      for (int64_t i = 0; i < dim; ++i) prod[static_cast<size_t>(i)] = h[i] * wq[i] * key[i];
+      // ROUNDING: (h * w * key).sum(-1) in the reference's reduction order (model/torch_sum.h).
+      float dot = torch_inner_sum(prod.data(), dim);
+      dot = dot * rstd * inv_sqrt_dim;
+      const float mag = std::sqrt(std::max(std::fabs(dot), 1e-6f));
+      const float gate = sigmoid(std::copysign(mag, dot));
+      for (int64_t i = 0; i < dim; ++i) h[i] = h[i] + gate * value[i];
+    }
+  }
+  return Status();
+}
+
+}  // namespace strata::model

@@ -1,0 +1,222 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "io/checkpoint.h"
+#include "model/attention.h"
+#include "model/engram.h"
+#include "model/mhc.h"
+#include "model/moe.h"
+#include "model/ops.h"
+#include "store/resident_store.h"
+
+namespace strata::model {
+
+int64_t LogitsRequest::count(int64_t n_tokens) const {
+  switch (kind) {
+    case Kind::kNone: return 0;
+    case Kind::kLast: return n_tokens > 0 ? 1 : 0;
+    case Kind::kAll: return n_tokens;
+    case Kind::kRows: return static_cast<int64_t>(rows.size());
+  }
+  return 0;
+}
+
+Model::Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt)
+    : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger) {
+  rope_window_ = RopeTable(RopeParams{c.rope_head_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow});
+  rope_compressed_ = RopeTable(
+      RopeParams{c.rope_head_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor, c.beta_fast, c.beta_slow});
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const CompressedVocabMap& vocab,
+                                           const ModelOptions& opt) {
+  STRATA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::load(dir));
+  STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
+  auto store = std::make_unique<store::ResidentStore>(std::move(ck), c.n_layers);
+  return create(c, std::move(store), vocab, opt);
+}
+
+Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_ptr<store::WeightStore> s,
+                                             const CompressedVocabMap& vocab, const ModelOptions& opt) {
+  auto m = std::unique_ptr<Model>(new Model(c, std::move(s), opt));
+  Status st = c.validate();
+  if (!st.ok()) return st;
+  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_));
+  if (!c.engram_layer_ids.empty()) {
+    if (static_cast<int64_t>(vocab.n_classes) != c.engram_compressed_vocab_size)
+      return InvalidArgument("tokenizer.json yields " + std::to_string(vocab.n_classes) +
+                             " Engram compressed-vocab classes but config.json says engram_compressed_vocab_size = " +
+                             std::to_string(c.engram_compressed_vocab_size) + " (tokenizer and checkpoint do not match)");
+    if (c.engram_pad_id < 0 || c.engram_pad_id >= static_cast<int64_t>(vocab.map.size()))
+      return InvalidArgument("engram_pad_token_id " + std::to_string(c.engram_pad_id) + " is outside the tokenizer");
+    m->class_of_token_ = vocab.map;
+    m->pad_class_ = vocab.map[static_cast<size_t>(c.engram_pad_id)];
+    EngramHashParams p;
+    p.layer_ids = c.engram_layer_ids;
+    p.num_embeddings = c.engram_num_embeddings;
+    p.max_ngram_size = c.engram_max_ngram_size;
+    p.n_heads = c.engram_n_heads;
+    p.engram_vocab_size = c.engram_vocab_size;
+    p.compressed_vocab_size = c.engram_compressed_vocab_size;
+    p.pad_class = m->pad_class_;
+    STRATA_ASSIGN_OR_RETURN(EngramHasher h, EngramHasher::create(p));
+    m->hasher_ = std::make_unique<EngramHasher>(std::move(h));
+  }
+  return m;
+}
+
+KvCache Model::new_cache() const {
+  KvCache k;
+  k.layers.resize(static_cast<size_t>(c_.n_layers));
+  if (hasher_) k.engram_history = hasher_->new_history();
+  return k;
+}
+
+void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> tokens, std::vector<int64_t>* rows,
+                        std::vector<uint32_t>* classes) const {
+  classes->resize(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto t = static_cast<size_t>(tokens[i]);
+    // DECISION: a token id beyond the tokenizer's table (the model vocab is padded past it) hashes
+    // as the pad class; the official code would fail to index its map there.
+    (*classes)[i] = t < class_of_token_.size() ? class_of_token_[t] : pad_class_;
+  }
+  rows->resize(tokens.size() * static_cast<size_t>(hasher_->n_layers() * hasher_->n_cols()));
+  hasher_->hash_rows(history, *classes, *rows);
+}
+
+Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
+                            int64_t start, KvCache& cache, AttentionShared& shared, Observer* obs) {
+  const int64_t dim = c_.dim;
+  const int hc = c_.hc_mult;
+  std::vector<float> u(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
+
+  // Attention sublayer: collapse with the previous sublayer's pre-mix, norm, attend, expand.
+  HcMix attn_mix;
+  hc_mixes(c_, bw.hc_attn, x, n, &attn_mix, pool_.get());
+  hc_pre(c_, x, pre_mix.data(), n, u.data());
+  for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
+  const RopeTable& rope = c_.compress_ratio(layer) > 0 ? rope_compressed_ : rope_window_;
+  AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
+  attention_forward(actx, layer, bw.attn, u.data(), n, start, f.data());
+  if (obs) obs->tensor("attn_out", layer, f, {n, dim});
+  hc_post(c_, f.data(), attn_mix, n, x);
+
+  // FFN sublayer: uses this attention's pre-mix (single-pass mHC).
+  HcMix ffn_mix;
+  hc_mixes(c_, bw.hc_ffn, x, n, &ffn_mix, pool_.get());
+  hc_pre(c_, x, attn_mix.pre.data(), n, u.data());
+  for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u.data() + t * dim);
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs));
+  hc_post(c_, f.data(), ffn_mix, n, x);
+  pre_mix = std::move(ffn_mix.pre);
+  if (obs) {
+    obs->tensor("ffn_pre_mix", layer, pre_mix, {n, hc});
+    obs->tensor("block_out", layer, std::span<const float>(x, static_cast<size_t>(n * hc * dim)), {n, hc, dim});
+  }
+  return Status();
+}
+
+Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
+                      Observer* obs) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t start = cache.n_past;
+  const int64_t dim = c_.dim;
+  const int hc = c_.hc_mult;
+  if (n == 0) return InvalidArgument("forward: no tokens");
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c_.vocab_size)
+      return InvalidArgument("token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " at position " +
+                             std::to_string(start + i) + " is outside the vocabulary [0, " +
+                             std::to_string(c_.vocab_size) + ")");
+  if (start + n > c_.max_position_embeddings)
+    return ResourceExhausted("context of " + std::to_string(start + n) + " tokens exceeds max_position_embeddings " +
+                             std::to_string(c_.max_position_embeddings));
+  for (int64_t r : req.rows)
+    if (r < 0 || r >= n) return InvalidArgument("logits row " + std::to_string(r) + " outside the chunk of " + std::to_string(n));
+  if (static_cast<int64_t>(cache.layers.size()) != c_.n_layers) return InvalidArgument("KvCache was not made by this model");
+  rope_window_.ensure(start + n);
+  rope_compressed_.ensure(start + n);
+
+  // Engram row ids for the whole chunk, computed from token ids before any layer runs (they depend
+  // only on the tokens), so a tiered store can fetch them sorted and deduplicated ahead of use.
+  std::vector<int64_t> erows;
+  std::vector<uint32_t> classes;
+  if (hasher_) {
+    engram_rows(cache.engram_history, tokens, &erows, &classes);
+    if (obs) obs->ids("engram_row_ids", -1, erows, {n, hasher_->n_layers(), hasher_->n_cols()});
+  }
+
+  // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
+  std::vector<float> x(static_cast<size_t>(n * hc * dim));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t id = tokens[static_cast<size_t>(t)];
+    float* xt = x.data() + t * hc * dim;
+    if (w_.embed.dtype == DType::kBF16) {
+      const uint16_t* row = w_.embed.as<uint16_t>() + id * dim;
+      for (int64_t i = 0; i < dim; ++i) xt[i] = bf16_to_f32(row[i]);
+    } else {
+      std::memcpy(xt, w_.embed.as<float>() + id * dim, static_cast<size_t>(dim) * sizeof(float));
+    }
+    for (int k = 1; k < hc; ++k) std::memcpy(xt + k * dim, xt, static_cast<size_t>(dim) * sizeof(float));
+  }
+  std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
+  for (int64_t t = 0; t < n; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+
+  AttentionShared shared;
+  const int n_cols = c_.engram_n_cols();
+  std::vector<int64_t> layer_rows;
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
+    if (bw.has_engram) {
+      const int ei = bw.engram.index, ne = hasher_->n_layers();
+      layer_rows.resize(static_cast<size_t>(n * n_cols));
+      for (int64_t t = 0; t < n; ++t)
+        std::copy_n(erows.data() + (t * ne + ei) * n_cols, n_cols, layer_rows.data() + t * n_cols);
+      STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *store_, layer_rows.data(), n, x.data(), pool_.get(), obs));
+      if (obs) obs->tensor("after_engram", l, x, {n, hc, dim});
+    }
+    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n, start, cache, shared, obs));
+  }
+
+  // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows.
+  const int64_t n_out = req.count(n);
+  if (n_out > 0 || obs) {
+    std::vector<int64_t> rows;
+    if (req.kind == LogitsRequest::Kind::kLast) rows = {n - 1};
+    else if (req.kind == LogitsRequest::Kind::kAll || obs) {
+      rows.resize(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = t;
+    }
+    if (req.kind == LogitsRequest::Kind::kRows) rows = req.rows;
+    if (obs && req.kind != LogitsRequest::Kind::kAll) {
+      // The observer sees the final-norm output at every position.
+      std::vector<float> h(static_cast<size_t>(n * dim));
+      hc_pre(c_, x.data(), pre_mix.data(), n, h.data());
+      for (int64_t t = 0; t < n; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
+      obs->tensor("final_norm_out", -1, h, {n, dim});
+    }
+    const int64_t m = static_cast<int64_t>(rows.size());
+    std::vector<float> h(static_cast<size_t>(m * dim));
+    std::vector<float> pm(static_cast<size_t>(m * hc));
+    std::vector<float> xs(static_cast<size_t>(m * hc * dim));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = rows[static_cast<size_t>(i)];
+      std::copy_n(x.data() + t * hc * dim, hc * dim, xs.data() + i * hc * dim);
+      std::copy_n(pre_mix.data() + t * hc, hc, pm.data() + i * hc);
+    }
+    hc_pre(c_, xs.data(), pm.data(), m, h.data());
+    for (int64_t i = 0; i < m; ++i) rms_norm(h.data() + i * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + i * dim);
+    if (obs && req.kind == LogitsRequest::Kind::kAll) obs->tensor("final_norm_out", -1, h, {m, dim});
+    if (n_out > 0 && logits) w_.head.apply(h.data(), m, logits, pool_.get());
+  }
+
+  cache.n_past += n;
+  if (hasher_) cache.engram_history.append(classes);
+  return Status();
+}
+
+}  // namespace strata::model

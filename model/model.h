@@ -1,0 +1,98 @@
+// Model: a loaded V4.1 checkpoint and its forward pass.
+//
+// load() reads config.json, opens the safetensors shards into a weight store, validates and binds
+// every tensor, and builds the Engram hasher from the tokenizer's compressed vocabulary (passed in:
+// the model floor never includes the tokenizer). forward() runs n tokens of one sequence through
+// every layer, appending to that sequence's KvCache, and writes the requested logits.
+// Thread safety: one forward at a time per Model (it owns the thread pool and scratch); several
+// KvCaches (sessions) can share one Model sequentially.
+// Source: model.py Transformer.forward; ARCHITECTURE.md §Block order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/engram_hash.h"
+#include "model/kv_cache.h"
+#include "model/observer.h"
+#include "model/rope.h"
+#include "model/weights.h"
+#include "store/weight_store.h"
+
+namespace strata::model {
+
+struct AttentionShared;
+
+struct ModelOptions {
+  int n_threads = 0;               // worker threads incl. the caller; 0 = physical cores
+  const Logger* logger = nullptr;  // load progress and summaries; null = silent
+};
+
+// Engram's compressed vocabulary, computed by the tokenizer floor from tokenizer.json.
+struct CompressedVocabMap {
+  std::vector<uint32_t> map;  // token id -> class
+  uint32_t n_classes = 0;
+};
+
+// Which prompt positions get logits.
+struct LogitsRequest {
+  enum class Kind { kNone, kLast, kAll, kRows } kind = Kind::kLast;
+  std::vector<int64_t> rows;  // chunk-relative positions for kRows, ascending
+  int64_t count(int64_t n_tokens) const;
+};
+
+class Model {
+ public:
+  // Loads DIR (config.json + safetensors). `vocab` must have engram_compressed_vocab_size classes
+  // (kInvalidArgument naming both numbers otherwise). All weights stay in RAM (ResidentStore).
+  [[nodiscard]] static Result<std::unique_ptr<Model>> load(const std::string& dir, const CompressedVocabMap& vocab,
+                                                           const ModelOptions& opt);
+  // Builds a model over an existing store (tests, tiered stores).
+  [[nodiscard]] static Result<std::unique_ptr<Model>> create(const ModelConfig& c, std::unique_ptr<store::WeightStore> s,
+                                                             const CompressedVocabMap& vocab, const ModelOptions& opt);
+
+  const ModelConfig& config() const { return c_; }
+  const ModelWeights& weights() const { return w_; }
+  store::WeightStore& store() { return *store_; }
+  ThreadPool& pool() { return *pool_; }
+
+  // An empty cache for a new sequence.
+  KvCache new_cache() const;
+
+  // Runs tokens at positions cache.n_past.. and appends them to the cache. Writes
+  // req.count(n) rows of vocab_size f32 logits to `logits` (may be null when none are requested).
+  // Errors: token id out of range, context beyond max_position_embeddings (kInvalidArgument /
+  // kResourceExhausted, nothing changed); a store read failure mid-forward (the cache is then
+  // left inconsistent: discard the sequence).
+  [[nodiscard]] Status forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
+                               Observer* obs = nullptr);
+
+  // Engram row ids of `tokens` following `history` (no state change): [n, n_engram_layers, n_cols].
+  void engram_rows(const EngramHistory& history, std::span<const int32_t> tokens, std::vector<int64_t>* rows,
+                   std::vector<uint32_t>* classes) const;
+
+ private:
+  Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
+  [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
+                                     int64_t start, KvCache& cache, AttentionShared& shared, Observer* obs);
+
+  ModelConfig c_;
+  std::unique_ptr<store::WeightStore> store_;
+  ModelWeights w_;
+  std::unique_ptr<ThreadPool> pool_;
+  const Logger* logger_ = nullptr;
+  std::vector<uint32_t> class_of_token_;
+  uint32_t pad_class_ = 0;
+  std::unique_ptr<EngramHasher> hasher_;
+  RopeTable rope_window_;      // window-only layers: rope_theta, no YaRN
+  RopeTable rope_compressed_;  // compressed layers: compress_rope_theta with YaRN
+};
+
+}  // namespace strata::model

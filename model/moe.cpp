@@ -1,0 +1,136 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/ops.h"
+
+namespace strata::model {
+
+void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool) {
+  const int E = w.n_experts, k = w.n_active;
+  std::vector<float> logits(static_cast<size_t>(n * E));
+  w.gate.apply(x, n, logits.data(), pool);
+  out->ids.resize(static_cast<size_t>(n * k));
+  out->weights.resize(static_cast<size_t>(n * k));
+  const float temp = static_cast<float>(c.gate_temp);
+  std::vector<float> score(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* lt = logits.data() + t * E;
+    if (c.score_func == "softmax") {
+      float mx = -INFINITY, den = 0.0f;
+      for (int e = 0; e < E; ++e) mx = std::max(mx, lt[e] / temp);
+      for (int e = 0; e < E; ++e) den += (score[e] = std::exp(lt[e] / temp - mx));
+      for (int e = 0; e < E; ++e) score[e] /= den;
+    } else {
+      for (int e = 0; e < E; ++e) {
+        const float v = lt[e] / temp;
+        score[static_cast<size_t>(e)] = c.score_func == "sigmoid" ? sigmoid(v) : std::sqrt(softplus(v));
+      }
+    }
+    // The bias picks experts but does not weight them (model.py Gate.forward).
+    for (int e = 0; e < E; ++e) {
+      biased[static_cast<size_t>(e)] = score[static_cast<size_t>(e)] + w.gate_bias[static_cast<size_t>(e)];
+      order[static_cast<size_t>(e)] = e;
+    }
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return biased[a] > biased[b] || (biased[a] == biased[b] && a < b);
+    });
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum += score[static_cast<size_t>(order[static_cast<size_t>(i)])];
+    for (int i = 0; i < k; ++i) {
+      const int32_t e = order[static_cast<size_t>(i)];
+      float wgt = score[static_cast<size_t>(e)];
+      if (c.norm_topk_prob && k > 1) wgt /= (sum + 1e-20f);  // 1e-20, not norm_eps: matches training
+      out->ids[static_cast<size_t>(t * k + i)] = e;
+      out->weights[static_cast<size_t>(t * k + i)] = wgt * static_cast<float>(c.route_scale);
+    }
+  }
+}
+
+namespace {
+
+// SwiGLU with the training clamps: up in [-limit, limit], gate <= limit; act = silu(gate) * up * scale.
+void swiglu(const ModelConfig& c, const float* gate, const float* up, const float* row_scale, int64_t n, int64_t inter,
+            float* act) {
+  const float lim = static_cast<float>(c.swiglu_limit);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      float g = gate[t * inter + i], u = up[t * inter + i];
+      if (lim > 0) {
+        u = std::clamp(u, -lim, lim);
+        g = std::min(g, lim);
+      }
+      float a = silu(g) * u;
+      if (row_scale) a = row_scale[t] * a;
+      act[t * inter + i] = a;
+    }
+  }
+}
+
+}  // namespace
+
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
+                   float* out, ThreadPool* pool, Observer* obs) {
+  const int64_t dim = c.dim, inter = c.moe_inter_dim;
+  const int k = w.n_active;
+  RouterOutput r;
+  route(c, w, x, n, &r, pool);
+  if (obs) {
+    std::vector<int64_t> ids(r.ids.begin(), r.ids.end());
+    obs->ids("router_topk_idx", w.layer, ids, {n, k});
+    obs->tensor("router_weights", w.layer, r.weights, {n, k});
+  }
+  std::fill(out, out + n * dim, 0.0f);
+
+  // Group (token, slot) pairs by expert so each expert runs once over all its tokens.
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(w.n_experts));
+  for (int64_t t = 0; t < n; ++t)
+    for (int i = 0; i < k; ++i) by_expert[static_cast<size_t>(r.ids[static_cast<size_t>(t * k + i)])].push_back(t * k + i);
+
+  std::vector<float> xs, g, u, act, y, scale;
+  for (int e = 0; e < w.n_experts; ++e) {
+    const auto& slots = by_expert[static_cast<size_t>(e)];
+    if (slots.empty()) continue;
+    auto lease = store.acquire_expert(w.layer, e);
+    if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(w.layer) + " expert " + std::to_string(e));
+    const store::ExpertView& ev = (*lease)->view();
+    const int64_t m = static_cast<int64_t>(slots.size());
+    xs.resize(static_cast<size_t>(m * dim));
+    scale.resize(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t t = slots[static_cast<size_t>(i)] / k;
+      std::copy_n(x + t * dim, dim, xs.data() + i * dim);
+      scale[static_cast<size_t>(i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
+    }
+    g.resize(static_cast<size_t>(m * inter));
+    u.resize(static_cast<size_t>(m * inter));
+    act.resize(static_cast<size_t>(m * inter));
+    y.resize(static_cast<size_t>(m * dim));
+    kernels::linear_fp4(xs.data(), m, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim}, g.data(), pool);
+    kernels::linear_fp4(xs.data(), m, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim}, u.data(), pool);
+    // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward).
+    swiglu(c, g.data(), u.data(), scale.data(), m, inter, act.data());
+    kernels::linear_fp4(act.data(), m, kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter}, y.data(), pool);
+    for (int64_t i = 0; i < m; ++i) {
+      float* o = out + (slots[static_cast<size_t>(i)] / k) * dim;
+      const float* yi = y.data() + i * dim;
+      for (int64_t d = 0; d < dim; ++d) o[d] += yi[d];
+    }
+  }
+
+  // Shared expert: every token, no routing weight.
+  g.resize(static_cast<size_t>(n * inter));
+  u.resize(static_cast<size_t>(n * inter));
+  act.resize(static_cast<size_t>(n * inter));
+  y.resize(static_cast<size_t>(n * dim));
+  w.shared_w1.apply(x, n, g.data(), pool);
+  w.shared_w3.apply(x, n, u.data(), pool);
+  swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data());
+  w.shared_w2.apply(act.data(), n, y.data(), pool);
+  for (int64_t i = 0; i < n * dim; ++i) out[i] += y[static_cast<size_t>(i)];
+  return Status();
+}
+
+}  // namespace strata::model

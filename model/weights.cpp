@@ -1,0 +1,296 @@
+#include "model/weights.h"
+
+#include <initializer_list>
+
+#include "core/dtype.h"
+
+namespace strata::model {
+
+void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool) const {
+  switch (kind) {
+    case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool); return;
+    case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool); return;
+    case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool); return;
+    case Kind::kNone: break;
+  }
+  STRATA_CHECK(false, "apply() on an unbound Linear");
+}
+
+uint64_t Linear::weight_bytes() const {
+  switch (kind) {
+    case Kind::kFp8: return static_cast<uint64_t>(out * in) + ((out + 31) / 32) * ((in + 31) / 32);
+    case Kind::kBf16: return static_cast<uint64_t>(out * in) * 2;
+    case Kind::kF32: return static_cast<uint64_t>(out * in) * 4;
+    case Kind::kNone: break;
+  }
+  return 0;
+}
+
+namespace {
+
+std::string dtype_list(std::initializer_list<DType> ds) {
+  std::string s;
+  for (DType d : ds) {
+    if (!s.empty()) s += " or ";
+    s += dtype_name(d);
+  }
+  return s;
+}
+
+// Binds tensors by name, checking each against what the config implies.
+class Binder {
+ public:
+  Binder(const ModelConfig& c, store::WeightStore& s) : c_(c), s_(s) {}
+
+  uint64_t bytes() const { return bytes_; }
+
+  // Checks name/dtype/shape from the checkpoint index without reading bytes.
+  Status check(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape,
+               const std::string& why) const {
+    const io::TensorInfo* t = s_.checkpoint().find(name);
+    if (!t)
+      return NotFound("tensor '" + name + "' is missing from the checkpoint (expected " + dtype_list(dtypes) + " " +
+                      shape.to_string() + ": " + why + ")");
+    bool ok = false;
+    for (DType d : dtypes) ok |= (t->dtype == d);
+    if (!ok)
+      return InvalidArgument("tensor '" + name + "': dtype " + std::string(dtype_name(t->dtype)) + ", expected " +
+                             dtype_list(dtypes) + " (" + why + ")");
+    if (!(t->shape == shape))
+      return InvalidArgument("tensor '" + name + "': shape " + t->shape.to_string() + ", expected " +
+                             shape.to_string() + " (" + why + ")");
+    return Status();
+  }
+
+  Result<TensorView> get(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape,
+                         const std::string& why) {
+    STRATA_RETURN_IF_ERROR(check(name, dtypes, shape, why));
+    STRATA_ASSIGN_OR_RETURN(TensorView v, s_.resident(name));
+    bytes_ += v.nbytes();
+    return v;
+  }
+
+  // A small BF16/F32 parameter widened to f32.
+  Result<std::vector<float>> floats(const std::string& name, const Shape& shape, const std::string& why) {
+    STRATA_ASSIGN_OR_RETURN(TensorView v, get(name, {DType::kBF16, DType::kF32}, shape, why));
+    std::vector<float> out(static_cast<size_t>(v.numel()));
+    if (v.dtype == DType::kF32) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = v.as<float>()[i];
+    } else {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(v.as<uint16_t>()[i]);
+    }
+    return out;
+  }
+
+  // A linear layer `prefix`.weight [out, in]. `quantized` says the release stores it FP8 (+ .scale);
+  // a BF16/F32 weight is accepted there too (exact, just larger). Non-quantised ones are BF16/F32.
+  Result<Linear> linear(const std::string& prefix, int64_t out, int64_t in, bool quantized, const std::string& why) {
+    const std::string wname = prefix + ".weight";
+    const io::TensorInfo* t = s_.checkpoint().find(wname);
+    Linear l;
+    l.out = out;
+    l.in = in;
+    if (quantized && (!t || t->dtype == DType::kF8E4M3)) {
+      STRATA_ASSIGN_OR_RETURN(TensorView w, get(wname, {DType::kF8E4M3}, Shape{out, in}, why));
+      STRATA_ASSIGN_OR_RETURN(TensorView s, get(prefix + ".scale", {DType::kF8E8M0},
+                                                Shape{(out + 31) / 32, (in + 31) / 32},
+                                                "UE8M0 scale per [32, 32] block of " + wname));
+      l.kind = Linear::Kind::kFp8;
+      l.fp8 = kernels::Fp8Weight{w.as<uint8_t>(), s.as<uint8_t>(), out, in};
+      return l;
+    }
+    STRATA_ASSIGN_OR_RETURN(TensorView w, get(wname,
+                                              quantized ? std::initializer_list<DType>{DType::kF8E4M3, DType::kBF16,
+                                                                                       DType::kF32}
+                                                        : std::initializer_list<DType>{DType::kBF16, DType::kF32},
+                                              Shape{out, in}, why));
+    if (w.dtype == DType::kBF16) {
+      l.kind = Linear::Kind::kBf16;
+      l.bf16 = kernels::Bf16Weight{w.as<uint16_t>(), out, in};
+    } else {
+      l.kind = Linear::Kind::kF32;
+      l.f32 = kernels::F32Weight{w.as<float>(), out, in};
+    }
+    return l;
+  }
+
+  const ModelConfig& c_;
+  store::WeightStore& s_;
+
+ private:
+  uint64_t bytes_ = 0;
+};
+
+std::string sh(int64_t a, const char* an, int64_t b, const char* bn) {
+  return std::string(an) + "=" + std::to_string(a) + ", " + bn + "=" + std::to_string(b);
+}
+
+Status bind_hc(Binder& b, const std::string& p, const std::string& site, HcWeights* hc) {
+  const ModelConfig& c = b.c_;
+  const int64_t mix = static_cast<int64_t>(2 + c.hc_mult) * c.hc_mult;
+  const std::string why = "mHC, (2 + hc_mult) * hc_mult = " + std::to_string(mix);
+  STRATA_ASSIGN_OR_RETURN(hc->fn, b.floats(p + ".hc_" + site + "_fn", Shape{mix, c.hc_mult * c.dim},
+                                           why + ", hc_mult * dim = " + std::to_string(c.hc_mult * c.dim)));
+  STRATA_ASSIGN_OR_RETURN(hc->base, b.floats(p + ".hc_" + site + "_base", Shape{mix}, why));
+  STRATA_ASSIGN_OR_RETURN(hc->scale, b.floats(p + ".hc_" + site + "_scale", Shape{3}, "mHC pre/post/comb scales"));
+  return Status();
+}
+
+Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeights* a) {
+  const ModelConfig& c = b.c_;
+  const int64_t hd = c.head_dim, qr = c.q_lora_rank, dim = c.dim;
+  const int64_t group_in = c.n_heads * hd / c.o_groups, o_out = c.o_groups * c.o_lora_rank;
+  STRATA_ASSIGN_OR_RETURN(a->attn_sink, b.floats(p + ".attn_sink", Shape{c.n_heads}, "n_heads"));
+  STRATA_ASSIGN_OR_RETURN(a->wq_a, b.linear(p + ".wq_a", qr, dim, true, sh(qr, "q_lora_rank", dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(a->q_norm, b.floats(p + ".q_norm.weight", Shape{qr}, "q_lora_rank"));
+  STRATA_ASSIGN_OR_RETURN(a->wq_b, b.linear(p + ".wq_b", c.n_heads * hd, qr, true,
+                                            sh(c.n_heads * hd, "n_heads*head_dim", qr, "q_lora_rank")));
+  STRATA_ASSIGN_OR_RETURN(a->wkv, b.linear(p + ".wkv", hd, dim, true, sh(hd, "head_dim", dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(a->kv_norm, b.floats(p + ".kv_norm.weight", Shape{hd}, "head_dim"));
+  // wo_a: the release stores FP8; the official convert.py dequantises it to bf16 (exact) and the
+  // model uses it without activation quantisation (an einsum), so strata does the same.
+  STRATA_ASSIGN_OR_RETURN(Linear wo_a, b.linear(p + ".wo_a", o_out, group_in, true,
+                                                sh(o_out, "o_groups*o_lora_rank", group_in, "n_heads*head_dim/o_groups")));
+  if (wo_a.kind == Linear::Kind::kFp8) {
+    std::vector<float> tmp(static_cast<size_t>(o_out * group_in));
+    kernels::dequant_fp8(wo_a.fp8, tmp.data());
+    a->wo_a_bf16.resize(tmp.size());
+    for (size_t i = 0; i < tmp.size(); ++i) a->wo_a_bf16[i] = f32_to_bf16(tmp[i]);  // exact: e4m3 * 2^k fits bf16
+    a->wo_a.kind = Linear::Kind::kBf16;
+    a->wo_a.out = o_out;
+    a->wo_a.in = group_in;
+    a->wo_a.bf16 = kernels::Bf16Weight{a->wo_a_bf16.data(), o_out, group_in};
+  } else {
+    a->wo_a = wo_a;
+  }
+  STRATA_ASSIGN_OR_RETURN(a->wo_b, b.linear(p + ".wo_b", dim, o_out, true, sh(dim, "dim", o_out, "o_groups*o_lora_rank")));
+
+  if (c.is_kv_source(layer)) {
+    const std::string cp = p + ".compressor";
+    STRATA_ASSIGN_OR_RETURN(a->comp_wkv, b.linear(cp + ".wkv", hd, dim, false, sh(hd, "head_dim", dim, "dim")));
+    if (c.compress_ratio(layer) > 1) {
+      STRATA_ASSIGN_OR_RETURN(a->comp_wgate, b.linear(cp + ".wgate", hd, dim, false, sh(hd, "head_dim", dim, "dim")));
+    }
+    STRATA_ASSIGN_OR_RETURN(a->comp_norm, b.floats(cp + ".norm.weight", Shape{hd}, "head_dim"));
+  }
+  if (c.is_index_source(layer)) {
+    const std::string ip = p + ".indexer";
+    const int64_t ih = c.index_n_heads, id = c.index_head_dim;
+    STRATA_ASSIGN_OR_RETURN(a->idx_wq_b, b.linear(ip + ".wq_b", ih * id, qr, true,
+                                                  sh(ih * id, "index_n_heads*index_head_dim", qr, "q_lora_rank")));
+    STRATA_ASSIGN_OR_RETURN(a->idx_weights_proj,
+                            b.linear(ip + ".weights_proj", ih, dim, false, sh(ih, "index_n_heads", dim, "dim")));
+    if (c.is_kv_source(layer)) {
+      STRATA_ASSIGN_OR_RETURN(a->idx_wk, b.linear(ip + ".wk", id, hd, false, sh(id, "index_head_dim", hd, "head_dim")));
+      STRATA_ASSIGN_OR_RETURN(a->idx_k_norm, b.floats(ip + ".k_norm.weight", Shape{id}, "index_head_dim"));
+    }
+  }
+  return Status();
+}
+
+Status check_experts(const Binder& b, int layer, const std::string& p, int n_experts) {
+  const ModelConfig& c = b.c_;
+  const int64_t dim = c.dim, inter = c.moe_inter_dim;
+  for (int e = 0; e < n_experts; ++e) {
+    const std::string ep = p + ".ffn.experts." + std::to_string(e);
+    const std::string why_in = "MXFP4 routed expert, moe_inter_dim=" + std::to_string(inter) + ", dim=" + std::to_string(dim);
+    for (const char* w : {".w1", ".w3"}) {
+      STRATA_RETURN_IF_ERROR(b.check(ep + w + ".weight", {DType::kI8}, Shape{inter, dim / 2}, why_in + ", packed e2m1 [inter, dim/2]"));
+      STRATA_RETURN_IF_ERROR(b.check(ep + w + ".scale", {DType::kF8E8M0}, Shape{inter, dim / 32}, why_in + ", e8m0 per 32"));
+    }
+    STRATA_RETURN_IF_ERROR(b.check(ep + ".w2.weight", {DType::kI8}, Shape{dim, inter / 2}, why_in + ", packed e2m1 [dim, inter/2]"));
+    STRATA_RETURN_IF_ERROR(b.check(ep + ".w2.scale", {DType::kF8E8M0}, Shape{dim, inter / 32}, why_in + ", e8m0 per 32"));
+  }
+  (void)layer;
+  return Status();
+}
+
+Status bind_block(Binder& b, int layer, BlockWeights* blk) {
+  const ModelConfig& c = b.c_;
+  const std::string p = store::layer_prefix(layer, c.n_layers);
+  blk->layer = layer;
+  STRATA_RETURN_IF_ERROR(bind_hc(b, p, "attn", &blk->hc_attn));
+  STRATA_RETURN_IF_ERROR(bind_hc(b, p, "ffn", &blk->hc_ffn));
+  STRATA_ASSIGN_OR_RETURN(blk->attn_norm, b.floats(p + ".attn_norm.weight", Shape{c.dim}, "dim"));
+  STRATA_ASSIGN_OR_RETURN(blk->ffn_norm, b.floats(p + ".ffn_norm.weight", Shape{c.dim}, "dim"));
+  STRATA_RETURN_IF_ERROR(bind_attention(b, layer, p + ".attn", &blk->attn));
+
+  MoeWeights& m = blk->ffn;
+  m.layer = layer;
+  m.n_experts = c.n_experts(layer);
+  m.n_active = c.n_active(layer);
+  const std::string fp = p + ".ffn";
+  STRATA_ASSIGN_OR_RETURN(m.gate, b.linear(fp + ".gate", m.n_experts, c.dim, false,
+                                           sh(m.n_experts, "n_routed_experts", c.dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(m.gate_bias, b.floats(fp + ".gate.bias", Shape{m.n_experts}, "n_routed_experts"));
+  const int64_t inter = c.moe_inter_dim;
+  STRATA_ASSIGN_OR_RETURN(m.shared_w1, b.linear(fp + ".shared_experts.w1", inter, c.dim, true, sh(inter, "moe_inter_dim", c.dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(m.shared_w2, b.linear(fp + ".shared_experts.w2", c.dim, inter, true, sh(c.dim, "dim", inter, "moe_inter_dim")));
+  STRATA_ASSIGN_OR_RETURN(m.shared_w3, b.linear(fp + ".shared_experts.w3", inter, c.dim, true, sh(inter, "moe_inter_dim", c.dim, "dim")));
+  STRATA_RETURN_IF_ERROR(check_experts(b, layer, p, m.n_experts));
+
+  const int ei = c.engram_index(layer);
+  if (layer < c.n_layers && ei >= 0) {
+    blk->has_engram = true;
+    EngramWeights& e = blk->engram;
+    e.index = ei;
+    e.n_rows = c.engram_num_embeddings[static_cast<size_t>(ei)];
+    const std::string ep = p + ".engram";
+    const int64_t hd = c.engram_head_dim, cols = c.engram_n_cols();
+    const std::string rows_why = "engram_num_embeddings[" + std::to_string(ei) + "]=" + std::to_string(e.n_rows) +
+                                 ", engram_head_dim=" + std::to_string(hd);
+    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight", {DType::kF8E4M3}, Shape{e.n_rows, hd}, rows_why));
+    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.scale", {DType::kF8E8M0}, Shape{e.n_rows, hd / 32}, rows_why + ", e8m0 per 32"));
+    STRATA_ASSIGN_OR_RETURN(e.wkv, b.linear(ep + ".wkv", c.dim * (c.hc_mult + 1), cols * hd, true,
+                                            sh(c.dim * (c.hc_mult + 1), "dim*(hc_mult+1)", cols * hd,
+                                               "(engram_max_ngram_size-1)*engram_n_heads*engram_head_dim")));
+    STRATA_ASSIGN_OR_RETURN(auto q, b.floats(ep + ".q_weight", Shape{c.hc_mult, c.dim}, "hc_mult, dim"));
+    STRATA_ASSIGN_OR_RETURN(auto k, b.floats(ep + ".k_weight", Shape{c.hc_mult, c.dim}, "hc_mult, dim"));
+    e.qk_weight.resize(q.size());
+    // ROUNDING: f32 product of the two weights, as model.py Engram.forward forms it once.
+    for (size_t i = 0; i < q.size(); ++i) e.qk_weight[i] = q[i] * k[i];
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store) {
+  Binder b(c, store);
+  ModelWeights w;
+  STRATA_ASSIGN_OR_RETURN(w.embed, b.get("embed.weight", {DType::kBF16, DType::kF32}, Shape{c.vocab_size, c.dim},
+                                         sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
+  w.layers.resize(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    Status s = bind_block(b, l, &w.layers[static_cast<size_t>(l)]);
+    if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+  }
+  if (c.dspark_block_size > 0) {
+    w.mtp.resize(static_cast<size_t>(c.n_mtp_layers));
+    for (int s = 0; s < c.n_mtp_layers; ++s) {
+      Status st = bind_block(b, c.n_layers + s, &w.mtp[static_cast<size_t>(s)]);
+      if (!st.ok()) return st.with_context("DSpark stage " + std::to_string(s));
+    }
+    if (c.n_mtp_layers > 0) {
+      const int64_t nt = static_cast<int64_t>(c.dspark_target_layer_ids.size());
+      const int64_t r = c.dspark_markov_rank;
+      const std::string last = "mtp." + std::to_string(c.n_mtp_layers - 1);
+      STRATA_ASSIGN_OR_RETURN(w.dspark.main_proj, b.linear("mtp.0.main_proj", c.dim, c.dim * nt, true,
+                                                           sh(c.dim, "dim", c.dim * nt, "dim*len(dspark_target_layer_ids)")));
+      STRATA_ASSIGN_OR_RETURN(w.dspark.main_norm, b.floats("mtp.0.main_norm.weight", Shape{c.dim}, "dim"));
+      STRATA_ASSIGN_OR_RETURN(w.dspark.norm, b.floats(last + ".norm.weight", Shape{c.dim}, "dim"));
+      STRATA_ASSIGN_OR_RETURN(w.dspark.markov_embed, b.get(last + ".markov_head.embed.weight", {DType::kBF16, DType::kF32},
+                                                           Shape{c.vocab_size, r}, sh(c.vocab_size, "vocab_size", r, "dspark_markov_rank")));
+      STRATA_ASSIGN_OR_RETURN(w.dspark.markov_head, b.linear(last + ".markov_head.head", c.vocab_size, r, false,
+                                                             sh(c.vocab_size, "vocab_size", r, "dspark_markov_rank")));
+      STRATA_ASSIGN_OR_RETURN(w.dspark.confidence_proj, b.floats(last + ".confidence_head.proj.weight", Shape{1, c.dim + r},
+                                                                 "1, dim + dspark_markov_rank"));
+    }
+  }
+  w.resident_bytes = b.bytes();
+  return w;
+}
+
+}  // namespace strata::model

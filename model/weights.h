@@ -1,0 +1,117 @@
+// Model weights bound from a WeightStore, validated against the config before the first token.
+//
+// bind_weights checks every tensor the V4.1 graph reads — name, dtype and shape — and fails on the
+// first mismatch with a message naming the tensor, what was found and what the config implies
+// (ds4's weights_validate_layout discipline; llama.cpp's check_tensor_dims). After binding, model
+// code uses these typed fields, never name lookups. Small parameters (norms, sinks, mHC, router
+// bias) are widened to f32 copies owned here; large ones stay views into the store. Routed experts
+// and Engram tables are validated here (every expert, both tables) but read through the store per use.
+// Source: ARCHITECTURE.md §Checkpoint format; make_tiny_v41.py (names, dtypes); model.py modules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/linear.h"
+#include "model/config.h"
+#include "store/weight_store.h"
+
+namespace strata::model {
+
+// A linear layer in its stored format. FP8 linears quantise their input (model.py `linear`); BF16
+// and F32 ones do not.
+struct Linear {
+  enum class Kind { kNone, kFp8, kBf16, kF32 };
+  Kind kind = Kind::kNone;
+  int64_t out = 0, in = 0;
+  kernels::Fp8Weight fp8;
+  kernels::Bf16Weight bf16;
+  kernels::F32Weight f32;
+
+  bool empty() const { return kind == Kind::kNone; }
+  // y[n, out] = x[n, in] . W^T (with FP8 activation quantisation for kFp8).
+  void apply(const float* x, int64_t n, float* y, ThreadPool* pool) const;
+  // Weight bytes read per application (for bandwidth stats).
+  uint64_t weight_bytes() const;
+};
+
+struct HcWeights {          // one mHC mixing site (attention or FFN)
+  std::vector<float> fn;    // [mix_hc, hc_mult * dim], mix_hc = (2 + hc_mult) * hc_mult
+  std::vector<float> base;  // [mix_hc]
+  std::vector<float> scale; // [3]
+};
+
+struct AttentionWeights {
+  std::vector<float> attn_sink;  // [n_heads] per-head sink logit
+  Linear wq_a;                   // [q_lora_rank, dim] FP8
+  std::vector<float> q_norm;     // [q_lora_rank]
+  Linear wq_b;                   // [n_heads * head_dim, q_lora_rank] FP8
+  Linear wkv;                    // [head_dim, dim] FP8
+  std::vector<float> kv_norm;    // [head_dim]
+  Linear wo_a;                   // [o_groups * o_lora_rank, n_heads * head_dim / o_groups] stored FP8, used as
+                                 // bf16 (convert.py); grouped: rows g*o_lora_rank.. belong to group g
+  std::vector<uint16_t> wo_a_bf16;  // owned bf16 copy backing wo_a
+  Linear wo_b;                   // [dim, o_groups * o_lora_rank] FP8
+  // Compressor (kv source layers only).
+  Linear comp_wkv;               // [head_dim, dim] BF16 (F32 math)
+  Linear comp_wgate;             // [head_dim, dim] BF16, ratio > 1 only
+  std::vector<float> comp_norm;  // [head_dim]
+  // Indexer (index source layers only).
+  Linear idx_wq_b;               // [index_n_heads * index_head_dim, q_lora_rank] FP8
+  Linear idx_weights_proj;       // [index_n_heads, dim] BF16
+  Linear idx_wk;                 // [index_head_dim, head_dim] BF16 (key owners only)
+  std::vector<float> idx_k_norm; // [index_head_dim] (key owners only)
+};
+
+struct MoeWeights {
+  int layer = 0;                  // model layer id (for store::acquire_expert)
+  int n_experts = 0, n_active = 0;
+  Linear gate;                    // [n_experts, dim] router, BF16 (F32 math)
+  std::vector<float> gate_bias;   // [n_experts] selection-only bias
+  Linear shared_w1, shared_w2, shared_w3;  // shared expert, FP8
+};
+
+struct EngramWeights {
+  int index = 0;                 // position in engram_layer_ids
+  int64_t n_rows = 0;            // table rows
+  Linear wkv;                    // [dim * (hc_mult + 1), n_cols * head_dim] FP8
+  std::vector<float> qk_weight;  // [hc_mult, dim] = q_weight * k_weight (only the product is used)
+};
+
+struct BlockWeights {
+  int layer = 0;
+  std::vector<float> attn_norm, ffn_norm;  // [dim]
+  HcWeights hc_attn, hc_ffn;
+  AttentionWeights attn;
+  MoeWeights ffn;
+  bool has_engram = false;
+  EngramWeights engram;
+};
+
+struct DSparkWeights {           // shared pieces of the DSpark stages (mtp.0 / mtp.last)
+  Linear main_proj;              // [dim, dim * n_targets] FP8 (stage 0)
+  std::vector<float> main_norm;  // [dim] (stage 0)
+  std::vector<float> norm;       // [dim] (last stage)
+  TensorView markov_embed;       // [vocab, markov_rank] BF16
+  Linear markov_head;            // [vocab, markov_rank] BF16
+  std::vector<float> confidence_proj;  // [dim + markov_rank]
+};
+
+struct ModelWeights {
+  TensorView embed;              // [vocab, dim] BF16 (or F32)
+  Linear head;                   // [vocab, dim] BF16 (F32 math)
+  std::vector<float> norm;       // [dim] final norm
+  std::vector<BlockWeights> layers;  // n_layers backbone blocks
+  std::vector<BlockWeights> mtp;     // DSpark stages
+  DSparkWeights dspark;
+  uint64_t resident_bytes = 0;   // bytes of bound resident tensors
+};
+
+// Binds and validates every tensor (see file comment). Errors name the tensor, e.g.
+//   "tensor 'layers.3.attn.wq_a.weight': shape [1024, 64], expected [64, 64] (q_lora_rank, dim)".
+[[nodiscard]] Result<ModelWeights> bind_weights(const ModelConfig& cfg, store::WeightStore& store);
+
+}  // namespace strata::model

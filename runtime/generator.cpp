@@ -1,0 +1,62 @@
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace strata::runtime {
+
+Status GenerateOptions::validate() const {
+  if (max_new_tokens < 0) return InvalidArgument("max new tokens (-n) must be >= 0");
+  if (prefill_chunk <= 0) return InvalidArgument("prefill chunk must be positive");
+  return sampler.validate();
+}
+
+Generator::Generator(model::Model& m) : m_(m), cache_(m.new_cache()) {}
+
+Status Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
+                           GenerateStats* stats) {
+  STRATA_RETURN_IF_ERROR(opt.validate());
+  if (prompt.empty()) return InvalidArgument("empty prompt: nothing to run");
+  const model::ModelConfig& c = m_.config();
+  const int64_t limit = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
+  const int64_t need = cache_.n_past + static_cast<int64_t>(prompt.size());
+  if (need > limit)
+    return ResourceExhausted("prompt of " + std::to_string(prompt.size()) + " tokens (context " + std::to_string(need) +
+                             ") exceeds the context limit of " + std::to_string(limit) + " tokens");
+  GenerateStats st;
+  st.prompt_tokens = static_cast<int64_t>(prompt.size());
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  using clock = std::chrono::steady_clock;
+
+  auto t0 = clock::now();
+  for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(opt.prefill_chunk)) {
+    const size_t len = std::min(prompt.size() - off, static_cast<size_t>(opt.prefill_chunk));
+    const bool last = off + len == prompt.size();
+    model::LogitsRequest req;
+    req.kind = last ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
+    STRATA_RETURN_IF_ERROR(m_.forward(cache_, prompt.subspan(off, len), req, last ? logits.data() : nullptr));
+  }
+  st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
+
+  Sampler sampler(opt.sampler);
+  auto t1 = clock::now();
+  for (int i = 0; i < opt.max_new_tokens; ++i) {
+    const int32_t tok = sampler.sample(logits);
+    ++st.generated_tokens;
+    const bool is_stop = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end();
+    if (!on_token(tok) || is_stop) {
+      st.stopped_by_eos = is_stop;
+      break;
+    }
+    if (i + 1 == opt.max_new_tokens) break;
+    if (cache_.n_past + 1 > limit) break;  // context full
+    model::LogitsRequest req;  // kLast
+    const int32_t one[1] = {tok};
+    STRATA_RETURN_IF_ERROR(m_.forward(cache_, one, req, logits.data()));
+  }
+  st.decode_s = std::chrono::duration<double>(clock::now() - t1).count();
+  if (stats) *stats = st;
+  return Status();
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,61 @@
+// Generator: prefill a prompt, then decode token by token, for one sequence.
+//
+// The caller owns tokenisation and text (runtime never includes the tokenizer): it passes token
+// ids in and receives each new id through a callback that can stop generation. Prefill runs the
+// prompt in chunks of `prefill_chunk` tokens (all through every layer: exact CED prefill, what the
+// reference computes); decode runs one token per forward through the incremental cache path.
+// Thread safety: one Generator per sequence; the Model is used one forward at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+
+namespace strata::runtime {
+
+struct GenerateOptions {
+  int max_new_tokens = 256;          // -n
+  std::vector<int32_t> stop_ids;     // generation ends after emitting one of these (EOS)
+  int64_t max_context = 0;           // 0 = the model's max_position_embeddings
+  int64_t prefill_chunk = 2048;      // tokens per prefill forward (bounds activation memory)
+  SamplerOptions sampler;
+
+  [[nodiscard]] Status validate() const;
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;
+  double prefill_s = 0;
+  int64_t generated_tokens = 0;
+  double decode_s = 0;
+  bool stopped_by_eos = false;
+  double prefill_tok_per_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
+  // Decode rate over the decode forwards (the first generated token comes from prefill's logits).
+  double decode_tok_per_s() const { return decode_s > 0 ? (generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0; }
+};
+
+// Called with each generated token; return false to stop.
+using TokenCallback = std::function<bool(int32_t)>;
+
+class Generator {
+ public:
+  explicit Generator(model::Model& m);
+
+  // Runs the prompt and generates. Errors: empty prompt, prompt + max_new_tokens beyond the
+  // context limit (kInvalidArgument / kResourceExhausted, before any work), model errors.
+  [[nodiscard]] Status generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
+                                GenerateStats* stats);
+
+  model::KvCache& cache() { return cache_; }
+
+ private:
+  model::Model& m_;
+  model::KvCache cache_;
+};
+
+}  // namespace strata::runtime

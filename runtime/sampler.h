@@ -1,0 +1,45 @@
+// Sampler: picks the next token from a row of logits.
+//
+// temperature 0 is greedy (argmax, lowest id on ties). Otherwise: logits / temperature, softmax,
+// then the filters in llama.cpp's order — top-k (0 = off), top-p (nucleus; 1 = off), min-p
+// (drop tokens below min_p * max probability; 0 = off) — and a draw from the renormalised
+// distribution with a seeded generator, so a seed reproduces a run.
+// Thread safety: one Sampler per sequence.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+
+namespace strata::runtime {
+
+struct SamplerOptions {
+  float temperature = 0.6f;  // 0 = greedy
+  float top_p = 0.95f;       // (0, 1]
+  float min_p = 0.0f;        // [0, 1)
+  int top_k = 0;             // 0 = all tokens
+  uint64_t seed = 0;         // generator seed
+
+  // Errors name the field and the accepted range.
+  [[nodiscard]] Status validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerOptions& opt);
+  // Picks a token id from logits[0..vocab).
+  int32_t sample(std::span<const float> logits);
+
+ private:
+  SamplerOptions opt_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> cand_;
+};
+
+// Index of the largest value (lowest index on ties).
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace strata::runtime

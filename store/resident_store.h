@@ -1,0 +1,40 @@
+// ResidentStore: every tensor the model binds is read into RAM once with pread (never mmap).
+//
+// Tensors are loaded lazily on first request (binding happens before the first token, so nothing
+// is read during generation). Each tensor gets its own 64-byte aligned buffer.
+// Thread safety: resident()/acquire_expert() may load and must be called from one thread during
+// binding; after every tensor is bound, concurrent calls only read.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/aligned_buffer.h"
+#include "store/weight_store.h"
+
+namespace strata::store {
+
+class ResidentStore final : public WeightStore {
+ public:
+  // Takes ownership of an opened checkpoint. `n_layers` = backbone layers (to name DSpark stages).
+  ResidentStore(std::unique_ptr<io::Checkpoint> ck, int n_layers);
+
+  const io::Checkpoint& checkpoint() const override { return *ck_; }
+  io::Checkpoint& mutable_checkpoint() { return *ck_; }
+  Result<TensorView> resident(const std::string& name) override;
+  Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
+  Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
+                          uint8_t* scale_out) override;
+
+  // Bytes held in RAM so far.
+  uint64_t resident_bytes() const { return resident_bytes_; }
+
+ private:
+  std::unique_ptr<io::Checkpoint> ck_;
+  int n_layers_;
+  std::map<std::string, AlignedBytes> loaded_;
+  uint64_t resident_bytes_ = 0;
+};
+
+}  // namespace strata::store

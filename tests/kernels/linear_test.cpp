@@ -1,0 +1,328 @@
+// Fast linear layers vs the scalar references, over a table of shapes (tails in out and in, n from 1
+// to prefill sizes), misaligned pointers (gemma.cpp ForeachCountAndMisalign), thread counts, every
+// weight format and every kernel level the CPU supports.
+//
+// Tolerance: the products are exact (FP8/FP4: E4M3 x E4M3/E2M1 values; BF16/F32: one f32 rounding
+// each in ref, none under FMA), so fast and ref differ only in the order of the f32 additions. Any
+// order of m additions errs by at most (m - 1) u sum|terms| (u = 2^-24), and both sides use blocked
+// or multi-accumulator sums shorter than in/16 + 64 steps, so we require
+//   |fast - ref| <= (in/16 + 64) * 2^-24 * sum_k |x_k w_k|   (+1e-30 for all-zero rows).
+// For in = 5120 that is 2.3e-5 of sum|terms|; the observed error is far below (checked loosely by
+// the RMS assertion, which catches a wrong-but-within-bound pattern such as a dropped block).
+#include "kernels/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+
+namespace strata::kernels {
+namespace {
+
+struct Shape {
+  int64_t n, out, in;
+};
+
+// A vector with its data offset by `misalign` elements from a 64-byte boundary.
+template <class T>
+struct Buf {
+  std::vector<T> storage;
+  size_t off;
+  Buf(size_t n, size_t misalign) : storage(n + 64), off(misalign) {}
+  T* data() { return storage.data() + off; }
+  const T* data() const { return storage.data() + off; }
+  T& operator[](size_t i) { return storage[off + i]; }
+};
+
+// Activations: per row a random magnitude (1e-6 .. 1e3), some all-zero 32-blocks, a few huge entries.
+Buf<float> make_x(int64_t n, int64_t in, size_t misalign, std::mt19937& rng) {
+  Buf<float> x(static_cast<size_t>(n * in), misalign);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-20, 10);
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = std::ldexp(1.0f, expo(rng));
+    for (int64_t k = 0; k < in; ++k) x[i * in + k] = normal(rng) * m;
+    if (in >= 64 && rng() % 3 == 0)
+      for (int64_t k = 32; k < 64; ++k) x[i * in + k] = 0.0f;
+    if (rng() % 4 == 0) x[i * in + rng() % in] = 50.0f * m;
+  }
+  return x;
+}
+
+uint8_t random_e4m3(std::mt19937& rng) {
+  uint8_t c;
+  do c = static_cast<uint8_t>(rng()); while ((c & 0x7F) == 0x7F);  // no NaN codes
+  return c;
+}
+
+// Scale codes around 2^0 (typical checkpoint scales are 2^-12 .. 2^0), or wide (2^-117 .. 2^72,
+// finite products) to hit the BF16 level's fallback.
+uint8_t random_scale(std::mt19937& rng, bool wide) {
+  return wide ? static_cast<uint8_t>(10 + rng() % 190) : static_cast<uint8_t>(112 + rng() % 24);
+}
+
+struct Check {
+  double max_ratio = 0;  // max |d| / bound
+  double sum_sq = 0;     // sum of (|d| / sum|terms|)^2
+  int64_t count = 0;
+};
+
+// Compares y against yref with the bound above; `terms(i, r)` returns sum_k |x_k w_k| in double.
+template <class Terms>
+void compare(const float* y, const float* yref, int64_t n, int64_t out, int64_t in, Terms terms, const std::string& what) {
+  Check c;
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < out; ++r) {
+      const double t = terms(i, r);
+      const double bound = (in / 16.0 + 64.0) * u * t + 1e-30;
+      const double d = std::fabs(static_cast<double>(y[i * out + r]) - yref[i * out + r]);
+      ASSERT_TRUE(std::isfinite(y[i * out + r])) << what << " i=" << i << " r=" << r;
+      ASSERT_LE(d, bound) << what << " i=" << i << " r=" << r << " y=" << y[i * out + r] << " ref=" << yref[i * out + r]
+                          << " sum|terms|=" << t;
+      if (t > 0) c.sum_sq += (d / t) * (d / t);
+      ++c.count;
+    }
+  }
+  // Typical error: a few u per output, far below the worst-case bound.
+  EXPECT_LE(std::sqrt(c.sum_sq / static_cast<double>(c.count)), 64 * u) << what;
+}
+
+const std::vector<Shape> kQuantShapes = {
+    {1, 1, 32},     {1, 5, 64},     {1, 31, 96},    {1, 32, 128},  {1, 33, 160},  {1, 100, 384},
+    {1, 130, 1024}, {1, 64, 5120},  {1, 7, 2304},   {2, 47, 64},   {3, 33, 96},   {7, 100, 160},
+    {2, 64, 1024},  {16, 49, 384},  {17, 12, 128},  {33, 130, 256}, {70, 97, 384}, {5, 300, 2304},
+    {40, 64, 5120}, {300, 50, 64},  {257, 13, 96},
+};
+
+class LinearLevel : public ::testing::TestWithParam<KernelLevel> {
+ protected:
+  void SetUp() override {
+    if (!kernel_level_supported(GetParam())) GTEST_SKIP() << kernel_level_name(GetParam()) << " not supported here";
+  }
+  KernelLevel level() const { return GetParam(); }
+};
+
+void fp8_case(KernelLevel level, Shape s, size_t misalign, ThreadPool* pool, bool wide_scales, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t scale_rows = (s.out + 31) / 32, scale_cols = (s.in + 31) / 32;
+  Buf<uint8_t> wq(static_cast<size_t>(s.out * s.in), misalign);
+  Buf<uint8_t> ws(static_cast<size_t>(scale_rows * scale_cols), misalign);
+  for (int64_t i = 0; i < s.out * s.in; ++i) wq[i] = random_e4m3(rng);
+  for (int64_t i = 0; i < scale_rows * scale_cols; ++i) ws[i] = random_scale(rng, wide_scales);
+  const Fp8Weight w{wq.data(), ws.data(), s.out, s.in};
+  Buf<float> x = make_x(s.n, s.in, misalign, rng);
+  Buf<float> y(static_cast<size_t>(s.n * s.out), misalign);
+  std::vector<float> yref(static_cast<size_t>(s.n * s.out));
+  linear_fp8(x.data(), s.n, w, y.data(), pool, level);
+  ref::linear_fp8(x.data(), s.n, w, yref.data());
+
+  std::vector<float> xq(x.data(), x.data() + s.n * s.in), wd(static_cast<size_t>(s.out * s.in));
+  ref::act_quant_fp8_inplace(xq.data(), s.n * s.in);
+  dequant_fp8(w, wd.data());
+  auto terms = [&](int64_t i, int64_t r) {
+    double t = 0;
+    for (int64_t k = 0; k < s.in; ++k) t += std::fabs(static_cast<double>(xq[i * s.in + k]) * wd[r * s.in + k]);
+    return t;
+  };
+  compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
+          std::string("fp8 ") + kernel_level_name(level) + " n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) +
+              " in=" + std::to_string(s.in) + " misalign=" + std::to_string(misalign));
+}
+
+void fp4_case(KernelLevel level, Shape s, size_t misalign, ThreadPool* pool, bool wide_scales, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Buf<uint8_t> wq(static_cast<size_t>(s.out * s.in / 2), misalign);
+  Buf<uint8_t> ws(static_cast<size_t>(s.out * s.in / 32), misalign);
+  for (int64_t i = 0; i < s.out * s.in / 2; ++i) wq[i] = static_cast<uint8_t>(rng());
+  for (int64_t i = 0; i < s.out * s.in / 32; ++i) ws[i] = random_scale(rng, wide_scales);
+  const Fp4Weight w{wq.data(), ws.data(), s.out, s.in};
+  Buf<float> x = make_x(s.n, s.in, misalign, rng);
+  Buf<float> y(static_cast<size_t>(s.n * s.out), misalign);
+  std::vector<float> yref(static_cast<size_t>(s.n * s.out));
+  linear_fp4(x.data(), s.n, w, y.data(), pool, level);
+  ref::linear_fp4(x.data(), s.n, w, yref.data());
+
+  std::vector<float> xq(x.data(), x.data() + s.n * s.in), wd(static_cast<size_t>(s.out * s.in));
+  ref::act_quant_fp8_inplace(xq.data(), s.n * s.in);
+  dequant_fp4(w, wd.data());
+  auto terms = [&](int64_t i, int64_t r) {
+    double t = 0;
+    for (int64_t k = 0; k < s.in; ++k) t += std::fabs(static_cast<double>(xq[i * s.in + k]) * wd[r * s.in + k]);
+    return t;
+  };
+  compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
+          std::string("fp4 ") + kernel_level_name(level) + " n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) +
+              " in=" + std::to_string(s.in) + " misalign=" + std::to_string(misalign));
+}
+
+TEST_P(LinearLevel, Fp8MatchesReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 100;
+  for (const Shape& s : kQuantShapes) {
+    seed += 2;
+    fp8_case(level(), s, 0, nullptr, false, seed);
+    fp8_case(level(), s, 1 + seed % 3, &pool, false, seed + 1);
+  }
+}
+
+TEST_P(LinearLevel, Fp4MatchesReference) {
+  ThreadPool pool(3);
+  uint32_t seed = 200;
+  for (const Shape& s : kQuantShapes) {
+    seed += 2;
+    fp4_case(level(), s, 0, nullptr, false, seed);
+    fp4_case(level(), s, 1 + seed % 3, &pool, false, seed + 1);
+  }
+}
+
+// Scale codes far from 1 (2^-117 .. 2^72): the AVX-512 BF16 level must hand these to the f32 level.
+TEST_P(LinearLevel, ExtremeScalesMatchReference) {
+  ThreadPool pool(2);
+  for (const Shape& s : {Shape{1, 70, 256}, Shape{9, 70, 256}}) {
+    fp8_case(level(), s, 0, &pool, true, 300);
+    fp4_case(level(), s, 0, &pool, true, 301);
+  }
+}
+
+TEST_P(LinearLevel, Bf16AndF32MatchReference) {
+  const std::vector<Shape> shapes = {{1, 8, 64},    {1, 1, 1},     {1, 3, 7},     {1, 17, 33},  {1, 129, 100},
+                                     {1, 40, 4096}, {2, 5, 17},    {3, 33, 129},  {7, 8, 64},   {33, 49, 100},
+                                     {64, 31, 95},  {100, 129, 64}, {20, 40, 1023}};
+  ThreadPool pool(3);
+  std::mt19937 rng(400);
+  for (const Shape& s : shapes) {
+    for (size_t misalign : {size_t{0}, size_t{1}, size_t{3}}) {
+      Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), misalign);
+      Buf<float> wf(static_cast<size_t>(s.out * s.in), misalign);
+      std::normal_distribution<float> normal(0.0f, 0.05f);
+      for (int64_t i = 0; i < s.out * s.in; ++i) {
+        wf[i] = normal(rng);
+        wb[i] = f32_to_bf16(wf[i]);
+      }
+      Buf<float> x = make_x(s.n, s.in, misalign, rng);
+      Buf<float> y(static_cast<size_t>(s.n * s.out), misalign);
+      std::vector<float> yref(static_cast<size_t>(s.n * s.out));
+      ThreadPool* p = misalign == 1 ? nullptr : &pool;
+      const std::string tag = std::string(kernel_level_name(level())) + " n=" + std::to_string(s.n) +
+                              " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in) +
+                              " misalign=" + std::to_string(misalign);
+
+      const Bf16Weight w16{wb.data(), s.out, s.in};
+      linear_bf16(x.data(), s.n, w16, y.data(), p, level());
+      ref::linear_bf16(x.data(), s.n, w16, yref.data());
+      compare(y.data(), yref.data(), s.n, s.out, s.in,
+              [&](int64_t i, int64_t r) {
+                double t = 0;
+                for (int64_t k = 0; k < s.in; ++k)
+                  t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
+                return t;
+              },
+              "bf16 " + tag);
+
+      const F32Weight w32{wf.data(), s.out, s.in};
+      linear_f32(x.data(), s.n, w32, y.data(), p, level());
+      ref::linear_f32(x.data(), s.n, w32, yref.data());
+      compare(y.data(), yref.data(), s.n, s.out, s.in,
+              [&](int64_t i, int64_t r) {
+                double t = 0;
+                for (int64_t k = 0; k < s.in; ++k) t += std::fabs(static_cast<double>(x[i * s.in + k]) * wf[r * s.in + k]);
+                return t;
+              },
+              "f32 " + tag);
+    }
+  }
+}
+
+// Results do not depend on the thread count (each output is computed by one thread, same order).
+TEST_P(LinearLevel, ThreadCountDoesNotChangeResults) {
+  std::mt19937 rng(500);
+  const Shape s{9, 200, 512};
+  std::vector<uint8_t> wq(static_cast<size_t>(s.out * s.in)), ws(static_cast<size_t>(7 * 16));
+  for (auto& c : wq) c = random_e4m3(rng);
+  for (auto& c : ws) c = random_scale(rng, false);
+  const Fp8Weight w{wq.data(), ws.data(), s.out, s.in};
+  Buf<float> x = make_x(s.n, s.in, 0, rng);
+  std::vector<float> y1(static_cast<size_t>(s.n * s.out)), y4(y1.size());
+  ThreadPool pool(4);
+  for (int64_t n : {int64_t{1}, s.n}) {
+    linear_fp8(x.data(), n, w, y1.data(), nullptr, level());
+    linear_fp8(x.data(), n, w, y4.data(), &pool, level());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y4.data(), static_cast<size_t>(n * s.out) * sizeof(float))) << "n=" << n;
+  }
+}
+
+TEST_P(LinearLevel, EmptyInputsAreNoOps) {
+  float y = 7.0f;
+  const uint8_t wq[32] = {}, ws[1] = {127};
+  linear_fp8(nullptr, 0, Fp8Weight{wq, ws, 1, 32}, &y, nullptr, level());
+  EXPECT_EQ(y, 7.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, LinearLevel, ::testing::ValuesIn(kAllKernelLevels),
+                         [](const auto& info) { return std::string(kernel_level_name(info.param)); });
+
+// The dispatched entry points are the best level.
+TEST(Linear, DispatchedEqualsBestLevel) {
+  std::mt19937 rng(600);
+  const Shape s{3, 40, 256};
+  std::vector<uint8_t> wq(static_cast<size_t>(s.out * s.in / 2)), ws(static_cast<size_t>(s.out * s.in / 32));
+  for (auto& c : wq) c = static_cast<uint8_t>(rng());
+  for (auto& c : ws) c = random_scale(rng, false);
+  const Fp4Weight w{wq.data(), ws.data(), s.out, s.in};
+  Buf<float> x = make_x(s.n, s.in, 0, rng);
+  std::vector<float> a(static_cast<size_t>(s.n * s.out)), b(a.size());
+  linear_fp4(x.data(), s.n, w, a.data(), nullptr);
+  linear_fp4(x.data(), s.n, w, b.data(), nullptr, best_kernel_level());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+}
+
+// Dequantisation is exact: compare with the format definitions (values times power-of-two scales).
+TEST(Linear, DequantIsExact) {
+  std::mt19937 rng(700);
+  const int64_t out = 45, in = 96;
+  std::vector<uint8_t> wq(static_cast<size_t>(out * in)), ws(static_cast<size_t>(2 * 3));
+  for (auto& c : wq) c = random_e4m3(rng);
+  for (auto& c : ws) c = random_scale(rng, false);
+  std::vector<float> d(static_cast<size_t>(out * in));
+  dequant_fp8(Fp8Weight{wq.data(), ws.data(), out, in}, d.data());
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k) {
+      const int c = wq[r * in + k], e = (c >> 3) & 0xF, m = c & 7;
+      const double mag = e == 0 ? m * std::ldexp(1.0, -9) : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+      const double want = ((c & 0x80) ? -mag : mag) * std::ldexp(1.0, ws[(r / 32) * 3 + k / 32] - 127);
+      ASSERT_EQ(d[r * in + k], want) << r << "," << k;
+    }
+
+  std::vector<uint8_t> pq(static_cast<size_t>(out * in / 2)), ps(static_cast<size_t>(out * in / 32));
+  for (auto& c : pq) c = static_cast<uint8_t>(rng());
+  for (auto& c : ps) c = random_scale(rng, false);
+  dequant_fp4(Fp4Weight{pq.data(), ps.data(), out, in}, d.data());
+  const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k) {
+      const int code = (pq[(r * in + k) / 2] >> ((k & 1) * 4)) & 0xF;
+      const double want = ((code & 8) ? -1 : 1) * e2m1[code & 7] * std::ldexp(1.0, ps[r * (in / 32) + k / 32] - 127);
+      ASSERT_EQ(d[r * in + k], want) << r << "," << k;
+    }
+
+  const uint16_t b[4] = {0x3F80, 0xC000, 0x0001, 0x7F7F};
+  float f[4];
+  dequant_bf16(b, 4, f);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], -2.0f);
+  EXPECT_EQ(f[2], std::ldexp(1.0f, -133));
+  EXPECT_EQ(f[3], std::ldexp(255.0f / 128.0f, 127));
+}
+
+}  // namespace
+}  // namespace strata::kernels
