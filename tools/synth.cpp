@@ -137,8 +137,12 @@ std::string tokenizer_config_json() {
   nlohmann::ordered_json j;
   j["add_bos_token"] = true;
   j["add_eos_token"] = false;
-  j["bos_token"] = "<\xef\xbd\x9c" "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
-  j["eos_token"] = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+  j["bos_token"] =
+      "<\xef\xbd\x9c"
+      "begin\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
+  j["eos_token"] =
+      "<\xef\xbd\x9c"
+      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";
   j["pad_token"] = "<\xef\xbd\x9c\xe2\x96\x81pad\xe2\x96\x81\xef\xbd\x9c>";
   j["unk_token"] = nullptr;
   j["clean_up_tokenization_spaces"] = false;

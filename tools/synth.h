@@ -69,8 +69,8 @@ struct SynthOptions {
 
 // Progress of a run, reported between chunks (at most a few times per second of work).
 struct SynthProgress {
-  const char* phase = "";       // "tokenizer", "weights", "done"
-  uint64_t bytes_done = 0;      // tensor-data bytes written
+  const char* phase = "";   // "tokenizer", "weights", "done"
+  uint64_t bytes_done = 0;  // tensor-data bytes written
   uint64_t bytes_total = 0;
   size_t tensors_done = 0;
   size_t n_tensors = 0;
@@ -79,21 +79,21 @@ using SynthProgressFn = std::function<void(const SynthProgress&)>;
 
 // How a tensor's bytes are generated (see synth_fill.h).
 enum class FillKind : uint8_t {
-  kNormal,      // BF16 / F32: mean + std * N(0, 1)
-  kFp8Weight,   // E4M3 codes of N(0, std^2) under UE8M0 block scales; block_rows 32 ([32, 32] blocks) or 1 (rows of 32)
-  kFp8Scale,    // the E8M0 scales matching the kFp8Weight of the same key
-  kFp4Weight,   // packed E2M1 codes (even element in the low nibble) under an E8M0 scale per 32
-  kFp4Scale,    // the E8M0 scales matching the kFp4Weight of the same key
+  kNormal,     // BF16 / F32: mean + std * N(0, 1)
+  kFp8Weight,  // E4M3 codes of N(0, std^2) under UE8M0 block scales; block_rows 32 ([32, 32] blocks) or 1 (rows of 32)
+  kFp8Scale,   // the E8M0 scales matching the kFp8Weight of the same key
+  kFp4Weight,  // packed E2M1 codes (even element in the low nibble) under an E8M0 scale per 32
+  kFp4Scale,   // the E8M0 scales matching the kFp4Weight of the same key
 };
 
 // One tensor to write and how to fill it.
 struct SynthTensor {
   io::TensorDecl decl;
   FillKind fill = FillKind::kNormal;
-  float mean = 0, std = 1;   // of the real-valued weight
-  int block_rows = 32;       // kFp8*: rows per scale block (32, or 1 for Engram tables)
-  int64_t value_cols = 0;    // columns of real values (for FP4: twice the stored bytes per row)
-  uint64_t key = 0;          // generator key: a weight and its scale share one
+  float mean = 0, std = 1;  // of the real-valued weight
+  int block_rows = 32;      // kFp8*: rows per scale block (32, or 1 for Engram tables)
+  int64_t value_cols = 0;   // columns of real values (for FP4: twice the stored bytes per row)
+  uint64_t key = 0;         // generator key: a weight and its scale share one
 };
 
 // What a run will write: the config, the tensors in file order and a size breakdown.
@@ -113,9 +113,9 @@ struct SynthPlan {
 // Result of a finished run.
 struct SynthReport {
   SynthPlan plan;
-  size_t n_files = 0;               // shard files
-  uint64_t file_bytes = 0;          // shard files incl. headers
-  double seconds = 0;               // wall time of synth_checkpoint
+  size_t n_files = 0;       // shard files
+  uint64_t file_bytes = 0;  // shard files incl. headers
+  double seconds = 0;       // wall time of synth_checkpoint
 };
 
 // The config of a preset before any --target-gb scaling (engram_num_embeddings filled by the prime

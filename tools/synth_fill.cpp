@@ -1,10 +1,10 @@
 #include "tools/synth_fill.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <map>
 #include <numbers>
-#include <algorithm>
 #include <utility>
 
 #include "core/dtype.h"
@@ -38,7 +38,9 @@ class RowStream {
 };
 
 // Block offset d in {0, 1} of scale block `block` (1 with probability 1/4).
-inline int block_offset(uint64_t key, uint64_t block) { return (mix64(key ^ kScaleSalt ^ mix64(block + 1)) >> 62) == 0; }
+inline int block_offset(uint64_t key, uint64_t block) {
+  return (mix64(key ^ kScaleSalt ^ mix64(block + 1)) >> 62) == 0;
+}
 
 // Typical max |x| / std of a block of n normals (32 -> ~2.3, 1024 -> ~3.3): sets the base exponent.
 constexpr double kAmaxPer32 = 2.3, kAmaxPer1024 = 3.3;
@@ -58,7 +60,9 @@ inline void put_f32(uint8_t* p, float v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>((u >> (8 * i)) & 0xFF);
 }
 
-int64_t scale_cols(const SynthTensor& t) { return t.decl.shape.rank == 2 ? t.decl.shape.dims[1] : t.decl.shape.dims[0]; }
+int64_t scale_cols(const SynthTensor& t) {
+  return t.decl.shape.rank == 2 ? t.decl.shape.dims[1] : t.decl.shape.dims[0];
+}
 
 }  // namespace
 
@@ -69,8 +73,8 @@ double normal_quantile(double p) {
   const bool upper = p >= 0.5;
   const double tail = upper ? 1.0 - p : p;
   const double t = std::sqrt(-2.0 * std::log(tail));
-  double z = t - (2.515517 + 0.802853 * t + 0.010328 * t * t) /
-                     (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
+  double z =
+      t - (2.515517 + 0.802853 * t + 0.010328 * t * t) / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
   if (!upper) z = -z;
   const double inv_sqrt2 = 1.0 / std::numbers::sqrt2;
   for (int it = 0; it < 3; ++it) {
@@ -103,9 +107,12 @@ FillTables FillTables::build(std::span<const SynthTensor> tensors) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const SynthTensor& t = tensors[i];
     int fmt;  // 0: FP8 32x32, 1: FP8 rows of 32, 2: FP4 rows of 32
-    if (t.fill == FillKind::kFp8Weight || t.fill == FillKind::kFp8Scale) fmt = t.block_rows == 32 ? 0 : 1;
-    else if (t.fill == FillKind::kFp4Weight || t.fill == FillKind::kFp4Scale) fmt = 2;
-    else continue;
+    if (t.fill == FillKind::kFp8Weight || t.fill == FillKind::kFp8Scale)
+      fmt = t.block_rows == 32 ? 0 : 1;
+    else if (t.fill == FillKind::kFp4Weight || t.fill == FillKind::kFp4Scale)
+      fmt = 2;
+    else
+      continue;
     const auto k = std::make_pair(fmt, std::bit_cast<uint32_t>(t.std));
     auto it = index.find(k);
     if (it != index.end()) {
@@ -143,8 +150,8 @@ uint64_t fill_row_bytes(const SynthTensor& t) {
   return rows == 0 ? 0 : t.decl.nbytes() / static_cast<uint64_t>(rows);
 }
 
-void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tables, int64_t row_begin,
-               int64_t row_end, uint8_t* out) {
+void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tables, int64_t row_begin, int64_t row_end,
+               uint8_t* out) {
   const uint64_t row_bytes = fill_row_bytes(t);
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint8_t* o = out + static_cast<uint64_t>(r - row_begin) * row_bytes;
@@ -158,8 +165,10 @@ void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tabl
         for (uint64_t i = 0; i < n; ++i) {
           if ((i & 3) == 0) x = rng.next();
           const float v = t.mean + t.std * q[(x >> (16 * (i & 3))) & 0xFFFF];
-          if (bf16) put_bf16(o + 2 * i, v);
-          else put_f32(o + 4 * i, v);
+          if (bf16)
+            put_bf16(o + 2 * i, v);
+          else
+            put_f32(o + 4 * i, v);
         }
         break;
       }

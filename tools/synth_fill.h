@@ -4,7 +4,7 @@
 // stream (splitmix64 keyed by the tensor's key and the row index), so rows can be generated in any
 // order, on any thread, and the bytes never depend on the thread count or chunking.
 // Normal variates are drawn by inverse-CDF lookup: 16 random bits pick one of 65,536 equal-probability
-// quantiles of N(0, 1) (tails cut at +-4.17 sigma). That is plenty for weights stored in 8 bits or
+// quantiles of N(0, 1) (tails cut at +-4.32 sigma). That is plenty for weights stored in 8 bits or
 // fewer, and ~10x cheaper than Box-Muller, which matters for a 48 GB benchmark checkpoint.
 // Quantised weights are drawn directly as codes: per block the UE8M0 scale is 2^(e0 + d), where e0 is
 // set by the tensor's std (the exponent a typical block amax would give) and d in {0, 1} is drawn per
@@ -52,8 +52,8 @@ uint64_t fill_row_bytes(const SynthTensor& t);
 
 // Writes rows [row_begin, row_end) of tensor `tensor_index` (stored bytes, row-major) into `out`
 // (fill_row_bytes * (row_end - row_begin) bytes). Cannot fail; REQUIRES a valid row range.
-void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tables, int64_t row_begin,
-               int64_t row_end, uint8_t* out);
+void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tables, int64_t row_begin, int64_t row_end,
+               uint8_t* out);
 
 // Inverse of the standard normal CDF, |error| < 1e-12 for p in [1e-300, 1 - 1e-16]; used to build the
 // quantile table. REQUIRES 0 < p < 1.

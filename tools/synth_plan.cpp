@@ -1,11 +1,12 @@
 // The tensor list and config files of a synthetic V4.1 checkpoint.
 // Names, dtypes, shapes and weight scales follow shared/tools/make_tiny_v41.py (write_block, main),
 // which writes the release's storage format.
+#include "tools/synth_plan.h"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "tools/synth_fill.h"
-#include "tools/synth_plan.h"
 
 namespace strata::tools {
 
@@ -44,7 +45,8 @@ class TensorList {
     const float std = static_cast<float>(gain / std::sqrt(static_cast<double>(in)));
     const uint64_t key = fill_key(seed_, prefix);
     add(prefix + ".weight", DType::kF8E4M3, Shape{out, in}, FillKind::kFp8Weight, 0, std, key, 32, in);
-    add(prefix + ".scale", DType::kF8E8M0, Shape{(out + 31) / 32, (in + 31) / 32}, FillKind::kFp8Scale, 0, std, key, 32);
+    add(prefix + ".scale", DType::kF8E8M0, Shape{(out + 31) / 32, (in + 31) / 32}, FillKind::kFp8Scale, 0, std, key,
+        32);
   }
   // MXFP4 [out, in/2] packed E2M1 (I8) + E8M0 [out, in/32], N(0, (gain / sqrt(in))^2).
   void fp4_linear(const std::string& prefix, int64_t out, int64_t in, double gain) {
@@ -93,7 +95,8 @@ void block_tensors(TensorList& w, const model::ModelConfig& c, int layer) {
   if (!is_mtp && c.is_kv_source(layer)) {
     const std::string cp = a + ".compressor";
     w.bf16(cp + ".wkv.weight", Shape{D, dim}, 1.0 / std::sqrt(static_cast<double>(dim)));
-    if (c.compress_ratio(layer) > 1) w.bf16(cp + ".wgate.weight", Shape{D, dim}, 1.0 / std::sqrt(static_cast<double>(dim)));
+    if (c.compress_ratio(layer) > 1)
+      w.bf16(cp + ".wgate.weight", Shape{D, dim}, 1.0 / std::sqrt(static_cast<double>(dim)));
     w.norm(cp + ".norm.weight", D);
     const std::string ix = a + ".indexer";
     w.bf16(ix + ".wk.weight", Shape{c.index_head_dim, D}, 1.0 / std::sqrt(static_cast<double>(D)));
@@ -168,8 +171,10 @@ SizeBreakdown size_of(const std::vector<SynthTensor>& tensors) {
     const uint64_t n = t.decl.nbytes();
     const std::string& name = t.decl.name;
     s.total += n;
-    if (name.find(".experts.") != std::string::npos) s.expert_bytes += n;
-    else if (name.find(".engram.embed.") != std::string::npos) s.engram_table_bytes += n;
+    if (name.find(".experts.") != std::string::npos)
+      s.expert_bytes += n;
+    else if (name.find(".engram.embed.") != std::string::npos)
+      s.engram_table_bytes += n;
     else if (name == "embed.weight" || name == "head.weight" || name.find(".markov_head.") != std::string::npos)
       s.embed_head_bytes += n;
   }

@@ -187,7 +187,8 @@ model::ModelConfig geometry_at(const model::ModelConfig& base, int64_t dim) {
   c.head_dim = dim >= 4096 ? 512 : (dim >= 2048 ? 256 : 128);
   c.rope_head_dim = std::min<int64_t>(base.rope_head_dim, c.head_dim / 2);
   const double attn_width = static_cast<double>(base.n_heads * base.head_dim) * r;  // n_heads * head_dim
-  const int groups = std::max(1, static_cast<int>(std::llround(attn_width / static_cast<double>(c.head_dim) / base.o_groups)));
+  const int groups =
+      std::max(1, static_cast<int>(std::llround(attn_width / static_cast<double>(c.head_dim) / base.o_groups)));
   c.n_heads = groups * base.o_groups;
   c.q_lora_rank = round32(static_cast<double>(base.q_lora_rank) * r);
   c.o_lora_rank = round32(static_cast<double>(base.o_lora_rank) * r);
@@ -226,10 +227,14 @@ std::vector<int64_t> engram_num_embeddings(int n_engram_layers, int max_ngram_si
 
 Result<model::ModelConfig> preset_config(const std::string& preset, int64_t compressed_vocab) {
   model::ModelConfig c;
-  if (preset == "tiny") c = tiny_config();
-  else if (preset == "demo") c = demo_config();
-  else if (preset == "full" || preset == "scaled") c = full_config();
-  else return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, scaled or full)");
+  if (preset == "tiny")
+    c = tiny_config();
+  else if (preset == "demo")
+    c = demo_config();
+  else if (preset == "full" || preset == "scaled")
+    c = full_config();
+  else
+    return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, scaled or full)");
   c.engram_compressed_vocab_size = compressed_vocab;
   set_engram_rows(&c);
   return c;
@@ -240,10 +245,10 @@ Result<model::ModelConfig> scale_to_target(const model::ModelConfig& base, doubl
   const double target = target_gb * 1e9;
   // The preset's own split of expert vs Engram table bytes (the release: 289 : 203).
   const SizeBreakdown b0 = size_of(base);
-  const double engram_share = b0.engram_table_bytes + b0.expert_bytes > 0
-                                  ? static_cast<double>(b0.engram_table_bytes) /
-                                        static_cast<double>(b0.engram_table_bytes + b0.expert_bytes)
-                                  : 0.0;
+  const double engram_share =
+      b0.engram_table_bytes + b0.expert_bytes > 0
+          ? static_cast<double>(b0.engram_table_bytes) / static_cast<double>(b0.engram_table_bytes + b0.expert_bytes)
+          : 0.0;
   const double dspark_ratio = base.n_routed_experts > 0 ? static_cast<double>(base.dspark_n_routed_experts) /
                                                               static_cast<double>(base.n_routed_experts)
                                                         : 0.0;
@@ -287,8 +292,9 @@ Result<model::ModelConfig> scale_to_target(const model::ModelConfig& base, doubl
     if (ch.n_experts >= want_experts) pick = &ch;
   model::ModelConfig c = pick->c;
   c.n_routed_experts = static_cast<int>(pick->n_experts);
-  c.dspark_n_routed_experts = std::max<int>(c.dspark_n_activated_experts + 1,
-                                            static_cast<int>(std::llround(static_cast<double>(pick->n_experts) * dspark_ratio)));
+  c.dspark_n_routed_experts =
+      std::max<int>(c.dspark_n_activated_experts + 1,
+                    static_cast<int>(std::llround(static_cast<double>(pick->n_experts) * dspark_ratio)));
   if (n_engram > 0) {
     // Engram rows take what is left; two refinement passes land the total on the target.
     const int64_t row_bytes = c.engram_head_dim + c.engram_head_dim / 32;
@@ -298,16 +304,22 @@ Result<model::ModelConfig> scale_to_target(const model::ModelConfig& base, doubl
       set_engram_rows(&c);
       const SizeBreakdown s = size_of(c);
       const double gap = target - static_cast<double>(s.total);
-      c.engram_vocab_size = std::max<int64_t>(97, c.engram_vocab_size + static_cast<int64_t>(gap / static_cast<double>(per_vocab)));
+      c.engram_vocab_size =
+          std::max<int64_t>(97, c.engram_vocab_size + static_cast<int64_t>(gap / static_cast<double>(per_vocab)));
     }
     set_engram_rows(&c);
   }
   if (notes) {
     char buf[256];
-    std::snprintf(buf, sizeof(buf),
-                  "target %.3f GB: dim %lld, the largest of %zu feasible sizes with >= %lld routed experts "
-                  "(feasible: <= 25%% of the bytes outside experts and Engram tables)",
-                  target_gb, static_cast<long long>(c.dim), ok.size(), static_cast<long long>(want_experts));
+    if (pick->n_experts >= want_experts)
+      std::snprintf(buf, sizeof(buf),
+                    "target %.3f GB: dim %lld, the largest of %zu feasible sizes with >= %lld routed experts "
+                    "(feasible: <= 25%% of the bytes outside experts and Engram tables)",
+                    target_gb, static_cast<long long>(c.dim), ok.size(), static_cast<long long>(want_experts));
+    else
+      std::snprintf(buf, sizeof(buf),
+                    "target %.3f GB: dim %lld, the smallest feasible size (none leaves >= %lld routed experts)",
+                    target_gb, static_cast<long long>(c.dim), static_cast<long long>(want_experts));
     notes->push_back(buf);
   }
   return c;

@@ -8,9 +8,9 @@
 // flags can be merged by the linker into code that runs on an older CPU.
 //
 // Two regimes per weight format:
-//   decode (n == 1): vec_prep lays one quantised row of x out for the level, then matvec streams
-//     each weight row once (memory bound);
-//   prefill (n >= 2): x rows are quantised and packed transposed into groups of `xg` rows
+//   decode (small n): vec_prep lays each quantised row of x out for the level, then matvec streams
+//     each weight row once for up to max_nx rows of x (memory bound);
+//   prefill (n >= gemm_min_rows): x rows are quantised and packed transposed into groups of `xg` rows
 //     (pack_x), a tile of weight rows is dequantised once into plain rows (pack_w), and `gemm`
 //     multiplies every packed group with the tile (compute bound).
 #pragma once
@@ -41,14 +41,20 @@ struct GemmEngine {
 // One weight format at one level.
 template <class W>
 struct FormatKernels {
-  // ---- decode ----
-  // Bytes of the prepared activation row (0: matvec reads x itself).
+  // ---- decode and small n ----
+  // Bytes of one prepared activation row (0: matvec reads the rows of x themselves).
   size_t (*vec_act_bytes)(int64_t in) = nullptr;
   // Lays out (and for FP8/FP4 quantises) one row x[in] into act (64-byte aligned).
   void (*vec_prep)(const float* x, int64_t in, void* act) = nullptr;
-  // y[r] for r in [r0, r1); r0 is a multiple of vec_row_unit.
-  void (*matvec)(const void* act, const W& w, int64_t r0, int64_t r1, float* y) = nullptr;
+  // y[i, r] for i < nx (nx <= max_nx) and r in [r0, r1); prepared rows are act_stride bytes apart
+  // (x rows when vec_act_bytes is 0), y rows ldy floats apart. r0 is a multiple of vec_row_unit.
+  // Each weight byte of the range is decoded once for all nx rows.
+  void (*matvec)(const void* act, int64_t nx, size_t act_stride, const W& w, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy) = nullptr;
   int64_t vec_row_unit = 1;
+  int64_t max_nx = 1;
+  // n < gemm_min_rows runs the matvec kernel over groups of max_nx rows; larger n the GEMM engine.
+  int64_t gemm_min_rows = 2;
   // ---- prefill ----
   const GemmEngine* engine = nullptr;
   bool quantise_x = false;  // rows of x go through act_quant_fp8 before pack_x

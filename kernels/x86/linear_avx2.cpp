@@ -81,10 +81,11 @@ const detail::GemmEngine kEngine = {V256::kXg, V256::kTileRows, 4, 1, &E::x_pane
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
   t.act_quant_fp8 = &act_quant_fp8_avx2;
-  t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, &E::fp8_matvec, 32, &kEngine, true, &E::fp8_pack_w, nullptr};
-  t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, &E::fp4_matvec, 4, &kEngine, true, &E::fp4_pack_w, nullptr};
-  t.bf16 = {&E::bf16_act_bytes, &E::bf16_prep, &E::bf16_matvec, 4, &kEngine, false, &E::bf16_pack_w, nullptr};
-  t.f32 = {nullptr, nullptr, &E::f32_matvec, 4, &kEngine, false, nullptr, nullptr};
+  // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
+  t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, E::fp8_matvec, 32, 4, 4, &kEngine, true, &E::fp8_pack_w, nullptr};
+  t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, 4, &kEngine, true, &E::fp4_pack_w, nullptr};
+  t.bf16 = {&E::bf16_act_bytes, &E::bf16_prep, E::bf16_matvec, 4, 4, 4, &kEngine, false, &E::bf16_pack_w, nullptr};
+  t.f32 = {nullptr, nullptr, E::f32_matvec, 4, 4, 4, &kEngine, false, nullptr, nullptr};
   return t;
 }
 

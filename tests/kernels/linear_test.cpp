@@ -102,6 +102,7 @@ const std::vector<Shape> kQuantShapes = {
     {1, 130, 1024}, {1, 64, 5120},  {1, 7, 2304},   {2, 47, 64},   {3, 33, 96},   {7, 100, 160},
     {2, 64, 1024},  {16, 49, 384},  {17, 12, 128},  {33, 130, 256}, {70, 97, 384}, {5, 300, 2304},
     {40, 64, 5120}, {300, 50, 64},  {257, 13, 96},
+    {1, 33, 17408}, {5, 20, 17408},  // in > 16384: scratch moves from the stack to the heap
 };
 
 class LinearLevel : public ::testing::TestWithParam<KernelLevel> {
@@ -197,7 +198,7 @@ TEST_P(LinearLevel, ExtremeScalesMatchReference) {
 TEST_P(LinearLevel, Bf16AndF32MatchReference) {
   const std::vector<Shape> shapes = {{1, 8, 64},    {1, 1, 1},     {1, 3, 7},     {1, 17, 33},  {1, 129, 100},
                                      {1, 40, 4096}, {2, 5, 17},    {3, 33, 129},  {7, 8, 64},   {33, 49, 100},
-                                     {64, 31, 95},  {100, 129, 64}, {20, 40, 1023}};
+                                     {64, 31, 95},  {100, 129, 64}, {20, 40, 1023}, {1, 9, 17001}, {9, 5, 17001}};
   ThreadPool pool(3);
   std::mt19937 rng(400);
   for (const Shape& s : shapes) {

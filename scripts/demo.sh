@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# README command (a): install dependencies, build, synthesize the demo checkpoint on first use, then
+# answer a question about a bundled public-domain document with `strata run`.
+# The demo weights are RANDOM: the pipeline and the speed are real, the answer text is not.
+# Extra arguments go to `strata run` (e.g. -n 64 --temp 0).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+scripts/install-deps.sh
+scripts/build.sh "$repo_root/build" >/dev/null
+demo="$repo_root/data/demo"
+if [[ ! -f "$demo/config.json" ]]; then
+  echo "demo.sh: synthesizing the demo checkpoint into $demo (first use only)" >&2
+  build/cli/strata synth --preset demo --out "$demo" --force
+fi
+exec build/cli/strata run -m "$demo" \
+  -f data/docs/gettysburg-address.txt \
+  -p "Question: According to the speaker, who consecrated the ground at Gettysburg, and what task remains for the living?" \
+  -n 96 "$@"

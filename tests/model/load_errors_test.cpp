@@ -1,0 +1,170 @@
+// Bad checkpoints fail before the first token with an error naming the tensor or field and what was
+// expected: a missing tensor, a wrong shape, a wrong dtype, a truncated shard, a corrupt safetensors
+// header, a missing config field, a tokenizer that does not match the config.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/checkpoint.h"
+#include "tests/support/npy.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_model.h"
+
+namespace strata::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_all(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_all(const std::string& p, const std::string& data) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// Copies the tiny checkpoint into `dst`, letting `edit` change the safetensors header JSON (data
+// offsets stay valid) or the config.
+void copy_tiny(const std::string& dst, const std::function<void(nlohmann::json&)>& edit_header,
+               const std::function<void(nlohmann::json&)>& edit_config = nullptr) {
+  const std::string src = testing::tiny_dir() + "/checkpoint";
+  fs::copy_file(src + "/tokenizer.json", dst + "/tokenizer.json");
+  auto cfg = nlohmann::json::parse(read_all(src + "/config.json"));
+  if (edit_config) edit_config(cfg);
+  write_all(dst + "/config.json", cfg.dump(2));
+  const std::string st = read_all(src + "/model.safetensors");
+  uint64_t n = 0;
+  std::memcpy(&n, st.data(), 8);
+  auto header = nlohmann::json::parse(st.substr(8, n));
+  if (edit_header) edit_header(header);
+  // Keep the data region where the offsets expect it: pad the new header to the old length when it
+  // is shorter; offsets are relative to the data start, so a longer header is fine too.
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  uint64_t hn = h.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &hn, 8);
+  out += h;
+  out += st.substr(8 + n);
+  write_all(dst + "/model.safetensors", out);
+}
+
+Status load_status(const std::string& dir) {
+  auto m = testing::load_model(dir, 1);
+  return m.ok() ? Status() : m.error();
+}
+
+class LoadErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/checkpoint/model.safetensors"); }
+  testing::TempDir tmp_;
+};
+
+TEST_F(LoadErrors, IntactCopyLoads) {
+  copy_tiny(tmp_.path(), nullptr);
+  EXPECT_TRUE(load_status(tmp_.path()).ok());
+}
+
+TEST_F(LoadErrors, MissingTensor) {
+  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h.erase("layers.3.attn.wq_a.weight"); });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("tensor 'layers.3.attn.wq_a.weight' is missing from the checkpoint (expected F8_E4M3 [64, 64]"),
+            std::string::npos)
+      << s.to_string();
+}
+
+TEST_F(LoadErrors, MissingRoutedExpertTensor) {
+  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h.erase("layers.6.ffn.experts.5.w2.scale"); });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("layers.6.ffn.experts.5.w2.scale"), std::string::npos) << s.to_string();
+}
+
+TEST_F(LoadErrors, WrongShape) {
+  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h["layers.2.attn.wkv.weight"]["shape"] = {32, 128}; });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'layers.2.attn.wkv.weight': shape [32, 128], expected [64, 64] (head_dim=64, dim=64)"),
+            std::string::npos)
+      << s.to_string();
+}
+
+TEST_F(LoadErrors, WrongDtype) {
+  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h["layers.0.attn.q_norm.weight"]["dtype"] = "F16"; });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'layers.0.attn.q_norm.weight': dtype F16, expected BF16 or F32"), std::string::npos)
+      << s.to_string();
+}
+
+TEST_F(LoadErrors, TruncatedShard) {
+  copy_tiny(tmp_.path(), nullptr);
+  const std::string p = tmp_.file("model.safetensors");
+  fs::resize_file(p, fs::file_size(p) - 1000);
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("past the end of the file"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("truncated shard?"), std::string::npos) << s.to_string();
+}
+
+TEST_F(LoadErrors, CorruptHeader) {
+  copy_tiny(tmp_.path(), nullptr);
+  const std::string p = tmp_.file("model.safetensors");
+  std::string st = read_all(p);
+  st[8] = '#';  // the header JSON no longer parses
+  write_all(p, st);
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("safetensors header is not a JSON object"), std::string::npos) << s.to_string();
+  // A header length past the end of the file.
+  uint64_t huge = 1ull << 40;
+  std::memcpy(st.data(), &huge, 8);
+  write_all(p, st);
+  s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("exceeds the file"), std::string::npos) << s.to_string();
+}
+
+TEST_F(LoadErrors, OffsetsDisagreeWithShape) {
+  copy_tiny(tmp_.path(), [](nlohmann::json& h) {
+    auto& o = h["norm.weight"]["data_offsets"];
+    o[1] = o[1].get<uint64_t>() + 2;
+  });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find("tensor 'norm.weight': data_offsets span 130 bytes, expected 128"), std::string::npos)
+      << s.to_string();
+}
+
+TEST_F(LoadErrors, MissingConfigField) {
+  copy_tiny(tmp_.path(), nullptr, [](nlohmann::json& c) { c["text_config"].erase("q_lora_rank"); });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("missing field 'text_config.q_lora_rank'"), std::string::npos) << s.to_string();
+}
+
+TEST_F(LoadErrors, TokenizerDoesNotMatchConfig) {
+  copy_tiny(tmp_.path(), nullptr, [](nlohmann::json& c) { c["text_config"]["engram_compressed_vocab_size"] = 99092; });
+  Status s = load_status(tmp_.path());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("98627"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("engram_compressed_vocab_size = 99092"), std::string::npos) << s.to_string();
+}
+
+TEST_F(LoadErrors, NotADirectory) {
+  Status s = load_status(tmp_.file("nope"));
+  EXPECT_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace strata::model
