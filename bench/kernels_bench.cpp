@@ -178,10 +178,6 @@ void levels_and_threads(benchmark::internal::Benchmark* b) {
     for (int l : {1, 2, 3}) b->Args({t, l});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
-void best_and_threads(benchmark::internal::Benchmark* b) {
-  for (int t : {1, 2}) b->Args({t, static_cast<int>(best_kernel_level())});
-  b->UseRealTime()->Unit(benchmark::kMillisecond);
-}
 
 // Decode (n = 1).
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_1280x5120, 1, 1280, 5120)->Apply(levels_and_threads);
@@ -189,12 +185,14 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_5120x1024, 1, 5120, 1024)->Apply(lev
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(best_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_2304x5120, 512, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_5120x2304, 512, 5120, 2304)->Apply(levels_and_threads);
+// attn.wo_a: BF16 (dequantised from FP8 at load, as convert.py does), one o_group of 1024 x 4096.
+BENCHMARK_CAPTURE(BM_LinearBf16, prefill512_wo_a_1024x4096, 512, 1024, 4096)->Apply(levels_and_threads);
 // Memory bandwidth reference.
 BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -3,13 +3,21 @@
 // Weights are read in their stored format and dequantised exactly inside the kernel; activations
 // and outputs are f32. The FP8 and MXFP4 variants first quantise each row of x to E4M3 per block of
 // 32 with a ue8m0 scale (kernels::act_quant_fp8), as the official `linear()` does before fp8_gemm /
-// fp4_gemm; the BF16/F32 variants use x as is (F.linear). Summation order is free (fixtures README:
-// "summation order is free"); products of E4M3 x E4M3/E2M1 values are exact in f32.
+// fp4_gemm; the BF16/F32 variants use x as is (F.linear). FP8/FP4: products of E4M3 x E4M3/E2M1
+// values are exact in f32 and the summation order is free (fixtures README), so the fast paths
+// differ from ref in the last bits only. BF16/F32: products round, and the model is sensitive to it
+// (attn.wo_a feeds act_quant_fp8, where one ulp can flip an E4M3 step), so every level reproduces
+// ref bit for bit: k in order, product and sum rounded separately.
 //
-// Dispatch: each entry point picks the best path for the running CPU (AVX-512, AVX2, scalar) once;
-// the scalar reference versions in kernels/ref are the definition and are tested against.
-// Threading: parallel over output features (and rows) on `pool`; pool may be null (serial).
-// Cannot fail: shapes were validated at load. No allocation on the hot path beyond per-call scratch.
+// Dispatch: each entry point picks the best path for the running CPU (AVX-512 BF16, AVX-512, AVX2,
+// scalar) once; kernels/dispatch.h can force a level. The scalar reference versions in kernels/ref
+// are the definition and are tested against (tests/kernels/linear_test.cpp states the tolerance).
+// Small n (decode, n < 4..8 by level) streams each weight byte once; larger n (prefill) runs a
+// blocked GEMM over dequantised weight tiles (kernels/linear.cpp).
+// Threading: parallel over output features (and rows) on `pool`; pool may be null (serial). Results
+// do not depend on the thread count.
+// Cannot fail: shapes were validated at load. No allocation on the hot path beyond per-call scratch
+// (the prepared activations; in prefill also the packed x chunk and one weight tile per task).
 // Source: model.py `linear`, `Linear`; fixtures README "Kernel shims" (fp8_gemm, fp4_gemm).
 #pragma once
 
@@ -60,8 +68,9 @@ void dequant_fp4(const Fp4Weight& w, float* out);    // out [out, in]
 void dequant_bf16(const uint16_t* w, int64_t n, float* out);
 
 namespace ref {
-// Scalar references: the definition of the functions above (per-32-block partial sums in K order,
-// as the official GEMM shims accumulate).
+// Scalar references: the definition of the functions above. FP8/FP4: per-32-block partial sums in K
+// order, as the official GEMM shims accumulate. BF16/F32: acc += x[k] * w[k] for k in order, the
+// product and the sum each rounded to f32 (no FMA).
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y);
 void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y);
 void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y);

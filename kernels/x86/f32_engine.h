@@ -4,7 +4,8 @@
 // Exactness: FP8/FP4 weights are widened to f32 exactly (E4M3 through the fp16 bit trick and
 // VCVTPH2PS, E2M1 through a 16-entry table), the block scales are powers of two, and the activations
 // are act_quant_fp8 values, so every product x*w is exact and only the summation order differs from
-// kernels/ref (fixtures README: summation order is free).
+// kernels/ref (fixtures README: summation order is free). BF16/F32 linears reproduce kernels/ref bit
+// for bit instead (reference order and rounding, see the decode section).
 //
 // The traits V provide (all static):
 //   F; kW lanes; kXg = 2*kW packed x rows; kRw weight rows per micro-kernel; kTileRows; kKc (K chunk);
@@ -12,12 +13,15 @@
 //   hsum(v);
 //   e4m3x(p):   kW E4M3 codes -> their values * 2^-8 (fp16 trick: code << 7 is an fp16 with bias 15);
 //   bf16(p):    kW bf16 -> f32;
-//   bf16_pairs(p, &even, &odd): 2*kW bf16 -> values at even and at odd positions;
+//   split_pairs(v, &even, &odd): kW dwords, each two bf16 -> the even-position and odd-position values;
+//   transpose(r): in-place kW x kW transpose of r[0 .. kW);
 //   T, e2m1_table(s): the E2M1 table times s; e2m1(p, t, &lo, &hi): kW packed bytes -> low-nibble
 //     values (even K) and high-nibble values (odd K);
 //   interleave(lo, hi, &a, &b): [lo0 hi0 lo1 hi1 ...] over two registers.
 // Everything sits in an anonymous namespace (see common.h): instantiations stay inside their ISA file.
 #pragma once
+
+#include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -52,15 +56,6 @@ struct F32Engine {
     std::memcpy(q, x, static_cast<size_t>(in) * sizeof(float));
     V::act_quant(q, in);
     deinterleave(q, in / (2 * kW) * (2 * kW), static_cast<float*>(act));
-  }
-
-  // BF16: x split the same way over the whole groups; the tail (in % 2kW) follows as is.
-  static size_t bf16_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float); }
-  static void bf16_prep(const float* x, int64_t in, void* act) {
-    float* a = static_cast<float*>(act);
-    const int64_t main = in / (2 * kW) * (2 * kW);
-    deinterleave(x, main, a);
-    for (int64_t k = main; k < in; ++k) a[k] = x[k];
   }
 
   static void deinterleave(const float* x, int64_t n, float* out) {
@@ -119,6 +114,9 @@ struct F32Engine {
     F acc[R][2];
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t b = 0; b < nkb; ++b) {
+      if ((b & 3) == 0) {  // one prefetch per 64 bytes, 1 KiB ahead (as the BF16 level's FP4 loop)
+        for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * row_bytes + b * 16 + 1024), _MM_HINT_T0);
+      }
       typename V::T t[R];
       for (int i = 0; i < R; ++i) t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
       for (int g = 0; g < 32; g += 2 * kW) {
@@ -141,57 +139,83 @@ struct F32Engine {
     for (; r < r1; ++r) fp4_dot<1>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r);
   }
 
-  // BF16 rows: the dword holding an (even, odd) pair widens with one shift and one mask.
-  template <int R>
-  static void bf16_dot(const float* xa, const uint16_t* w, int64_t in, float* y) {
+  // BF16 / F32 rows in the reference order. Their products are not exact, so the summation order is
+  // part of the result, and the model is sensitive to it: a BF16 linear (attn.wo_a) feeds
+  // act_quant_fp8, where one f32 ulp can move an element by a whole E4M3 step (fixtures README,
+  // Tolerances). So these kernels reproduce kernels/ref bit for bit: each output sums x[k] * w[r, k]
+  // for k = 0, 1, ... with the product and the sum rounded separately (no FMA; the kernels library
+  // builds with -ffp-contract=off). Lanes hold kW output rows: a kW x kW tile of weights is loaded
+  // row-wise and transposed, then added column by column.
+  static float bf16_value(const uint16_t* w, int64_t k) { return bits_f32(static_cast<uint32_t>(w[k]) << 16); }
+
+  template <class Load, class Value>
+  static void ordered_block(const float* x, int64_t in, float* y, Load load, Value value) {
+    F acc = V::zero();
+    const int64_t main = in / kW * kW;
+    for (int64_t k0 = 0; k0 < main; k0 += kW) {
+      F t[kW];
+      for (int i = 0; i < kW; ++i) t[i] = load(i, k0);
+      V::transpose(t);
+      for (int j = 0; j < kW; ++j) acc = V::add(acc, V::mul(t[j], V::set1(x[k0 + j])));
+    }
+    alignas(64) float s[kW];
+    V::store(s, acc);
+    for (int i = 0; i < kW; ++i) {
+      float a = s[i];
+      for (int64_t k = main; k < in; ++k) a += x[k] * value(i, k);
+      y[i] = a;
+    }
+  }
+  template <class Value>
+  static void ordered_row(const float* x, int64_t in, float* y, Value value) {
+    float a = 0.0f;
+    for (int64_t k = 0; k < in; ++k) a += x[k] * value(k);
+    *y = a;
+  }
+
+  // BF16: the tile is transposed as dwords, each an (even k, odd k) pair of bf16, and one shift / one
+  // mask then give the two f32 columns: half the shuffles of widening first.
+  static void bf16_block(const float* x, int64_t in, const uint16_t* wr, float* y) {
+    F acc = V::zero();
     const int64_t main = in / (2 * kW) * (2 * kW);
-    F acc[R][2];
-    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
-    for (int64_t k = 0; k < main; k += 2 * kW) {
-      const F xe = V::load(xa + k), xo = V::load(xa + k + kW);
-      for (int i = 0; i < R; ++i) {
+    for (int64_t k0 = 0; k0 < main; k0 += 2 * kW) {
+      F t[kW];
+      for (int i = 0; i < kW; ++i) t[i] = V::loadu(reinterpret_cast<const float*>(wr + i * in + k0));
+      V::transpose(t);
+      for (int m = 0; m < kW; ++m) {
         F even, odd;
-        V::bf16_pairs(w + i * in + k, &even, &odd);
-        acc[i][0] = V::fmadd(even, xe, acc[i][0]);
-        acc[i][1] = V::fmadd(odd, xo, acc[i][1]);
+        V::split_pairs(t[m], &even, &odd);
+        acc = V::add(acc, V::mul(even, V::set1(x[k0 + 2 * m])));
+        acc = V::add(acc, V::mul(odd, V::set1(x[k0 + 2 * m + 1])));
       }
     }
-    for (int i = 0; i < R; ++i) {
-      float s = V::hsum(V::add(acc[i][0], acc[i][1]));
-      for (int64_t k = main; k < in; ++k) s += xa[k] * bits_f32(static_cast<uint32_t>(w[i * in + k]) << 16);
-      y[i] = s;
+    alignas(64) float s[kW];
+    V::store(s, acc);
+    for (int i = 0; i < kW; ++i) {
+      float a = s[i];
+      for (int64_t k = main; k < in; ++k) a += x[k] * bf16_value(wr + i * in, k);
+      y[i] = a;
     }
   }
   static void bf16_matvec1(const void* act, const Bf16Weight& w, int64_t r0, int64_t r1, float* y) {
-    const float* xa = static_cast<const float*>(act);
+    const float* x = static_cast<const float*>(act);
+    const int64_t in = w.in;
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) bf16_dot<kRows>(xa, w.w + r * w.in, w.in, y + r);
-    for (; r < r1; ++r) bf16_dot<1>(xa, w.w + r * w.in, w.in, y + r);
+    for (; r + kW <= r1; r += kW) bf16_block(x, in, w.w + r * in, y + r);
+    for (; r < r1; ++r) ordered_row(x, in, y + r, [&](int64_t k) { return bf16_value(w.w + r * in, k); });
   }
 
-  template <int R>
-  static void f32_dot(const float* x, const float* w, int64_t in, float* y) {
-    const int64_t main = in / (2 * kW) * (2 * kW);
-    F acc[R][2];
-    for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
-    for (int64_t k = 0; k < main; k += 2 * kW) {
-      const F x0 = V::loadu(x + k), x1 = V::loadu(x + k + kW);
-      for (int i = 0; i < R; ++i) {
-        acc[i][0] = V::fmadd(V::loadu(w + i * in + k), x0, acc[i][0]);
-        acc[i][1] = V::fmadd(V::loadu(w + i * in + k + kW), x1, acc[i][1]);
-      }
-    }
-    for (int i = 0; i < R; ++i) {
-      float s = V::hsum(V::add(acc[i][0], acc[i][1]));
-      for (int64_t k = main; k < in; ++k) s += x[k] * w[i * in + k];
-      y[i] = s;
-    }
-  }
   static void f32_matvec1(const void* act, const F32Weight& w, int64_t r0, int64_t r1, float* y) {
     const float* x = static_cast<const float*>(act);
+    const int64_t in = w.in;
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) f32_dot<kRows>(x, w.w + r * w.in, w.in, y + r);
-    for (; r < r1; ++r) f32_dot<1>(x, w.w + r * w.in, w.in, y + r);
+    for (; r + kW <= r1; r += kW) {
+      const float* wr = w.w + r * in;
+      ordered_block(
+          x, in, y + r, [&](int i, int64_t k) { return V::loadu(wr + i * in + k); },
+          [&](int i, int64_t k) { return wr[i * in + k]; });
+    }
+    for (; r < r1; ++r) ordered_row(x, in, y + r, [&](int64_t k) { return w.w[r * in + k]; });
   }
 
   // Several rows of x: the f32 engine decodes the weights once per row (the chunk [r0, r1) is
@@ -262,7 +286,10 @@ struct F32Engine {
 
   // ---------------------------------------------------------------- prefill: GEMM
   // c[RW][kXg] (+)= tile rows x panel over kn K values. acc[r][v] holds 8/16 x rows of weight row r.
-  template <int NV, int RW>
+  // Each output runs k = 0, 1, ... in order with the product and the sum rounded separately (K chunks
+  // continue from c), so BF16/F32 results equal kernels/ref bit for bit (see the decode comment);
+  // FP8/FP4 products are exact, where an FMA gives the same result (gemm<true>).
+  template <bool kFused, int NV, int RW>
   static void micro(const float* xp, const float* wp, int64_t ldw, int64_t kn, float* c, bool first) {
     F acc[RW][NV];
     for (int r = 0; r < RW; ++r)
@@ -272,19 +299,25 @@ struct F32Engine {
       for (int v = 0; v < NV; ++v) xv[v] = V::load(xp + k * kXg + v * kW);
       for (int r = 0; r < RW; ++r) {
         const F b = V::set1(wp[r * ldw + k]);
-        for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(b, xv[v], acc[r][v]);
+        for (int v = 0; v < NV; ++v) {
+          if constexpr (kFused) acc[r][v] = V::fmadd(b, xv[v], acc[r][v]);
+          else acc[r][v] = V::add(acc[r][v], V::mul(b, xv[v]));
+        }
       }
     }
     for (int r = 0; r < RW; ++r)
       for (int v = 0; v < NV; ++v) V::store(c + r * kXg + v * kW, acc[r][v]);
   }
-  template <int NV, int RW>
+  template <bool kFused, int NV, int RW>
   static void micro_rows(int rows, const float* xp, const float* wp, int64_t ldw, int64_t kn, float* c, bool first) {
     if constexpr (RW >= 1) {
-      if (rows == RW) micro<NV, RW>(xp, wp, ldw, kn, c, first);
-      else micro_rows<NV, RW - 1>(rows, xp, wp, ldw, kn, c, first);
+      if (rows == RW) micro<kFused, NV, RW>(xp, wp, ldw, kn, c, first);
+      else micro_rows<kFused, NV, RW - 1>(rows, xp, wp, ldw, kn, c, first);
     }
   }
+  // kFused: FMA, for FP8/FP4 tiles (exact products: the same result, and faster on AVX-512);
+  // otherwise product and sum rounded separately, for BF16/F32 (bit-exact with ref).
+  template <bool kFused>
   static void gemm(const void* panel, int64_t x_rows, const void* tile, int64_t ldw, int64_t w_rows, int64_t in,
                    float* y, int64_t ldy) {
     const float* xp = static_cast<const float*>(panel);
@@ -294,8 +327,8 @@ struct F32Engine {
       const int64_t kn = imin(V::kKc, in - k0);
       for (int64_t r = 0; r < w_rows; r += V::kRw) {
         const int rows = static_cast<int>(imin(V::kRw, w_rows - r));
-        if (x_rows > kW) micro_rows<2, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
-        else micro_rows<1, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
+        if (x_rows > kW) micro_rows<kFused, 2, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
+        else micro_rows<kFused, 1, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
       }
     }
     for (int64_t r = 0; r < w_rows; ++r)

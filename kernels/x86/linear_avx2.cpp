@@ -52,10 +52,9 @@ struct V256 {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
   }
-  static void bf16_pairs(const uint16_t* p, F* even, F* odd) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  static void split_pairs(F v, F* even, F* odd) {
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(v), 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static T e2m1_table(float s) { return _mm256_mul_ps(_mm256_load_ps(kE2M1Magnitude), _mm256_set1_ps(s)); }
   static void e2m1(const uint8_t* p, T t, F* lo, F* hi) {
@@ -65,6 +64,27 @@ struct V256 {
     const __m256i sign_hi = _mm256_and_si256(_mm256_slli_epi32(b, 24), sign);  // byte bit 7 -> bit 31
     *lo = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, b), _mm256_castsi256_ps(sign_lo));
     *hi = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, _mm256_srli_epi32(b, 4)), _mm256_castsi256_ps(sign_hi));
+  }
+  // In-place 8 x 8 transpose: r[i] lane c <- r[c] lane i (24 shuffles).
+  static void transpose(F* r) {
+    F t[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    F u[8];  // u[4g + j], 128-bit lane L: column 4L + j of rows 4g .. 4g + 3
+    for (int g = 0; g < 2; ++g) {
+      const __m256d a = _mm256_castps_pd(t[4 * g]), b = _mm256_castps_pd(t[4 * g + 2]);
+      const __m256d c = _mm256_castps_pd(t[4 * g + 1]), d = _mm256_castps_pd(t[4 * g + 3]);
+      u[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; ++j) {
+      r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+      r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
   }
   static void interleave(F lo, F hi, F* a, F* b) {
     const __m256 u0 = _mm256_unpacklo_ps(lo, hi);  // l0 h0 l1 h1 | l4 h4 l5 h5
@@ -76,7 +96,10 @@ struct V256 {
 
 using E = F32Engine<V256>;
 
-const detail::GemmEngine kEngine = {V256::kXg, V256::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x, &E::gemm};
+// FP8/FP4 tiles (exact products: FMA) and BF16/F32 tiles (reference rounding: multiply, then add).
+const detail::GemmEngine kEngine = {V256::kXg, V256::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x, &E::gemm<true>};
+const detail::GemmEngine kEngineOrdered = {V256::kXg, V256::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x,
+                                           &E::gemm<false>};
 
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
@@ -84,8 +107,8 @@ detail::LevelKernels make_table() {
   // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
   t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, E::fp8_matvec, 32, 4, 4, &kEngine, true, &E::fp8_pack_w, nullptr};
   t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, 4, &kEngine, true, &E::fp4_pack_w, nullptr};
-  t.bf16 = {&E::bf16_act_bytes, &E::bf16_prep, E::bf16_matvec, 4, 4, 4, &kEngine, false, &E::bf16_pack_w, nullptr};
-  t.f32 = {nullptr, nullptr, E::f32_matvec, 4, 4, 4, &kEngine, false, nullptr, nullptr};
+  t.bf16 = {nullptr, nullptr, E::bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
+  t.f32 = {nullptr, nullptr, E::f32_matvec, 8, 4, 4, &kEngineOrdered, false, nullptr, nullptr};
   return t;
 }
 

@@ -49,16 +49,41 @@ struct V512 {
     const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
   }
-  static void bf16_pairs(const uint16_t* p, F* even, F* odd) {
-    const __m512i v = _mm512_loadu_si512(p);
-    *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  static void split_pairs(F v, F* even, F* odd) {
+    *even = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(v), 16));
+    *odd = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
   }
   static T e2m1_table(float s) { return _mm512_mul_ps(_mm512_load_ps(kE2M1Signed), _mm512_set1_ps(s)); }
   static void e2m1(const uint8_t* p, T t, F* lo, F* hi) {
     const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     *lo = _mm512_permutexvar_ps(b, t);  // VPERMPS reads the low 4 bits of each index
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
+  }
+  // In-place 16 x 16 transpose: r[i] lane c <- r[c] lane i (64 shuffles).
+  static void transpose(F* r) {
+    F t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + j], 128-bit lane L: column 4L + j of rows 4g .. 4g + 3.
+    for (int g = 0; g < 4; ++g) {
+      const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+      const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+      u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    // Column 4L + j gathers lane L of u[j], u[4 + j], u[8 + j], u[12 + j].
+    for (int j = 0; j < 4; ++j) {
+      const F s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+      const F s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+      r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+      r[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
+      r[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+      r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+    }
   }
   static void interleave(F lo, F hi, F* a, F* b) {
     *a = _mm512_permutex2var_ps(lo, _mm512_load_si512(kInterleaveLo), hi);
@@ -68,7 +93,8 @@ struct V512 {
 
 using E = F32Engine<V512>;
 
-const detail::GemmEngine kEngine = {V512::kXg, V512::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x, &E::gemm};
+// FP8/FP4 tiles: exact products, so FMA.
+const detail::GemmEngine kEngine = {V512::kXg, V512::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x, &E::gemm<true>};
 
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
@@ -76,8 +102,12 @@ detail::LevelKernels make_table() {
   // Decode kernels serve n < 8: the GEMM's smallest tile is 16 x rows, slower below 8 (Zen4).
   t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, E::fp8_matvec, 32, 4, 8, &kEngine, true, &E::fp8_pack_w, nullptr};
   t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, 8, &kEngine, true, &E::fp4_pack_w, nullptr};
-  t.bf16 = {&E::bf16_act_bytes, &E::bf16_prep, E::bf16_matvec, 4, 4, 8, &kEngine, false, &E::bf16_pack_w, nullptr};
-  t.f32 = {nullptr, nullptr, E::f32_matvec, 4, 4, 8, &kEngine, false, nullptr, nullptr};
+  // BF16/F32 prefill keeps the reference rounding (multiply, then add), which runs ~1.5x faster in the
+  // AVX2 micro-kernel on ymm than on zmm (Zen4: 67 vs 45 GFLOP/s, kernels_bench prefill512_wo_a, t=1),
+  // so borrow the AVX2 level's GEMM; decode stays on zmm (head 13.6 vs 10.2 GB/s).
+  const detail::LevelKernels& avx2 = detail::avx2_kernels();
+  t.bf16 = {nullptr, nullptr, E::bf16_matvec, 16, 4, 8, avx2.bf16.engine, false, avx2.bf16.pack_w, nullptr};
+  t.f32 = {nullptr, nullptr, E::f32_matvec, 16, 4, 8, avx2.f32.engine, false, nullptr, nullptr};
   return t;
 }
 

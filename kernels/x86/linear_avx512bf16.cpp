@@ -287,10 +287,10 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
 
 // One weight row (one sequential stream, see fp8_dot) against NX prepared x rows. Per 64 bytes the
 // four nibble vectors meet x in two independent two-deep VDPBF16PS chains.
-#ifndef STRATA_PF
-#define STRATA_PF 1024
-#endif
-constexpr int64_t kFp4PrefetchBytes = STRATA_PF;
+// The FP4 decode loop is compute-heavy enough that the hardware prefetcher falls behind; a software
+// prefetch 1 KiB ahead lifts it from ~9-12 to ~14-15 GB/s on Zen4 (512..2048 all alike; the FP8 loop
+// got slower with it). bench/kernels_bench decode_expert_*, t=1, alternating A/B runs.
+constexpr int64_t kFp4PrefetchBytes = 1024;
 
 template <int NX>
 void fp4_dot(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t* sc, int64_t in, float* sf, float* y,
