@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
+
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -17,18 +19,14 @@
 namespace strata::chat {
 namespace {
 
+using strata::testing::read_all;
+
 using Ids = std::vector<int32_t>;
 using tokenizer::Tokenizer;
 
 std::string fixture(const std::string& rel) { return strata::testing::fixtures_dir() + "/" + rel; }
 const std::string kTokenizerJson = "v41-tiny/checkpoint/tokenizer.json";
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 class Render : public ::testing::Test {
  protected:

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -12,17 +14,11 @@
 namespace strata::model {
 namespace {
 
-std::string read(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 TEST(ModelConfig, RealV41FlashConfig) {
   const std::string p = testing::fixtures_dir() + "/real-config/config.json";
   STRATA_REQUIRE_FIXTURE(p);
-  auto c = ModelConfig::parse(read(p), p);
+  auto c = ModelConfig::parse(testing::read_all(p), p);
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   EXPECT_EQ(c->dim, 5120);
   EXPECT_EQ(c->n_layers, 40);
@@ -51,8 +47,8 @@ TEST(ModelConfig, RealV41FlashConfig) {
 TEST(ModelConfig, HfAndFlatLayoutsAgree) {
   const std::string dir = testing::fixtures_dir() + "/v41-tiny/checkpoint";
   STRATA_REQUIRE_FIXTURE(dir + "/config.json");
-  auto hf = ModelConfig::parse(read(dir + "/config.json"), "config.json");
-  auto flat = ModelConfig::parse(read(dir + "/inference_config.json"), "inference_config.json");
+  auto hf = ModelConfig::parse(testing::read_all(dir + "/config.json"), "config.json");
+  auto flat = ModelConfig::parse(testing::read_all(dir + "/inference_config.json"), "inference_config.json");
   ASSERT_TRUE(hf.ok()) << hf.error().to_string();
   ASSERT_TRUE(flat.ok()) << flat.error().to_string();
   EXPECT_EQ(hf->dim, flat->dim);
@@ -69,7 +65,7 @@ TEST(ModelConfig, HfAndFlatLayoutsAgree) {
 TEST(ModelConfig, MissingFieldIsNamed) {
   const std::string dir = testing::fixtures_dir() + "/v41-tiny/checkpoint";
   STRATA_REQUIRE_FIXTURE(dir + "/config.json");
-  auto j = nlohmann::json::parse(read(dir + "/config.json"));
+  auto j = nlohmann::json::parse(testing::read_all(dir + "/config.json"));
   j["text_config"].erase("hidden_size");
   auto c = ModelConfig::parse(j.dump(), "DIR/config.json");
   ASSERT_FALSE(c.ok());
@@ -82,7 +78,7 @@ TEST(ModelConfig, MissingFieldIsNamed) {
 TEST(ModelConfig, BadValuesAreNamed) {
   const std::string dir = testing::fixtures_dir() + "/v41-tiny/checkpoint";
   STRATA_REQUIRE_FIXTURE(dir + "/config.json");
-  auto base = nlohmann::json::parse(read(dir + "/config.json"));
+  auto base = nlohmann::json::parse(testing::read_all(dir + "/config.json"));
   {
     auto j = base;
     j["text_config"]["sliding_window"] = "sixteen";

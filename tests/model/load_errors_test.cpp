@@ -3,6 +3,8 @@
 // header, a missing config field, a tokenizer that does not match the config.
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,19 +20,12 @@
 namespace strata::model {
 namespace {
 
+using strata::testing::read_all;
+using strata::testing::write_all;
+
 namespace fs = std::filesystem;
 
-std::string read_all(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
-void write_all(const std::string& p, const std::string& data) {
-  std::ofstream f(p, std::ios::binary);
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-}
 
 // Copies the tiny checkpoint into `dst`, letting `edit` change the safetensors header JSON (data
 // offsets stay valid) or the config.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,15 +17,11 @@
 namespace strata::tokenizer {
 namespace {
 
+using strata::testing::read_all;
+
 std::string fixture(const std::string& rel) { return strata::testing::fixtures_dir() + "/" + rel; }
 const std::string kTokenizerJson = "v41-tiny/checkpoint/tokenizer.json";
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string norm(std::string_view s) {
   auto r = engram_normalize(s);

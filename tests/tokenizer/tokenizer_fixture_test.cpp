@@ -2,6 +2,8 @@
 // vocab test vectors, the spot vectors of chat-and-api.md §1, and round trips.
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
+
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -18,17 +20,13 @@
 namespace strata::tokenizer {
 namespace {
 
+using strata::testing::read_all;
+
 using Ids = std::vector<int32_t>;
 
 std::string fixture(const std::string& rel) { return strata::testing::fixtures_dir() + "/" + rel; }
 const std::string kTokenizerJson = "v41-tiny/checkpoint/tokenizer.json";
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 Ids parse_ids(const std::string& line) {
   Ids ids;

@@ -11,7 +11,7 @@
 
 #include "io/checkpoint.h"
 #include "io/file.h"
-#include "tests/tools/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 namespace strata::io {
 namespace {

@@ -16,7 +16,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "store/resident_store.h"
-#include "tests/tools/temp_dir.h"
+#include "tests/support/temp_dir.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/synth_fill.h"
