@@ -61,10 +61,13 @@ Result<std::vector<int64_t>> parse_positions(const std::string& s, int64_t n) {
     if (!out.empty() && v <= out.back()) return InvalidArgument("--positions must be strictly increasing");
     out.push_back(v);
   }
+  if (out.empty()) return InvalidArgument("--positions '" + s + "' names no position");
   return out;
 }
 
 int run_logits(const LogitsOptions& o) {
+  if (!o.decode_logits_file.empty() && o.decode == 0)
+    return fail(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
   auto ids = read_tokens(o.tokens_file);
   if (!ids.ok()) return fail(ids.error());
   if (ids->empty()) return fail(InvalidArgument(o.tokens_file + ": no token ids (empty prompt)"));
@@ -123,6 +126,7 @@ int run_logits(const LogitsOptions& o) {
     for (size_t i = 0; i < out.size(); ++i) js += (i ? ", " : "") + std::to_string(out[i]);
     js += "]\n";
     std::fwrite(js.data(), 1, js.size(), stdout);
+    if (Status w = flush_stdout(); !w.ok()) return fail(w);
   }
   if (dump) {
     s = dump->write(o.dump_dir);
@@ -141,10 +145,10 @@ Command register_logits(CLI::App& app) {
       ->required();
   app.add_option("--positions", o->positions, "comma-separated prompt positions (default: all)");
   app.add_option("--decode", o->decode, "also greedy-decode N tokens; prints them as a JSON array")
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range(0, 1 << 20));
   app.add_option("--decode-logits", o->decode_logits_file, "with --decode: write each decode step's logits here");
   app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR");
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   return [o]() { return run_logits(*o); };
 }
 

@@ -84,9 +84,11 @@ int run_run(const RunOptions& o) {
     std::fputc('\n', stdout);
     return fail(s);
   }
+  const char* why = st.stopped_by_eos ? " (end of sequence)" : st.stopped_by_context ? " (context full)" : "";
   std::printf("\n\n[strata] prompt %lld tokens, prefill %.1f tok/s | generated %lld tokens, decode %.2f tok/s%s\n",
               static_cast<long long>(st.prompt_tokens), st.prefill_tok_per_s(),
-              static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), st.stopped_by_eos ? " (eos)" : "");
+              static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), why);
+  if (Status w = flush_stdout(); !w.ok()) return fail(w);
   return 0;
 }
 
@@ -98,15 +100,15 @@ Command register_run(CLI::App& app) {
       ->required();
   app.add_option("-p,--prompt", o->prompt, "prompt text (the question, after the document when -f is given)");
   app.add_option("-f,--file", o->file, "a document to read before the prompt");
-  app.add_option("-n,--n-predict", o->n_predict, "maximum tokens to generate")->check(CLI::NonNegativeNumber);
-  app.add_option("--temp", o->temp, "sampling temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--n-predict", o->n_predict, "maximum tokens to generate")->check(in_range(0, 1 << 24));
+  app.add_option("--temp", o->temp, "sampling temperature (0 = greedy)")->check(non_negative());
   app.add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1]");
   app.add_option("--min-p", o->min_p, "drop tokens below min-p x the top probability");
-  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o->seed, "sampler seed");
+  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(in_range(0, 1 << 24));
+  app.add_option("--seed", o->seed, "sampler seed (a number >= 0)")->check(in_range(0, 1.8e19));
   app.add_flag("--think,!--no-think", o->think, "thinking mode (default: off)");
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--ctx", o->ctx, "context limit in tokens (default: the model's)")->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  app.add_option("--ctx", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
   return [o]() { return run_run(*o); };
 }

@@ -2,13 +2,51 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "tokenizer/compressed_vocab.h"
 
 namespace strata::cli {
 
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= 0)) return "must be a number >= 0, got '" + v + "'";
+        return "";
+      },
+      "NUMBER>=0");
+}
+
+CLI::Validator in_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi)) {
+          std::ostringstream m;
+          m << "must be in [" << lo << ", " << hi << "], got '" << v << "'";
+          return m.str();
+        }
+        return "";
+      },
+      "NUMBER");
+}
+
+Status flush_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) return IOError("stdout: write failed", errno);
+  return Status();
+}
+
 Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
+                          "tokenizer.json)");
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load(path));
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));

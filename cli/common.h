@@ -4,6 +4,8 @@
 #include <memory>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "core/log.h"
 #include "core/status.h"
 #include "model/model.h"
@@ -22,6 +24,13 @@ struct LoadedModel {
 
 // Loads only DIR/tokenizer.json.
 [[nodiscard]] Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir);
+
+// CLI11 validators with short messages (CLI11's own ranges print the largest double).
+CLI::Validator non_negative();             // a number >= 0
+CLI::Validator in_range(double lo, double hi);  // a number in [lo, hi]
+
+// Flushes stdout; a write error (disk full, closed pipe) becomes an IOError.
+[[nodiscard]] Status flush_stdout();
 
 // Prints "strata: error: <status>" on stderr and returns 1.
 int fail(const Status& s);

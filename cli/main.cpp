@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,8 @@ int main(int argc, char** argv) {
   CLI::App app{"strata: a local inference engine for DeepSeek V4.1 Flash"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("strata 0.1.0"));
+  // A flag given twice takes its last value (llama.cpp's behaviour), so wrappers can pass defaults.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::pair<CLI::App*, strata::cli::Command>> cmds;
   auto add = [&](const char* name, const char* help, strata::cli::Command (*reg)(CLI::App&)) {
     CLI::App* sub = app.add_subcommand(name, help);
@@ -34,7 +38,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata: error: %s (see --help)\n", what.c_str());
     return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
   }
-  for (auto& [sub, run] : cmds)
-    if (sub->parsed()) return run();
+  // strata code reports errors as Status; what can still throw here is the allocator (a request or
+  // checkpoint too large for this machine) or a library call: report it on one line, exit non-zero.
+  try {
+    for (auto& [sub, run] : cmds)
+      if (sub->parsed()) return run();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "strata: error: ResourceExhausted: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata: error: Internal: %s\n", e.what());
+    return 1;
+  }
   return 2;
 }

@@ -8,6 +8,17 @@
 
 namespace strata {
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+// About 50 microseconds of spinning: longer than the gap between the small ops of a decode step,
+// short enough not to steal a busy machine's core for long.
+constexpr int kSpinIterations = 2000;
+}  // namespace
+
 int ThreadPool::hardware_cores() {
   // Count distinct (physical id, core id) pairs so SMT siblings do not double the count: decode is
   // memory-bound and extra hyperthreads only add contention.
@@ -24,18 +35,19 @@ int ThreadPool::hardware_cores() {
   }
   int n = static_cast<int>(cores.size());
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(n, 1);
+  return std::clamp(n, 1, kMaxThreads);
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : hardware_cores()) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::clamp(n_threads > 0 ? n_threads : hardware_cores(), 1, kMaxThreads)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    stop_.store(true);
+    generation_.fetch_add(2);
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -43,35 +55,41 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_chunks() {
   for (;;) {
-    const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= n_) break;
+    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= n_chunks_) break;
+    const int64_t begin = c * chunk_;
     (*fn_)(begin, std::min(begin + chunk_, n_));
+    done_.fetch_add(1);
   }
 }
 
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::worker_loop() {
+  uint64_t seen = generation_.load();
   for (;;) {
-    // Spin briefly for the next job (decode runs thousands of small jobs a token), then sleep.
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < 200000; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-      g = generation_.load(std::memory_order_acquire);
+    uint64_t g = generation_.load();
+    for (int spin = 0; (g == seen || (g & 1)) && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      g = generation_.load();
     }
-    if (g == seen) {
+    if (g == seen || (g & 1)) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      g = generation_.load(std::memory_order_acquire);
+      cv_.wait(lock, [&] {
+        const uint64_t now = generation_.load();
+        return (now != seen && !(now & 1)) || stop_.load();
+      });
+      g = generation_.load();
+    }
+    if (stop_.load()) return;
+    if (g & 1) continue;
+    // Announce, then confirm the job did not change meanwhile (seqlock read side).
+    active_.fetch_add(1);
+    if (generation_.load() != g) {
+      active_.fetch_sub(1);
+      continue;
     }
     seen = g;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-    }
     run_chunks();
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    active_.fetch_sub(1);
   }
 }
 
@@ -83,22 +101,26 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);  // serial: one thread, tiny job, or a nested call from inside a task
     return;
   }
+  // Write side of the seqlock: odd generation, wait for workers still leaving the last job.
+  generation_.fetch_add(1);
+  while (active_.load() != 0) cpu_relax();
   // About 4 chunks per thread balances uneven rows without much scheduling overhead.
   const int64_t target = static_cast<int64_t>(n_threads_) * 4;
   chunk_ = std::max(grain, (n + target - 1) / target);
+  n_chunks_ = (n + chunk_ - 1) / chunk_;
   fn_ = &fn;
   n_ = n;
   next_.store(0, std::memory_order_relaxed);
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_release);
+  done_.store(0, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    generation_.fetch_add(1);  // even: published
   }
   cv_.notify_all();
   run_chunks();
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  fn_ = nullptr;
-  busy_.store(false, std::memory_order_release);
+  // Wait for chunks other threads took, not for workers that never woke up.
+  while (done_.load() != n_chunks_) cpu_relax();
+  busy_.store(false);
 }
 
 }  // namespace strata

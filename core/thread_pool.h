@@ -1,9 +1,14 @@
 // ThreadPool: a fork-join pool for data-parallel kernels.
 //
 // parallel_for splits [0, n) into contiguous chunks and runs them on the workers plus the calling
-// thread, returning when all are done. One parallel_for at a time per pool (calls from inside a
-// running task run inline, serially), so nested use cannot deadlock. Threads spin briefly before
-// sleeping, because decode issues thousands of small parallel ops per token.
+// thread, returning as soon as every chunk has run — it never waits for a worker that found nothing
+// to do, so a worker descheduled by a busy machine cannot stall the caller (the caller then simply
+// runs the chunks itself). One parallel_for at a time per pool; a call from inside a running task
+// runs inline, serially, so nested use cannot deadlock. Idle workers spin briefly (decode issues
+// thousands of small jobs per token) and then sleep.
+// Job hand-off is a seqlock: the job fields are written only while no worker is inside a job
+// (active_ == 0) and the generation is odd; workers read them only for an even generation they
+// re-check after announcing themselves.
 // Thread safety: parallel_for may be called from one thread at a time.
 #pragma once
 
@@ -19,7 +24,7 @@ namespace strata {
 
 class ThreadPool {
  public:
-  // n_threads counts the caller: 1 means no worker threads. 0 picks the number of hardware cores.
+  // n_threads counts the caller: 1 means no worker threads. 0 picks the number of physical cores.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -32,26 +37,29 @@ class ThreadPool {
 
   // Physical cores of this machine (1 if unknown).
   static int hardware_cores();
+  // The largest thread count strata accepts (a typo like -t 1000 is refused, not obeyed).
+  static constexpr int kMaxThreads = 256;
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
   void run_chunks();
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> active_{0};
-  std::atomic<bool> busy_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};  // odd while the job fields are being written
+  std::atomic<int> active_{0};           // workers inside run_chunks
+  std::atomic<bool> busy_{false};        // a parallel_for is running (nested calls go inline)
 
-  // The job being run.
+  // The job being run (valid while generation_ is even and unchanged).
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
+  int64_t n_chunks_ = 0;
   std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int64_t> done_{0};
 };
 
 }  // namespace strata

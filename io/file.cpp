@@ -96,8 +96,32 @@ Result<std::string> read_file_to_string(const std::string& path, size_t max_byte
   if (f->size() > max_bytes)
     return ResourceExhausted(path + ": " + std::to_string(f->size()) + " bytes, more than the limit of " +
                              std::to_string(max_bytes));
-  std::string s(static_cast<size_t>(f->size()), '\0');
-  STRATA_RETURN_IF_ERROR(f->read_at(0, s.size(), s.data()));
+  if (f->size() > 0) {
+    std::string s(static_cast<size_t>(f->size()), '\0');
+    STRATA_RETURN_IF_ERROR(f->read_at(0, s.size(), s.data()));
+    return s;
+  }
+  // Size 0 may be a pipe, a FIFO or /proc file (fstat does not know its length): read to EOF.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IOError(path + ": open", errno);
+  std::string s;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return IOError(path + ": read", e);
+    }
+    if (r == 0) break;
+    s.append(buf, static_cast<size_t>(r));
+    if (s.size() > max_bytes) {
+      ::close(fd);
+      return ResourceExhausted(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+  }
+  ::close(fd);
   return s;
 }
 

@@ -1,5 +1,6 @@
 #include "io/safetensors.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace strata::io {
@@ -50,6 +51,17 @@ Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what
     t.offset = data_start + b;
     t.nbytes = want;
     out.push_back(std::move(t));
+  }
+  // Two tensors sharing bytes would alias each other's weights: reject instead of running garbage.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& t : out)
+    if (t.nbytes > 0) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& a = *by_offset[i - 1];
+    const TensorInfo& b = *by_offset[i];
+    if (a.offset + a.nbytes > b.offset)
+      return Corruption(what + ": tensors '" + a.name + "' and '" + b.name + "' overlap (data_offsets share bytes)");
   }
   return out;
 }

@@ -1,7 +1,9 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
@@ -70,7 +72,11 @@ class FieldReader {
     const json* j = find(hf, flat, &as);
     if (!j) return required ? missing(hf, flat) : Status();
     if (!j->is_number_integer()) return wrong(as, "an integer");
-    *out = static_cast<T>(j->get<int64_t>());
+    const int64_t v = j->get<int64_t>();
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) || v > static_cast<int64_t>(std::numeric_limits<T>::max()))
+      return wrong(as, "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                           std::to_string(std::numeric_limits<T>::max()) + "], got " + std::to_string(v));
+    *out = static_cast<T>(v);
     return Status();
   }
   Status get_double(const std::string& hf, const std::string& flat, double* out, bool required) const {
@@ -106,7 +112,10 @@ class FieldReader {
     out->clear();
     for (const auto& v : *j) {
       if (!v.is_number_integer()) return wrong(as, "a list of integers");
-      out->push_back(static_cast<T>(v.get<int64_t>()));
+      const int64_t x = v.get<int64_t>();
+      if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) || x > static_cast<int64_t>(std::numeric_limits<T>::max()))
+        return wrong(as, "a list of integers in range, got " + std::to_string(x));
+      out->push_back(static_cast<T>(x));
     }
     return Status();
   }
@@ -149,6 +158,11 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
   STRATA_RETURN_IF_ERROR(r.get_bool("norm_topk_prob", "norm_topk_prob", &c.norm_topk_prob, kOpt));
   STRATA_RETURN_IF_ERROR(r.get_double("routed_scaling_factor", "route_scale", &c.route_scale, kOpt));
   STRATA_RETURN_IF_ERROR(r.get_double("swiglu_limit", "swiglu_limit", &c.swiglu_limit, kOpt));
+  {
+    std::string act = "silu";
+    STRATA_RETURN_IF_ERROR(r.get_string("hidden_act", "", &act, kOpt));
+    if (act != "silu") return NotSupported(what + ": hidden_act '" + act + "', V4.1 experts use 'silu' (SwiGLU)");
+  }
 
   STRATA_RETURN_IF_ERROR(r.get_int("sliding_window", "window_size", &c.window_size, kReq));
   STRATA_RETURN_IF_ERROR(r.get_int_list("compress_ratios", "compress_ratios", &c.compress_ratios, kReq));
@@ -235,6 +249,38 @@ Result<ModelConfig> ModelConfig::load(const std::string& dir) {
 
 Status ModelConfig::validate() const {
   auto bad = [](const std::string& m) { return InvalidArgument(m); };
+  // Upper bounds far above any V4.1 size: a corrupt or hostile config must fail here, not in an
+  // allocation of its implied size.
+  struct Limit {
+    const char* name;
+    int64_t value, max;
+  };
+  const Limit limits[] = {
+      {"vocab_size", vocab_size, 1 << 24},          {"hidden_size (dim)", dim, 1 << 16},
+      {"moe_intermediate_size", moe_inter_dim, 1 << 20}, {"num_hidden_layers", n_layers, 1024},
+      {"num_nextn_predict_layers", n_mtp_layers, 64}, {"num_attention_heads", n_heads, 4096},
+      {"head_dim", head_dim, 1 << 14},              {"q_lora_rank", q_lora_rank, 1 << 16},
+      {"o_lora_rank", o_lora_rank, 1 << 16},        {"sliding_window", window_size, 1 << 20},
+      {"n_routed_experts", n_routed_experts, 1 << 16}, {"index_n_heads", index_n_heads, 4096},
+      {"index_head_dim", index_head_dim, 1 << 14},  {"index_topk", index_topk, 1 << 20},
+      {"candidate_topk_blocks", candidate_topk_blocks, 1 << 24}, {"candidate_block_size", candidate_block_size, 1 << 16},
+      {"hc_mult", hc_mult, 64},                     {"hc_sinkhorn_iters", hc_sinkhorn_iters, 10000},
+      {"engram_head_dim", engram_head_dim, 1 << 14}, {"engram_n_heads", engram_n_heads, 1024},
+      {"engram_max_ngram_size", engram_max_ngram_size, 16}, {"max_position_embeddings", max_position_embeddings, int64_t{1} << 30},
+      {"dspark_markov_rank", dspark_markov_rank, 1 << 16},
+  };
+  for (const Limit& l : limits)
+    if (l.value < 0 || l.value > l.max)
+      return bad(std::string(l.name) + " = " + std::to_string(l.value) + " is outside [0, " + std::to_string(l.max) + "]");
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  if (!positive(rope_theta) || !positive(compress_rope_theta))
+    return bad("rope_theta and compress_rope_theta must be positive");
+  if (original_seq_len > 0 && !positive(rope_factor)) return bad("rope_scaling.factor must be positive");
+  if (!std::isfinite(norm_eps) || norm_eps < 0) return bad("rms_norm_eps must be >= 0");
+  if (!std::isfinite(hc_eps) || hc_eps < 0) return bad("hc_eps must be >= 0");
+  if (!positive(gate_temp)) return bad("gate_temp must be positive");
+  if (!std::isfinite(route_scale) || !std::isfinite(swiglu_limit) || swiglu_limit < 0)
+    return bad("routed_scaling_factor and swiglu_limit must be finite (swiglu_limit >= 0)");
   if (vocab_size <= 0 || dim <= 0 || n_layers <= 0 || n_heads <= 0 || head_dim <= 0)
     return bad("vocab_size, dim, n_layers, n_heads and head_dim must be positive");
   if (dim % 32 != 0) return bad("dim " + std::to_string(dim) + " must be a multiple of 32 (FP8 activation blocks)");

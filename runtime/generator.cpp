@@ -49,7 +49,10 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
       break;
     }
     if (i + 1 == opt.max_new_tokens) break;
-    if (cache_.n_past + 1 > limit) break;  // context full
+    if (cache_.n_past + 1 > limit) {
+      st.stopped_by_context = true;
+      break;
+    }
     model::LogitsRequest req;  // kLast
     const int32_t one[1] = {tok};
     STRATA_RETURN_IF_ERROR(m_.forward(cache_, one, req, logits.data()));

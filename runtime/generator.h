@@ -34,6 +34,7 @@ struct GenerateStats {
   int64_t generated_tokens = 0;
   double decode_s = 0;
   bool stopped_by_eos = false;
+  bool stopped_by_context = false;  // the context limit ended generation before max_new_tokens
   double prefill_tok_per_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
   // Decode rate over the decode forwards (the first generated token comes from prefill's logits).
   double decode_tok_per_s() const { return decode_s > 0 ? (generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0; }
@@ -46,8 +47,10 @@ class Generator {
  public:
   explicit Generator(model::Model& m);
 
-  // Runs the prompt and generates. Errors: empty prompt, prompt + max_new_tokens beyond the
-  // context limit (kInvalidArgument / kResourceExhausted, before any work), model errors.
+  // Runs the prompt and generates until max_new_tokens, a stop id, the callback returning false, or
+  // the context limit (stats->stopped_by_context). Errors, before any work: empty prompt
+  // (kInvalidArgument), a prompt that alone exceeds the context limit (kResourceExhausted); then
+  // model errors.
   [[nodiscard]] Status generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                                 GenerateStats* stats);
 

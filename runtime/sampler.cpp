@@ -27,46 +27,53 @@ Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {}
 int32_t Sampler::sample(std::span<const float> logits) {
   if (opt_.temperature == 0.0f) return argmax(logits);
   const float inv_t = 1.0f / opt_.temperature;
-  cand_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cand_[i] = {logits[i] * inv_t, static_cast<int32_t>(i)};
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t n = cand_.size();
+  const size_t V = logits.size();
+  // Unnormalised probabilities exp((l - max) / T); the top token has 1.
+  float mx = -INFINITY;
+  for (float l : logits) mx = std::max(mx, l);
+  auto more_likely = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  cand_.resize(V);
+  for (size_t i = 0; i < V; ++i) cand_[i] = {std::exp((logits[i] - mx) * inv_t), static_cast<int32_t>(i)};
+  size_t n = V;
+  size_t sorted = 0;  // cand_[0, sorted) is sorted most likely first
   if (opt_.top_k > 0 && static_cast<size_t>(opt_.top_k) < n) {
-    std::partial_sort(cand_.begin(), cand_.begin() + opt_.top_k, cand_.end(), by_logit);
+    std::nth_element(cand_.begin(), cand_.begin() + opt_.top_k, cand_.end(), more_likely);
     n = static_cast<size_t>(opt_.top_k);
-  } else {
-    std::sort(cand_.begin(), cand_.end(), by_logit);
-  }
-  // Softmax over the survivors (sorted, so the first is the max).
-  const float mx = cand_[0].first;
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cand_[i].first = std::exp(cand_[i].first - mx);
-    sum += cand_[i].first;
-  }
-  // top-p: the smallest prefix whose mass reaches top_p.
-  if (opt_.top_p < 1.0f) {
-    double acc = 0.0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      acc += cand_[i].first / sum;
-      if (acc >= opt_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    n = keep;
-  }
-  // min-p: drop tokens below min_p times the top probability.
-  if (opt_.min_p > 0.0f) {
-    const float floor = opt_.min_p * cand_[0].first;
-    size_t keep = 1;
-    while (keep < n && cand_[keep].first >= floor) ++keep;
-    n = keep;
   }
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) total += cand_[i].first;
-  std::uniform_real_distribution<double> u(0.0, total);
+  // top-p: the smallest most-likely prefix whose mass reaches top_p. Sort only as far as needed
+  // (a full sort of 129K logits per token costs more than the rest of a small model's step).
+  if (opt_.top_p < 1.0f) {
+    const double want = opt_.top_p * total;
+    double acc = 0.0;
+    size_t keep = n;
+    for (size_t k = std::min<size_t>(64, n);; k = std::min(n, k * 4)) {
+      std::partial_sort(cand_.begin() + sorted, cand_.begin() + k, cand_.begin() + n, more_likely);
+      for (; sorted < k; ++sorted) {
+        acc += cand_[sorted].first;
+        if (acc >= want) break;
+      }
+      if (sorted < k) {
+        keep = sorted + 1;
+        break;
+      }
+      if (k == n) break;
+    }
+    n = keep;
+  }
+  // min-p: drop tokens below min_p times the top probability (the top has 1 here).
+  if (opt_.min_p > 0.0f) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (cand_[i].first >= opt_.min_p) cand_[w++] = cand_[i];
+    n = std::max<size_t>(w, 1);
+  }
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += cand_[i].first;
+  std::uniform_real_distribution<double> u(0.0, sum);
   const double r = u(rng_);
   double acc = 0.0;
   for (size_t i = 0; i < n; ++i) {

@@ -101,6 +101,34 @@ TEST(ModelConfig, BadValuesAreNamed) {
     EXPECT_NE(c.error().message().find("kv_source_layer_ids"), std::string::npos) << c.error().to_string();
   }
   {
+    auto j = base;
+    j["text_config"]["index_topk"] = 4294967312LL;  // would truncate to 16 as a 32-bit int
+    auto c = ModelConfig::parse(j.dump(), "config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message().find("'text_config.index_topk' must be an integer in"), std::string::npos)
+        << c.error().to_string();
+  }
+  {
+    auto j = base;
+    j["text_config"]["sliding_window"] = 1000000000;  // would allocate gigabytes per layer
+    auto c = ModelConfig::parse(j.dump(), "config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message().find("sliding_window = 1000000000 is outside"), std::string::npos)
+        << c.error().to_string();
+  }
+  {
+    auto j = base;
+    j["text_config"]["hidden_act"] = "gelu";
+    auto c = ModelConfig::parse(j.dump(), "config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().code(), StatusCode::kNotSupported);
+  }
+  {
+    auto j = base;
+    j["text_config"]["rope_theta"] = -1;
+    EXPECT_FALSE(ModelConfig::parse(j.dump(), "config.json").ok());
+  }
+  {
     auto c = ModelConfig::parse("[1, 2]", "config.json");
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.error().message().find("not a JSON object"), std::string::npos);
