@@ -182,7 +182,7 @@ Status SynthOptions::validate() const {
   if (preset != "tiny" && preset != "demo" && preset != "full" && preset != "scaled")
     return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, scaled or full)");
   if (!(target_gb >= 0) || !std::isfinite(target_gb) || target_gb > 100000)
-    return InvalidArgument("target_gb " + std::to_string(target_gb) + " must be a size in GB (> 0)");
+    return InvalidArgument("target_gb " + std::to_string(target_gb) + " must be a size in GB in (0, 100000]");
   if (preset == "scaled" && target_gb <= 0) return InvalidArgument("preset 'scaled' needs --target-gb (size in GB)");
   if (n_threads < 0) return InvalidArgument("n_threads must be >= 0");
   return Status();

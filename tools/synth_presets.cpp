@@ -282,8 +282,9 @@ Result<model::ModelConfig> scale_to_target(const model::ModelConfig& base, doubl
   }
   if (ok.empty())
     return InvalidArgument("--target-gb " + std::to_string(target_gb) + " is too small for this preset's " +
-                           std::to_string(base.n_layers) + "-layer layout (the embedding and head alone take " +
-                           gb(static_cast<uint64_t>(2.0 * 2 * base.vocab_size * 256)) + " at dim 256)");
+                           std::to_string(base.n_layers) + "-layer layout (nothing but the embedding and head fits: they take " +
+                           gb(static_cast<uint64_t>(2.0 * 2 * base.vocab_size * base.dim)) + " at its dim " +
+                           std::to_string(base.dim) + ")");
   // Prefer the largest dim that still leaves a realistic number of experts (the release has 384);
   // without one, the smallest dim (most experts).
   const int64_t want_experts = std::min<int64_t>(base.n_routed_experts, 128);
