@@ -11,7 +11,7 @@ Status GenerateOptions::validate() const {
   return sampler.validate();
 }
 
-Generator::Generator(model::Model& m) : m_(m), cache_(m.new_cache()) {}
+Generator::Generator(model::Model& m) : m_(m), session_(m) {}
 
 Status Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                            GenerateStats* stats) {
@@ -19,7 +19,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   if (prompt.empty()) return InvalidArgument("empty prompt: nothing to run");
   const model::ModelConfig& c = m_.config();
   const int64_t limit = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
-  const int64_t need = cache_.n_past + static_cast<int64_t>(prompt.size());
+  const int64_t need = session_.n_past() + static_cast<int64_t>(prompt.size());
   if (need > limit)
     return ResourceExhausted("prompt of " + std::to_string(prompt.size()) + " tokens (context " + std::to_string(need) +
                              ") exceeds the context limit of " + std::to_string(limit) + " tokens");
@@ -29,13 +29,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   using clock = std::chrono::steady_clock;
 
   auto t0 = clock::now();
-  for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(opt.prefill_chunk)) {
-    const size_t len = std::min(prompt.size() - off, static_cast<size_t>(opt.prefill_chunk));
-    const bool last = off + len == prompt.size();
-    model::LogitsRequest req;
-    req.kind = last ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
-    STRATA_RETURN_IF_ERROR(m_.forward(cache_, prompt.subspan(off, len), req, last ? logits.data() : nullptr));
-  }
+  STRATA_RETURN_IF_ERROR(session_.append(prompt, logits.data(), opt.prefill_chunk));
   st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
 
   Sampler sampler(opt.sampler);
@@ -49,13 +43,12 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
       break;
     }
     if (i + 1 == opt.max_new_tokens) break;
-    if (cache_.n_past + 1 > limit) {
+    if (session_.n_past() + 1 > limit) {
       st.stopped_by_context = true;
       break;
     }
-    model::LogitsRequest req;  // kLast
     const int32_t one[1] = {tok};
-    STRATA_RETURN_IF_ERROR(m_.forward(cache_, one, req, logits.data()));
+    STRATA_RETURN_IF_ERROR(session_.append(one, logits.data()));
   }
   st.decode_s = std::chrono::duration<double>(clock::now() - t1).count();
   if (stats) *stats = st;

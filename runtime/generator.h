@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace strata::runtime {
 
@@ -54,11 +55,12 @@ class Generator {
   [[nodiscard]] Status generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                                 GenerateStats* stats);
 
-  model::KvCache& cache() { return cache_; }
+  Session& session() { return session_; }
+  model::KvCache& cache() { return session_.cache(); }
 
  private:
   model::Model& m_;
-  model::KvCache cache_;
+  Session session_;
 };
 
 }  // namespace strata::runtime
