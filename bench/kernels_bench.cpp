@@ -6,9 +6,13 @@
 // Weights are random codes (no NaN codes, scales near 1). For decode the weights cycle through
 // enough copies to exceed the L3 cache (>= 256 MiB), so the numbers are DRAM numbers, as in a real
 // decode step that touches every layer once.
+// References: BM_MemRead (read bandwidth, the decode denominator) and BM_PeakFlops (one core's
+// f32-FMA and VDPBF16PS peak, the prefill denominator). BM_LinearBf16AnyOrder is the LM head's
+// free-order BF16 path (kernels::linear_bf16_any_order).
 // Arguments: threads, kernel level (0 scalar, 1 avx2, 2 avx512, 3 avx512bf16; skipped if unsupported).
 // Example: build-kernels/bench/kernels_bench --benchmark_filter='fp8|fp4' --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
@@ -143,6 +147,28 @@ void BM_LinearBf16(benchmark::State& state, int64_t n, int64_t out, int64_t in) 
   report(state, n, out, in, static_cast<double>(w_bytes));
 }
 
+// The LM head through the any-order BF16 path (kernels::linear_bf16_any_order).
+void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in) * 2;
+  Copies c = make_copies(w_bytes, 1, n, false);
+  for (auto& w : c.w) {
+    uint16_t* p = reinterpret_cast<uint16_t*>(w.data());
+    for (size_t k = 0; k < w_bytes / 2; ++k) p[k] &= 0xBFFF;
+  }
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Bf16Weight w{reinterpret_cast<const uint16_t*>(c.w[i].data()), out, in};
+    linear_bf16_any_order(x.data(), n, w, y.data(), pool.get(), level);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes));
+}
+
 // Reference: read 512 MiB with plain loads split over the threads (what a matvec could reach).
 void BM_MemRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
@@ -173,6 +199,68 @@ void BM_MemRead(benchmark::State& state) {
   state.SetLabel("t=" + std::to_string(threads));
 }
 
+// Peak arithmetic of one core per instruction family, the reference for the prefill GFLOP/s:
+// 12 independent accumulator chains (enough to cover the latency), nothing but the instruction.
+// kind 0: f32 FMA on ymm (AVX2 level GEMMs), 1: f32 FMA on zmm (AVX-512), 2: VDPBF16PS on zmm
+// (AVX-512 BF16 level: FP8/FP4 prefill). FLOP = 2 per multiply-add.
+constexpr int kPeakChains = 12;
+__attribute__((target("avx2,fma"))) float peak_fma256(int64_t iters) {
+  __m256 acc[kPeakChains];
+  const __m256 a = _mm256_set1_ps(1.0000001f), b = _mm256_set1_ps(0.9999999f);
+  for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  float s = 0;
+  for (int j = 0; j < kPeakChains; ++j) s += _mm256_cvtss_f32(acc[j]);
+  return s;
+}
+__attribute__((target("avx512f"))) float peak_fma512(int64_t iters) {
+  __m512 acc[kPeakChains];
+  const __m512 a = _mm512_set1_ps(1.0000001f), b = _mm512_set1_ps(0.9999999f);
+  for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  float s = 0;
+  for (int j = 0; j < kPeakChains; ++j) s += _mm512_cvtss_f32(acc[j]);
+  return s;
+}
+__attribute__((target("avx512f,avx512bf16"))) float peak_dpbf16(int64_t iters) {
+  __m512 acc[kPeakChains];
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3F80), b = (__m512bh)_mm512_set1_epi16(0x3F80);
+  for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < kPeakChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  float s = 0;
+  for (int j = 0; j < kPeakChains; ++j) s += _mm512_cvtss_f32(acc[j]);
+  return s;
+}
+
+void BM_PeakFlops(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  const KernelLevel need[3] = {KernelLevel::kAvx2, KernelLevel::kAvx512, KernelLevel::kAvx512Bf16};
+  if (!kernel_level_supported(need[kind])) {
+    state.SkipWithError("instruction set not supported on this CPU");
+    return;
+  }
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  constexpr int64_t kIters = 1 << 20;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      sink[static_cast<size_t>(t)] = kind == 0 ? peak_fma256(kIters) : kind == 1 ? peak_fma512(kIters) : peak_dpbf16(kIters);
+  };
+  for (auto _ : state) {
+    if (pool) pool->parallel_for(threads, body);
+    else body(0, 1);
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double lanes_madd[3] = {8, 16, 32};  // multiply-adds per instruction
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * lanes_madd[kind] * kPeakChains * kIters * threads,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  const char* names[3] = {"fma ymm", "fma zmm", "vdpbf16ps zmm"};
+  state.SetLabel(std::string(names[kind]) + " t=" + std::to_string(threads));
+}
+
 void levels_and_threads(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int l : {1, 2, 3}) b->Args({t, l});
@@ -186,6 +274,11 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
+// The 8 GB synth checkpoint's head (dim 1024) and one wo_a group (192 x 768), for the end-to-end profile.
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);
@@ -193,8 +286,9 @@ BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_2304x5120, 512, 2304, 5120)->A
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_5120x2304, 512, 5120, 2304)->Apply(levels_and_threads);
 // attn.wo_a: BF16 (dequantised from FP8 at load, as convert.py does), one o_group of 1024 x 4096.
 BENCHMARK_CAPTURE(BM_LinearBf16, prefill512_wo_a_1024x4096, 512, 1024, 4096)->Apply(levels_and_threads);
-// Memory bandwidth reference.
+// Memory bandwidth and peak arithmetic references.
 BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PeakFlops)->ArgsProduct({{0, 1, 2}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace strata::kernels

@@ -1,13 +1,17 @@
-// The DeepSeek V4.1 chat renderer: conversation -> prompt token ids (chat-and-api.md §4).
-// For now only the single-turn case `strata run` needs; the full renderer (system prompts, history,
-// tools, response_format; goldens in fixtures/chat/render_cases.json) builds on the same
-// PromptBuilder and joins this header later.
+// The DeepSeek V4.1 chat renderer: conversation -> prompt token ids (chat-and-api.md §2.5, §3, §4).
+// render_conversation is the full renderer (system prompts, history with reasoning and tool calls,
+// tool results, tools, response_format, forced tool calls, continuation); its goldens are
+// fixtures/chat/render_cases.json. render_single_turn is the one-message case `strata run` uses.
+// Both build ids through PromptBuilder, so client text never turns into special tokens.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "chat/conversation.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,5 +33,31 @@ inline constexpr int kDefaultReasoningEffort = 75;
 [[nodiscard]] Result<std::vector<int32_t>> render_single_turn(const tokenizer::Tokenizer& tokenizer,
                                                               std::string_view user_text, bool thinking,
                                                               int effort = kDefaultReasoningEffort);
+
+// Where generation starts, i.e. the output parser's initial state (chat-and-api.md §5).
+enum class ParseStart {
+  kReasoning,  // the prompt ends with <think> (or continues unfinished reasoning)
+  kContent,    // the prompt ends with </think> (or continues content)
+  kTools,      // a forced tool call: the prompt ends inside a <｜DSML｜ calls> block
+};
+
+struct RenderedPrompt {
+  std::vector<int32_t> ids;   // BOS first
+  std::string text;           // the same prompt as text, special tokens spelled out
+  ParseStart start = ParseStart::kContent;
+  bool tools_rendered = false;  // a TOOLS BLOCK is in the prompt: the parser looks for tool calls
+  std::string forced_tool;      // a named forced call: the prompt ends inside this tool's invoke
+};
+
+// Renders `messages` (chat-and-api.md §2.5 merging of tool/user turns and tool-result reordering,
+// §3 thinking/effort/drop_thinking, §4 rules 1-7). Messages are taken as checked by the caller;
+// what the renderer still enforces returns kInvalidArgument naming `messages[i]` or the option:
+// no messages, a tool message with no earlier assistant tool_calls, a final assistant message that
+// is not a continuation (`prefix`) while a generation prompt is asked for, a continuation with tool
+// calls, `prefix` on a message that is not the last, options failing RenderOptions::validate.
+// kNotFound when the tokenizer lacks a V4.1 token (a V3 tokenizer.json).
+[[nodiscard]] Result<RenderedPrompt> render_conversation(const tokenizer::Tokenizer& tokenizer,
+                                                         std::span<const Message> messages,
+                                                         const RenderOptions& options);
 
 }  // namespace strata::chat

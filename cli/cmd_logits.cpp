@@ -1,11 +1,12 @@
 // strata logits -m DIR --tokens FILE.json --out FILE.f32 [--positions i,j,...] [--decode N]
-//   [--decode-logits FILE.f32] [--dump DIR]
+//   [--decode-logits FILE.f32] [--dump DIR] [placement flags] [--stats] [--stats-json FILE]
 // Prefills the token ids in one forward and writes float32 little-endian logits, one row of vocab
 // size per requested position (all positions by default). With --decode N it also greedy-decodes N
 // tokens through the incremental cache path: [0] is the prefill's last argmax, [k+1] the argmax of
 // decode step k, printed as a JSON array on stdout (the fixtures' check, manifest "engine_check").
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +14,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/placement_flags.h"
+#include "cli/stats_report.h"
 #include "cli/dump_observer.h"
 #include "io/file.h"
 #include "runtime/sampler.h"
@@ -25,6 +28,9 @@ struct LogitsOptions {
   std::string model_dir, tokens_file, out_file, positions, decode_logits_file, dump_dir;
   int decode = 0;
   int threads = 0;
+  PlacementFlags placement;
+  bool stats = false;
+  std::string stats_json;
 };
 
 Result<std::vector<int32_t>> read_tokens(const std::string& path) {
@@ -81,10 +87,17 @@ int run_logits(const LogitsOptions& o) {
     for (int64_t i = 0; i < n; ++i) positions.push_back(i);
   }
   Logger log = stderr_logger(LogLevel::kWarn);
-  auto lm = load_model(o.model_dir, o.threads, &log);
+  auto popt = placement_options(o.placement);
+  if (!popt.ok()) return fail(popt.error());
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt);
   if (!lm.ok()) return fail(lm.error());
   model::Model& m = *lm->model;
   const int64_t V = m.config().vocab_size;
+  const std::string placement = m.store().describe();
+  if (o.stats || !o.stats_json.empty()) std::fprintf(stderr, "strata: placement: %s\n", placement.c_str());
+  using clock = std::chrono::steady_clock;
+  const StatsMark mark0 = StatsMark::take(m);
+  const auto t0 = clock::now();
 
   // Prefill once, with logits for the requested positions plus the last one (for decode).
   model::LogitsRequest req;
@@ -101,6 +114,10 @@ int run_logits(const LogitsOptions& o) {
   model::KvCache cache = m.new_cache();
   Status s = m.forward(cache, *ids, req, logits.data(), dump.get());
   if (!s.ok()) return fail(s);
+  const StatsMark mark1 = StatsMark::take(m);
+  const auto t1 = clock::now();
+  StatsMark mark2 = mark1;
+  auto t2 = t1;
   s = io::write_file_atomic(o.out_file, logits.data(), positions.size() * static_cast<size_t>(V) * sizeof(float));
   if (!s.ok()) return fail(s);
 
@@ -118,6 +135,8 @@ int run_logits(const LogitsOptions& o) {
       if (!o.decode_logits_file.empty()) all_decode.insert(all_decode.end(), row.begin(), row.end());
       out.push_back(runtime::argmax(row));
     }
+    t2 = clock::now();
+    mark2 = StatsMark::take(m);
     if (!o.decode_logits_file.empty()) {
       s = io::write_file_atomic(o.decode_logits_file, all_decode.data(), all_decode.size() * sizeof(float));
       if (!s.ok()) return fail(s);
@@ -127,6 +146,18 @@ int run_logits(const LogitsOptions& o) {
     js += "]\n";
     std::fwrite(js.data(), 1, js.size(), stdout);
     if (Status w = flush_stdout(); !w.ok()) return fail(w);
+  }
+  if (o.stats || !o.stats_json.empty()) {
+    std::vector<PhaseStats> phases = {
+        phase_between("prefill", mark0, mark1, n, std::chrono::duration<double>(t1 - t0).count())};
+    if (o.decode > 1)
+      phases.push_back(phase_between("decode", mark1, mark2, o.decode - 1, std::chrono::duration<double>(t2 - t1).count()));
+    if (o.stats) print_stats(stderr, phases);
+    if (!o.stats_json.empty()) {
+      const std::string js = stats_json(phases, o.model_dir, placement);
+      s = io::write_file_atomic(o.stats_json, js.data(), js.size());
+      if (!s.ok()) return fail(s);
+    }
   }
   if (dump) {
     s = dump->write(o.dump_dir);
@@ -149,6 +180,9 @@ Command register_logits(CLI::App& app) {
   app.add_option("--decode-logits", o->decode_logits_file, "with --decode: write each decode step's logits here");
   app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR");
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_placement_flags(app, &o->placement);
+  app.add_flag("--stats", o->stats, "print per-phase (prefill, decode) placement stats to stderr");
+  app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
   return [o]() { return run_logits(*o); };
 }
 

@@ -1,18 +1,30 @@
 // strata run -m DIR -p TEXT [-f FILE] [-n N] [--temp T] [--top-p P] [--min-p P] [--top-k K]
-//   [--seed S] [--think|--no-think] [-t THREADS] [--ctx N]
+//   [--seed S] [--think|--no-think] [-t THREADS] [--ctx N] [placement flags] [--stats] [--stats-json F]
+//   [--prefill exact|replay] [--save-session F] [--load-session F]
 // Renders one user turn (the document from -f, then the prompt), prefills it, streams the generated
 // text to stdout as it decodes (never splitting a UTF-8 character), then prints one stats line.
+// --load-session continues a saved session (-p/-f, when given, become a new user turn after it);
+// --save-session feeds the last generated token and saves the session (runtime/session_file.h).
+// Placement flags (cli/placement_flags.h) choose where weights live; --stats adds per-phase
+// placement counters on stderr.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
+#include <span>
 #include <string>
 
+#include "chat/prompt_builder.h"
 #include "chat/render.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/placement_flags.h"
+#include "cli/progress_bar.h"
+#include "cli/stats_report.h"
 #include "io/file.h"
 #include "runtime/generator.h"
+#include "runtime/session_file.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace strata::cli {
@@ -29,7 +41,36 @@ struct RunOptions {
   int threads = 0;
   int64_t ctx = 0;
   bool verbose = false;
+  PlacementFlags placement;
+  bool stats = false;
+  std::string stats_json;
+  std::string prefill = "exact";
+  std::string save_session, load_session;
 };
+
+// The tokens that continue a saved conversation with a new user turn (chat-and-api.md §4): the
+// previous assistant turn ends with EOS (added when the saved run stopped before emitting it), then
+// <｜User｜>TEXT<｜Assistant｜> and the thinking header (as render_single_turn writes it).
+Result<std::vector<int32_t>> next_user_turn(const tokenizer::Tokenizer& tok, std::span<const int32_t> history,
+                                            const std::string& text, bool thinking, int32_t eos) {
+  chat::PromptBuilder b(tok);
+  if (history.empty() || history.back() != eos) b.special_id(eos);
+  STRATA_RETURN_IF_ERROR(b.special("<｜User｜>"));
+  b.client_text(text);
+  STRATA_RETURN_IF_ERROR(b.special("<｜Assistant｜>"));
+  if (thinking) {
+    STRATA_RETURN_IF_ERROR(b.special("<think>"));
+  } else if (tok.token_to_id("</think>")) {
+    b.special_id(*tok.token_to_id("</think>"));
+  }
+  return b.ids();
+}
+
+std::string mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
+}
 
 int run_run(const RunOptions& o) {
   std::string user;
@@ -41,7 +82,10 @@ int run_run(const RunOptions& o) {
     if (!o.prompt.empty()) user += "\n\n";
   }
   user += o.prompt;
-  if (user.empty()) return fail(InvalidArgument("empty prompt: give -p TEXT and/or -f FILE"));
+  if (user.empty() && o.load_session.empty())
+    return fail(InvalidArgument("empty prompt: give -p TEXT and/or -f FILE (or --load-session F to continue)"));
+  auto prefill_mode = runtime::parse_prefill_mode(o.prefill);
+  if (!prefill_mode.ok()) return fail(InvalidArgument("--prefill: " + prefill_mode.error().message()));
 
   runtime::GenerateOptions g;
   g.max_new_tokens = o.n_predict;
@@ -51,25 +95,59 @@ int run_run(const RunOptions& o) {
   g.sampler.min_p = o.min_p;
   g.sampler.top_k = o.top_k;
   g.sampler.seed = o.seed;
+  g.prefill_mode = *prefill_mode;
+  g.consume_last = !o.save_session.empty();  // the saved session then ends with the last printed token
   if (Status s = g.validate(); !s.ok()) return fail(s);
 
   Logger log = stderr_logger(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
-  auto lm = load_model(o.model_dir, o.threads, &log);
+  auto popt = placement_options(o.placement);
+  if (!popt.ok()) return fail(popt.error());
+  ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn());
   if (!lm.ok()) return fail(lm.error());
   const tokenizer::Tokenizer& tok = *lm->tok;
   model::Model& m = *lm->model;
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};
 
-  auto prompt = chat::render_single_turn(tok, user, o.think);
+  // Sessions on disk are tied to this checkpoint (config.json + tensors).
+  runtime::ModelIdentity identity;
+  if (!o.load_session.empty() || !o.save_session.empty()) {
+    auto id = runtime::model_identity(o.model_dir);
+    if (!id.ok()) return fail(id.error());
+    identity = *id;
+  }
+  std::optional<runtime::Session> resumed;
+  Result<std::vector<int32_t>> prompt = std::vector<int32_t>{};
+  if (!o.load_session.empty()) {
+    auto loaded = runtime::load_session(m, identity, o.load_session);
+    if (!loaded.ok()) return fail(loaded.error());
+    if (!user.empty()) prompt = next_user_turn(tok, loaded->tokens(), user, o.think, g.stop_ids[0]);
+    resumed.emplace(std::move(*loaded));
+  } else {
+    prompt = chat::render_single_turn(tok, user, o.think);
+  }
   if (!prompt.ok()) return fail(prompt.error());
   if (o.verbose)
     std::fprintf(stderr, "strata: loaded %s in %.2f s, prompt %zu tokens, %d threads\n", o.model_dir.c_str(), lm->load_s,
                  prompt->size(), m.pool().n_threads());
 
   runtime::Generator gen(m);
+  if (resumed) gen.session() = std::move(*resumed);
   tokenizer::StreamDecoder dec(tok, /*skip_special=*/true);
   runtime::GenerateStats st;
+  const std::string placement = m.store().describe();
+  if (o.verbose || o.stats || placement.rfind("resident", 0) != 0)
+    std::fprintf(stderr, "strata: placement: %s\n", placement.c_str());
+  // Counter snapshots at the phase boundaries: the first token arrives right after prefill.
+  if (static_cast<int64_t>(prompt->size()) > 2 * g.prefill_chunk) g.prefill_progress = bar.fn();
+  const StatsMark mark0 = StatsMark::take(m);
+  StatsMark mark1;
+  bool first_token = true;
   Status s = gen.generate(*prompt, g, [&](int32_t id) {
+    if (first_token) {
+      mark1 = StatsMark::take(m);
+      first_token = false;
+    }
     if (id == g.stop_ids[0]) return true;
     std::string piece = dec.push(id);
     if (!piece.empty()) {
@@ -89,6 +167,33 @@ int run_run(const RunOptions& o) {
               static_cast<long long>(st.prompt_tokens), st.prefill_tok_per_s(),
               static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), why);
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
+  if (o.stats || !o.stats_json.empty()) {
+    const StatsMark mark2 = StatsMark::take(m);
+    if (first_token) mark1 = mark2;
+    const std::vector<PhaseStats> phases = {
+        phase_between("prefill", mark0, mark1, st.prompt_tokens, st.prefill_s),
+        phase_between("decode", mark1, mark2, st.generated_tokens > 1 ? st.generated_tokens - 1 : 0, st.decode_s)};
+    if (o.stats) {
+      print_stats(stderr, phases);
+      // KV cache: the global KV per token of this config (model/kv_cache.h) and what the session holds.
+      const model::KvCache& kv = gen.session().cache();
+      const model::KvFootprint fp = model::kv_footprint(m.config());
+      std::fprintf(stderr,
+                   "[strata] kv cache: %lld tokens, global KV %.1f B/token (config), %s compressed KV + index keys, "
+                   "%s held in all (rings %s)\n",
+                   static_cast<long long>(kv.n_past), fp.global_bytes_per_token, mb(kv.global_bytes()).c_str(),
+                   mb(kv.bytes()).c_str(), mb(static_cast<uint64_t>(fp.window_bytes)).c_str());
+    }
+    if (!o.stats_json.empty()) {
+      const std::string js = stats_json(phases, o.model_dir, placement);
+      if (Status w = io::write_file_atomic(o.stats_json, js.data(), js.size()); !w.ok()) return fail(w);
+    }
+  }
+  if (!o.save_session.empty()) {
+    if (Status w = runtime::save_session(gen.session(), identity, o.save_session); !w.ok()) return fail(w);
+    std::fprintf(stderr, "[strata] session saved to %s (%lld tokens)\n", o.save_session.c_str(),
+                 static_cast<long long>(gen.session().n_past()));
+  }
   return 0;
 }
 
@@ -110,6 +215,15 @@ Command register_run(CLI::App& app) {
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   app.add_option("--ctx", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
+  add_placement_flags(app, &o->placement);
+  app.add_flag("--stats", o->stats, "print per-phase placement stats (bytes read, hit rates, I/O wait) to stderr");
+  app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
+  app.add_option("--prefill", o->prefill,
+                 "exact (every prompt token through every layer, the default) or replay (decoder layers only for "
+                 "the last sliding_window tokens, as official serving does)");
+  app.add_option("--save-session", o->save_session, "save the session (tokens, Engram history, caches) to FILE");
+  app.add_option("--load-session", o->load_session,
+                 "continue the session saved in FILE; -p/-f then add a new user turn, without them generation continues");
   return [o]() { return run_run(*o); };
 }
 

@@ -1,4 +1,4 @@
-// strata synth --preset NAME --out DIR [--seed N] [--target-gb X] [--tokenizer V3_JSON] [--force]:
+// strata synth --preset NAME --out DIR [--seed N] [--target-gb X] [--routing-skew S] [--tokenizer V3_JSON] [--force]:
 // writes a random-weight checkpoint with the exact V4.1 architecture and release storage format
 // (tools/synth.h). Progress goes to stderr only when stderr is a terminal; the chosen shape and a
 // summary line go to stdout.
@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/progress_bar.h"
 #include "tools/synth.h"
 
 namespace strata::cli {
@@ -35,19 +36,6 @@ Result<bool> non_empty_dir(const std::string& dir) {
   return it != std::filesystem::directory_iterator();
 }
 
-void print_progress(const tools::SynthProgress& p) {
-  if (std::string(p.phase) == "tokenizer") {
-    std::fprintf(stderr, "\rstrata synth: building the V4.1 tokenizer...");
-  } else if (std::string(p.phase) == "weights") {
-    std::fprintf(stderr, "\rstrata synth: %6.2f / %.2f GB  %zu / %zu tensors   ",
-                 static_cast<double>(p.bytes_done) / 1e9, static_cast<double>(p.bytes_total) / 1e9, p.tensors_done,
-                 p.n_tensors);
-  } else {
-    std::fprintf(stderr, "\r%70s\r", "");
-  }
-  std::fflush(stderr);
-}
-
 }  // namespace
 
 Command register_synth(CLI::App& app) {
@@ -60,6 +48,11 @@ Command register_synth(CLI::App& app) {
   app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();
   app.add_option("--seed", o->synth.seed, "random seed; the same preset, seed and target give identical bytes")
       ->capture_default_str();
+  app.add_option("--routing-skew", o->synth.routing_skew,
+                 "router skew: 0 = unbiased routers (about uniform expert use); > 0 = Zipf expert popularity plus "
+                 "topic routing that follows the text (1 = moderate, at most 8); unset = the plain generator "
+                 "(random router biases)")
+      ->check(in_range(0, 8));
   app.add_option("--target-gb", o->synth.target_gb,
                  "scale dim, routed experts, moe_inter and Engram rows so the checkpoint is about X GB (1e9 bytes), "
                  "keeping the preset's layer layout (required by --preset scaled)");
@@ -92,8 +85,15 @@ Command register_synth(CLI::App& app) {
     if (!non_empty.ok()) return fail(non_empty.error());
     if (*non_empty && !o->force)
       return fail(InvalidArgument(s.out_dir + ": directory is not empty (pass --force to overwrite its checkpoint)"));
-    const bool tty = ::isatty(STDERR_FILENO) != 0;
-    auto report = tools::synth_checkpoint(s, tty ? tools::SynthProgressFn(print_progress) : tools::SynthProgressFn());
+    ProgressBar bar;  // on stderr when it is a terminal
+    tools::SynthProgressFn progress;
+    if (bar.enabled())
+      progress = [&bar](const tools::SynthProgress& p) {
+        const std::string_view phase = p.phase;
+        bar.on_event(ProgressEvent{"synth", "bytes", p.bytes_done, p.bytes_total,
+                                   phase == "weights" ? std::string_view() : phase, phase == "done"});
+      };
+    auto report = tools::synth_checkpoint(s, progress);
     if (!report.ok()) return fail(report.error());
     std::printf("strata synth: preset %s, seed %llu -> %s\n", s.preset.c_str(), static_cast<unsigned long long>(s.seed),
                 s.out_dir.c_str());

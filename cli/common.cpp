@@ -52,7 +52,8 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& 
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));
 }
 
-Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger) {
+Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
+                               const store::PlacementOptions& placement, const ProgressFn& progress) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
   STRATA_ASSIGN_OR_RETURN(lm.tok, load_tokenizer(dir));
@@ -61,6 +62,8 @@ Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logg
   model::ModelOptions opt;
   opt.n_threads = n_threads;
   opt.logger = logger;
+  opt.placement = placement;
+  opt.progress = progress;
   STRATA_ASSIGN_OR_RETURN(lm.model, model::Model::load(dir, map, opt));
   lm.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lm;

@@ -19,8 +19,12 @@ struct LoadedModel {
   double load_s = 0;
 };
 
-// Loads DIR/tokenizer.json, builds the Engram compressed vocabulary from it, then the model.
-[[nodiscard]] Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger);
+// Loads DIR/tokenizer.json, builds the Engram compressed vocabulary from it, then the model with
+// its weights placed as `placement` says (default: auto — resident if it fits, else stream).
+// `progress` (may be empty) receives the load's progress (cli/progress_bar.h draws it).
+[[nodiscard]] Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
+                                             const store::PlacementOptions& placement = {},
+                                             const ProgressFn& progress = {});
 
 // Loads only DIR/tokenizer.json.
 [[nodiscard]] Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir);

@@ -24,6 +24,12 @@ int main(int argc, char** argv) {
   add("tokenize", "print the token ids of a text as a JSON array", strata::cli::register_tokenize);
   add("logits", "prefill token ids and write float32 logits (fixture checks)", strata::cli::register_logits);
   add("synth", "write a random-weight V4.1-architecture checkpoint", strata::cli::register_synth);
+  add("calibrate", "rank routed experts by routing frequency on a text (hot file for run --hot)",
+      strata::cli::register_calibrate);
+  add("probe", "measure this machine (cores, memory and disk bandwidth, kernel rates, GPU)", strata::cli::register_probe);
+  add("plan", "component sizes, KV per token, placement and predicted speed for a config", strata::cli::register_plan);
+  add("bench", "measure prefill, time to first token and decode speed (cold and warm, JSON + SVG)", strata::cli::register_bench);
+  add("serve", "OpenAI-compatible HTTP server (chat completions, streaming, tools)", strata::cli::register_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -44,6 +44,7 @@ class PosixFile final : public File {
     if (::fstat(fd_, &st) != 0) return IOError(path_ + ": fstat", errno);
     return static_cast<uint64_t>(st.st_size);
   }
+  int native_fd() const override { return fd_; }
 
  private:
   std::string path_;
@@ -160,6 +161,29 @@ Status write_file_atomic(const std::string& path, const void* data, size_t n) {
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+FdHandle::~FdHandle() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FdHandle& FdHandle::operator=(FdHandle&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+Result<FdHandle> open_direct(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) {
+    if (errno == EINVAL) return NotSupported(path + ": the file system does not support O_DIRECT (drop --direct-io)");
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return IOError(path + ": open with O_DIRECT", errno);
+  }
+  return FdHandle(fd);
 }
 
 std::unique_ptr<File> make_faulty_file(std::unique_ptr<File> base, FaultSpec spec) {

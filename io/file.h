@@ -25,7 +25,34 @@ class File {
   virtual const std::string& path() const = 0;
   // Re-reads the size from the OS (a shard that changed size since load must be detected).
   [[nodiscard]] virtual Result<uint64_t> current_size() const = 0;
+  // The OS descriptor an asynchronous reader (io::UringReader) may read from directly, or -1 when
+  // reads must go through read_at (wrappers such as the fault-injecting file).
+  virtual int native_fd() const { return -1; }
 };
+
+// An owned OS file descriptor (closed on destruction).
+class FdHandle {
+ public:
+  FdHandle() = default;
+  explicit FdHandle(int fd) : fd_(fd) {}
+  ~FdHandle();
+  FdHandle(FdHandle&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FdHandle& operator=(FdHandle&& o) noexcept;
+  FdHandle(const FdHandle&) = delete;
+  FdHandle& operator=(const FdHandle&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Alignment of offsets, lengths and buffers for O_DIRECT reads (covers 512 B and 4 KiB sectors).
+inline constexpr uint64_t kDirectIoAlign = 4096;
+
+// Opens `path` read-only with O_DIRECT (reads bypass the page cache; offsets, lengths and buffers
+// must be multiples of kDirectIoAlign). kNotSupported when the file system refuses O_DIRECT.
+[[nodiscard]] Result<FdHandle> open_direct(const std::string& path);
 
 // Opens `path` for reading with O_RDONLY|O_CLOEXEC.
 [[nodiscard]] Result<std::unique_ptr<File>> open_file(const std::string& path);

@@ -38,5 +38,7 @@ void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadP
 void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level);
 void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, KernelLevel level);
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level);
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
+                           KernelLevel level);
 
 }  // namespace strata::kernels

@@ -61,6 +61,13 @@ void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, Threa
 // y[n, out] = x[n, in] . W^T in f32.
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
 
+// y[n, out] = x[n, in] . W^T like linear_bf16, but with the summation order free (several FMA
+// accumulators per output, as the FP8/FP4 paths): for outputs that feed no rounding point, such as
+// the LM head's logits, where the bit-exact order of linear_bf16 costs about half the bandwidth.
+// Within (in/16 + 64) * 2^-24 * sum_k |x_k w_k| of ref::linear_bf16 (tests/kernels/linear_test.cpp).
+// n >= 8 and the scalar level run linear_bf16 itself (its GEMM is already compute-efficient).
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool);
+
 // Exact dequantisation helpers (used at load for small tensors, e.g. attn.wo_a -> bf16 values as
 // the official convert.py does, and by tests).
 void dequant_fp8(const Fp8Weight& w, float* out);    // out [out, in]

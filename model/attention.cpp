@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/attention.h"
+#include "kernels/indexer.h"
 #include "kernels/quant.h"
 #include "model/ops.h"
 
@@ -132,10 +134,10 @@ void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const Ro
     float* kg = k.data() + g * id;
     rms_norm(kg, id, w.idx_k_norm.data(), c.norm_eps, kg);
     rope.apply(kg + id - rd, (first_group + g) * ratio);  // a latent sits at its group's first token
-    // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 (model.py Indexer.forward, fp4_act_quant).
-    kernels::fp4_quant_e8m0_inplace(kg, id, 32);
+    // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 (model.py Indexer.forward, fp4_act_quant), stored
+    // as codes + scales (decoding gives the fake-quantised values bit for bit).
+    encode_index_key_row(kg, id, lc.index_keys.append_row());
   }
-  lc.index_keys.insert(lc.index_keys.end(), k.begin(), k.end());
 }
 
 // Indexer scoring and selection for every query of the chunk (model.py Indexer.forward).
@@ -147,7 +149,7 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
   const int K = c.index_topk;
   const int owner = latest_key_owner(c, layer);
-  const std::vector<float>& keys = ctx.cache.layers[static_cast<size_t>(owner)].index_keys;
+  const LayerKvCache& key_cache = ctx.cache.layers[static_cast<size_t>(owner)];
 
   std::vector<float> q(static_cast<size_t>(n * ih * id));
   w.idx_wq_b.apply(qr, n, q.data(), ctx.pool);
@@ -159,6 +161,10 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
 
   AttentionShared& sh = ctx.shared;
   const int64_t max_vis = (start + n) / ratio;
+  STRATA_CHECK(key_cache.index_keys.size() >= max_vis, "indexer: index keys behind the queries");
+  // The owner's keys decoded once for the chunk (exact: the stored FP4 values).
+  std::vector<float> keys(static_cast<size_t>(max_vis * id));
+  for (int64_t g = 0; g < max_vis; ++g) key_cache.index_key(g, id, keys.data() + g * id);
   sh.topk.assign(static_cast<size_t>(n * K), -1);
   sh.have_topk = true;
   const bool cand_source = c.is_candidate_source(layer);
@@ -180,17 +186,9 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
       kernels::fp4_quant_e8m0_inplace(qt, ih * id, 32);
       const int64_t n_vis = (pos + 1) / ratio;  // groups complete at this query
       const float* wt = wts.data() + t * ih;
-      for (int64_t g = 0; g < n_vis; ++g) {
-        const float* kg = keys.data() + g * id;
-        float s = 0.0f;
-        for (int h = 0; h < ih; ++h) {
-          const float* qh = qt + h * id;
-          float dot = 0.0f;
-          for (int64_t d = 0; d < id; ++d) dot += qh[d] * kg[d];
-          s += std::max(dot, 0.0f) * wt[h];
-        }
-        score[static_cast<size_t>(g)] = s;
-      }
+      // score[g] = sum_h w_h * relu(q_h . k_g), heads and dims in order (kernels/indexer.h: bit for bit
+      // the scalar loop at every level; keys split over the pool in decode).
+      kernels::index_scores(kernels::IndexScoreArgs{qt, wt, ih, id, keys.data(), id, n_vis, score.data()}, ctx.pool);
       if (cand_source) {
         select_candidate_blocks(score.data(), n_vis, sh.cand_width, c.candidate_topk_blocks, c.candidate_block_size,
                                 sh.candidates.data() + t * sh.cand_width);
@@ -199,7 +197,7 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
         for (int64_t g = 0; g < n_vis; ++g)
           if (!keep[g]) score[static_cast<size_t>(g)] = -INFINITY;
       }
-      topk_ascending(score.data(), n_vis, K, sh.topk.data() + t * K);
+      kernels::topk_ascending(score.data(), n_vis, K, sh.topk.data() + t * K);  // = topk_ascending, O(n)
     }
   };
   if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
@@ -215,7 +213,39 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
   }
 }
 
+// The KV source's compressor for positions [start, start+n): appends the latents of every group
+// that completes to the compressed cache (RoPE'd, FP4) and, at index-key owners, their index keys.
+// Advances the compressor frontier to start+n.
+void update_compressed(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                       int64_t start) {
+  const ModelConfig& c = ctx.c;
+  const int64_t D = c.head_dim, rd = c.rope_head_dim;
+  const int ratio = c.compress_ratio(layer);
+  LayerKvCache& lc = ctx.cache.layers[static_cast<size_t>(layer)];
+  STRATA_CHECK(lc.comp_pos == start, "compressor frontier is not at the chunk start");
+  std::vector<float> latents;
+  const int64_t first = compress_chunk(c, layer, w, x, n, start, lc, &latents, ctx.pool);
+  const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
+  if (ctx.obs && n_new > 0) ctx.obs->tensor("compressor_latent", layer, latents, {n_new, D});
+  // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
+  if (c.owns_index_keys(layer) && n_new > 0)
+    append_index_keys(c, w, ctx.rope, latents.data(), n_new, first, ratio, lc, ctx.pool);
+  for (int64_t g = 0; g < n_new; ++g) {
+    float* lg = latents.data() + g * D;
+    ctx.rope.apply(lg + D - rd, (first + g) * ratio);
+    // ROUNDING: FP4 E2M1 with an E4M3 scale per 16 (model.py _compress_kv fp4_act_quant), stored as
+    // codes + scales; readers decode the exact fake-quantised values.
+    encode_compressed_row(lg, D, lc.compressed.append_row());
+  }
+  lc.comp_pos = start + n;
+}
+
 }  // namespace
+
+void attention_compress(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                        int64_t start) {
+  if (ctx.c.compress_ratio(layer) > 0 && ctx.c.is_kv_source(layer)) update_compressed(ctx, layer, w, x, n, start);
+}
 
 void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
                        int64_t start, float* out) {
@@ -224,6 +254,7 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;
   const int ratio = c.compress_ratio(layer);
   LayerKvCache& lc = ctx.cache.layers[static_cast<size_t>(layer)];
+  STRATA_CHECK(static_cast<int64_t>(lc.window_pos.size()) == win, "KvCache was not shaped for this config");
 
   // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
   std::vector<float> qr(static_cast<size_t>(n * qrank));
@@ -234,43 +265,70 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   for (int64_t t = 0; t < n; ++t)
     for (int h = 0; h < H; ++h) ctx.rope.apply(q.data() + (t * H + h) * D + D - rd, start + t);
 
-  // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector.
+  // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector. The chunk attends
+  // to the decoded codes, which are what the ring keeps.
+  const int64_t wrow = window_row_bytes(D);
   std::vector<float> kv(static_cast<size_t>(n * D));
+  std::vector<uint8_t> kvq(static_cast<size_t>(n * wrow));
   w.wkv.apply(x, n, kv.data(), ctx.pool);
   rms_norm_rows(kv.data(), n, D, w.kv_norm, c.norm_eps);
   for (int64_t t = 0; t < n; ++t) {
     ctx.rope.apply(kv.data() + t * D + D - rd, start + t);
     // ROUNDING: FP8 E4M3, ue8m0 per 32 (model.py Attention._window_kv act_quant in place).
-    kernels::act_quant_fp8_inplace(kv.data() + t * D, D, 32);
+    encode_window_row(kv.data() + t * D, D, kvq.data() + t * wrow);
+    decode_window_row(kvq.data() + t * wrow, D, kv.data() + t * D);
   }
-  if (lc.window.empty()) lc.window.assign(static_cast<size_t>(win * D), 0.0f);
+  // Ring positions the chunk can see (before `start`), decoded once. A slot whose position is not
+  // the one a query wants is skipped: after bounded replay the decoder's ring has no KV for the
+  // positions it did not run (the approximation replay makes).
+  const int64_t ring_first = std::max<int64_t>(0, start - win + 1);
+  std::vector<float> ring(static_cast<size_t>((start - ring_first) * D));
+  for (int64_t p = ring_first; p < start; ++p)
+    if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.data() + (p - ring_first) * D);
 
   // Compressed KV and the per-query selection.
-  const float* comp = nullptr;
+  const LayerKvCache* comp = nullptr;
   const int32_t* sel = nullptr;
   const int K = c.index_topk;
   if (ratio > 0) {
-    if (c.is_kv_source(layer)) {
-      std::vector<float> latents;
-      const int64_t first = compress_chunk(c, layer, w, x, n, start, lc, &latents, ctx.pool);
-      const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
-      if (ctx.obs && n_new > 0) ctx.obs->tensor("compressor_latent", layer, latents, {n_new, D});
-      // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
-      if (c.owns_index_keys(layer) && n_new > 0)
-        append_index_keys(c, w, ctx.rope, latents.data(), n_new, first, ratio, lc, ctx.pool);
-      for (int64_t g = 0; g < n_new; ++g) {
-        float* lg = latents.data() + g * D;
-        ctx.rope.apply(lg + D - rd, (first + g) * ratio);
-        // ROUNDING: FP4 E2M1 with an E4M3 scale per 16 (model.py _compress_kv fp4_act_quant).
-        kernels::fp4_quant_e4m3_inplace(lg, D, 16);
-      }
-      lc.compressed.insert(lc.compressed.end(), latents.begin(), latents.end());
-    }
+    // A KV source compresses its chunk unless bounded replay already did (Model::forward runs the
+    // first decoder layer's compressor over every prompt token, then the decoder over the tail).
+    if (c.is_kv_source(layer) && lc.comp_pos == start) update_compressed(ctx, layer, w, x, n, start);
+    STRATA_CHECK(!c.is_kv_source(layer) || lc.comp_pos == start + n, "compressor frontier is not at the chunk end");
     if (c.is_index_source(layer)) run_indexer(ctx, layer, w, x, qr.data(), n, start);
     STRATA_CHECK(ctx.shared.have_topk, "compressed layer without an index source before it");
     const int src = latest_at_or_before(c.kv_source_layers, layer);
-    comp = ctx.cache.layers[static_cast<size_t>(src)].compressed.data();
+    comp = &ctx.cache.layers[static_cast<size_t>(src)];
     sel = ctx.shared.topk.data();
+  }
+
+  // The compressed entries the chunk's queries selected, decoded once each (queries of a prefill
+  // chunk share most of their selections): slot[g] indexes union_rows. Past a cap on the union's
+  // size (very long contexts) each query decodes its own selection instead.
+  std::vector<int32_t> slot;
+  std::vector<float> union_rows;
+  if (sel && n > 1) {
+    const int64_t n_groups = comp->compressed.size();
+    const int64_t cap = std::max<int64_t>(4096, (int64_t{64} << 20) / (D * static_cast<int64_t>(sizeof(float))));
+    slot.assign(static_cast<size_t>(n_groups), -1);
+    std::vector<int32_t> groups;
+    for (int64_t i = 0; i < n * K && static_cast<int64_t>(groups.size()) <= cap; ++i) {
+      const int32_t g = sel[i];
+      if (g >= 0 && slot[static_cast<size_t>(g)] < 0) {
+        slot[static_cast<size_t>(g)] = static_cast<int32_t>(groups.size());
+        groups.push_back(g);
+      }
+    }
+    if (static_cast<int64_t>(groups.size()) > cap) {
+      slot.clear();
+    } else {
+      union_rows.resize(groups.size() * static_cast<size_t>(D));
+      auto dec = [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
+      };
+      if (ctx.pool) ctx.pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
+      else dec(0, static_cast<int64_t>(groups.size()));
+    }
   }
 
   // Sparse attention with sinks, one query at a time (sparse_attn shim): entries are the window
@@ -279,41 +337,35 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   auto body = [&](int64_t t0, int64_t t1) {
     std::vector<const float*> ent;
-    std::vector<float> sc;
+    // This query's compressed entries, decoded here when there is no chunk-wide union.
+    std::vector<float> sel_rows(sel && slot.empty() ? static_cast<size_t>(K * D) : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pos = start + t;
       ent.clear();
-      for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p)
-        ent.push_back(p >= start ? kv.data() + (p - start) * D : lc.window.data() + (p % win) * D);
+      for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p) {
+        if (p >= start) ent.push_back(kv.data() + (p - start) * D);
+        else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.data() + (p - ring_first) * D);
+      }
       if (sel)
         for (int k = 0; k < K; ++k) {
           const int32_t g = sel[t * K + k];
-          if (g >= 0) ent.push_back(comp + static_cast<int64_t>(g) * D);
+          if (g < 0) continue;
+          if (!slot.empty()) {
+            ent.push_back(union_rows.data() + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
+            continue;
+          }
+          float* row = sel_rows.data() + static_cast<int64_t>(k) * D;
+          comp->compressed_row(g, D, row);
+          ent.push_back(row);
         }
       const int64_t m = static_cast<int64_t>(ent.size());
-      sc.resize(static_cast<size_t>(m));
+      // Scores, softmax with the sink, weighted sum: kernels/attention.h, bit for bit the scalar loop
+      // (heads in vector lanes; heads split over the pool in decode).
+      kernels::sparse_attention(kernels::SparseAttentionArgs{q.data() + t * H * D, H, D, ent.data(), m,
+                                                             w.attn_sink.data(), scale, o.data() + t * H * D},
+                                ctx.pool);
       for (int h = 0; h < H; ++h) {
-        const float* qh = q.data() + (t * H + h) * D;
-        float mx = -1e30f;  // finite initial max, as the kernel
-        for (int64_t j = 0; j < m; ++j) {
-          float dot = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dot += qh[d] * ent[static_cast<size_t>(j)][d];
-          sc[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, sc[static_cast<size_t>(j)]);
-        }
-        float den = 0.0f;
-        for (int64_t j = 0; j < m; ++j) {
-          sc[static_cast<size_t>(j)] = std::exp(sc[static_cast<size_t>(j)] - mx);
-          den += sc[static_cast<size_t>(j)];
-        }
-        den += std::exp(w.attn_sink[static_cast<size_t>(h)] - mx);  // the sink takes mass but adds no value
         float* oh = o.data() + (t * H + h) * D;
-        std::fill(oh, oh + D, 0.0f);
-        for (int64_t j = 0; j < m; ++j) {
-          const float pj = sc[static_cast<size_t>(j)] / den;
-          const float* e = ent[static_cast<size_t>(j)];
-          for (int64_t d = 0; d < D; ++d) oh[d] += pj * e[d];
-        }
         // Remove the query's rotation from the output's RoPE tail (apply_rotary_emb inverse).
         ctx.rope.apply(oh + D - rd, pos, /*inverse=*/true);
       }
@@ -322,9 +374,12 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
   else body(0, n);
 
-  // The newest window_size tokens of the chunk go into the ring (slot = pos % window).
-  for (int64_t t = std::max<int64_t>(0, n - win); t < n; ++t)
-    std::copy(kv.begin() + t * D, kv.begin() + (t + 1) * D, lc.window.begin() + ((start + t) % win) * D);
+  // The newest window_size tokens of the chunk go into the ring (slot = pos % window), as bytes.
+  for (int64_t t = std::max<int64_t>(0, n - win); t < n; ++t) {
+    const int64_t slot = (start + t) % win;
+    std::copy_n(kvq.begin() + t * wrow, wrow, lc.window.begin() + slot * wrow);
+    lc.window_pos[static_cast<size_t>(slot)] = start + t;
+  }
 
   // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
   // then wo_b (FP8).

@@ -9,7 +9,11 @@
 // against their own keys on every step (DECISION: ARCHITECTURE.md "Decisions" — the official code's
 // stale pointer is treated as a bug; the fixtures' *_fixed decode data).
 // Shapes: x [n, dim] (the normed sublayer input), out [n, dim]. f32 throughout; rounding points are
-// those of the reference (act_quant on window KV, fp4 on index q/k and compressed KV).
+// those of the reference (act_quant on window KV, fp4 on index q/k and compressed KV). The caches
+// keep those rounded values as packed FP8/FP4 bytes (model/kv_cache.h), decoded exactly before use:
+// the window ring once per call, the compressed entries a chunk selected once each, index keys once
+// per indexer call. A ring slot holding another position than the one a query wants (the decoder's
+// ring after bounded replay) is left out of that query's window.
 // Source: ARCHITECTURE.md §Attention (CSA2); model.py Attention, Compressor, Indexer,
 // select_candidate_blocks; fixtures README (sparse_attn shim).
 #pragma once
@@ -44,9 +48,17 @@ struct AttentionContext {
 };
 
 // Runs layer `layer`'s attention for x [n, dim] at positions start.. and writes out [n, dim];
-// updates the layer's caches.
+// updates the layer's caches (window ring; at a KV source its compressor, unless attention_compress
+// already consumed these positions).
 void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
                        int64_t start, float* out);
+
+// Only the KV-source part of layer `layer` for x [n, dim] at positions start..: its compressor,
+// compressed KV and index keys (no queries, no window, no output). Bounded replay runs this at the
+// first decoder layer over every prompt token, then attention_forward over the last window_size
+// tokens only. No-op for a layer that is not a KV source. REQUIRES the compressor frontier at start.
+void attention_compress(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
+                        int64_t start);
 
 // ---- pieces (exposed for tests) -----------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 #include "model/engram.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -8,16 +9,48 @@
 
 namespace strata::model {
 
+Status engram_start(const ModelConfig& c, std::span<const BlockWeights> layers, store::WeightStore& store,
+                    std::span<const int64_t> rows, int64_t n, std::vector<std::unique_ptr<store::EngramFetch>>* out) {
+  const int cols = c.engram_n_cols();
+  const int ne = static_cast<int>(c.engram_layer_ids.size());
+  out->clear();
+  out->resize(static_cast<size_t>(ne));
+  std::vector<int64_t> layer_rows(static_cast<size_t>(n * cols));
+  // In layer order: the first Engram layer's rows are needed first.
+  for (const BlockWeights& bw : layers) {
+    if (!bw.has_engram) continue;
+    const int ei = bw.engram.index;
+    for (int64_t t = 0; t < n; ++t)
+      std::copy_n(rows.data() + (t * ne + ei) * cols, cols, layer_rows.data() + t * cols);
+    auto f = store.start_engram_rows(bw.layer, layer_rows);
+    if (!f.ok()) return f.error().with_context("Engram layer " + std::to_string(bw.layer));
+    (*out)[static_cast<size_t>(ei)] = std::move(*f);
+  }
+  return Status();
+}
+
 Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::WeightStore& store,
                       const int64_t* rows, int64_t n, float* x, ThreadPool* pool, Observer* obs) {
+  auto f = store.start_engram_rows(layer, std::span<const int64_t>(rows, static_cast<size_t>(n * c.engram_n_cols())));
+  if (!f.ok()) return f.error().with_context("Engram layer " + std::to_string(layer));
+  return engram_forward(c, w, layer, **f, n, n, x, pool, obs);
+}
+
+Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::EngramFetch& fetch,
+                      int64_t n_fetched, int64_t n, float* x, ThreadPool* pool, Observer* obs, ForwardProfile* prof) {
+  ScopedNs timer(prof ? &prof->engram_ns : nullptr);
   const int cols = c.engram_n_cols();
   const int64_t hd = c.engram_head_dim, ns = hd / 32, dim = c.dim;
   const int hc = c.hc_mult;
   const int64_t n_rows = n * cols;
-  std::vector<uint8_t> codes(static_cast<size_t>(n_rows * hd)), scales(static_cast<size_t>(n_rows * ns));
-  Status s = store.read_engram_rows(layer, std::span<const int64_t>(rows, static_cast<size_t>(n_rows)), codes.data(),
-                                    scales.data());
+  const int64_t skip = (n_fetched - n) * cols;  // rows of tokens that bounded replay dropped
+  std::vector<uint8_t> codes(static_cast<size_t>(n_fetched * cols * hd)), scales(static_cast<size_t>(n_fetched * cols * ns));
+  Status s = fetch.wait(codes.data(), scales.data());
   if (!s.ok()) return s.with_context("Engram layer " + std::to_string(layer));
+  if (skip > 0) {
+    codes.erase(codes.begin(), codes.begin() + skip * hd);
+    scales.erase(scales.begin(), scales.begin() + skip * ns);
+  }
 
   // Dequantise: e4m3 * 2^k per 32 values is exact in f32 (and in bf16, as the reference casts).
   std::vector<float> emb(static_cast<size_t>(n_rows * hd));

@@ -1,8 +1,10 @@
 #include "model/mhc.h"
 
-#include <cmath>
+#include <vector>
 
-#include "model/ops.h"
+#include "kernels/linear.h"
+#include "kernels/mhc.h"
+#include "kernels/norm.h"
 
 namespace strata::model {
 
@@ -13,102 +15,28 @@ void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t 
   out->pre.resize(static_cast<size_t>(n * hc));
   out->post.resize(static_cast<size_t>(n * hc));
   out->comb.resize(static_cast<size_t>(n * hc * hc));
-  const float eps = static_cast<float>(c.hc_eps);
-  auto body = [&](int64_t t0, int64_t t1) {
-    std::vector<float> m(static_cast<size_t>(mix));
-    std::vector<float> cm(static_cast<size_t>(hc * hc));
-    for (int64_t t = t0; t < t1; ++t) {
-      const float* xt = x + t * width;
-      // mixes = (fn . x) * rsqrt(mean(x^2) + eps): one RMS over all hc*dim values, applied after the
-      // projection (model.py hc_mixes).
-      const float r = rms_rsqrt(xt, width, c.norm_eps);
-      for (int k = 0; k < mix; ++k) {
-        const float* f = w.fn.data() + static_cast<int64_t>(k) * width;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < width; ++i) acc += f[i] * xt[i];
-        m[static_cast<size_t>(k)] = acc * r;
-      }
-      float* pre = out->pre.data() + t * hc;
-      float* post = out->post.data() + t * hc;
-      for (int j = 0; j < hc; ++j) {
-        pre[j] = sigmoid(m[static_cast<size_t>(j)] * w.scale[0] + w.base[static_cast<size_t>(j)]) + eps;
-        post[j] = 2.0f * sigmoid(m[static_cast<size_t>(hc + j)] * w.scale[1] + w.base[static_cast<size_t>(hc + j)]);
-      }
-      // comb: row softmax + eps, column normalise, then (iters - 1) rounds of rows-then-columns.
-      for (int j = 0; j < hc; ++j) {
-        float* row = cm.data() + j * hc;
-        float mx = -INFINITY;
-        for (int k = 0; k < hc; ++k) {
-          const size_t idx = static_cast<size_t>(2 * hc + j * hc + k);
-          row[k] = m[idx] * w.scale[2] + w.base[idx];
-          mx = std::max(mx, row[k]);
-        }
-        float sum = 0.0f;
-        for (int k = 0; k < hc; ++k) {
-          row[k] = std::exp(row[k] - mx);
-          sum += row[k];
-        }
-        for (int k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
-      }
-      auto norm_cols = [&] {
-        for (int k = 0; k < hc; ++k) {
-          float s = 0.0f;
-          for (int j = 0; j < hc; ++j) s += cm[static_cast<size_t>(j * hc + k)];
-          for (int j = 0; j < hc; ++j) cm[static_cast<size_t>(j * hc + k)] /= (s + eps);
-        }
-      };
-      auto norm_rows = [&] {
-        for (int j = 0; j < hc; ++j) {
-          float s = 0.0f;
-          for (int k = 0; k < hc; ++k) s += cm[static_cast<size_t>(j * hc + k)];
-          for (int k = 0; k < hc; ++k) cm[static_cast<size_t>(j * hc + k)] /= (s + eps);
-        }
-      };
-      norm_cols();
-      for (int it = 1; it < c.hc_sinkhorn_iters; ++it) {
-        norm_rows();
-        norm_cols();
-      }
-      std::copy(cm.begin(), cm.end(), out->comb.begin() + t * hc * hc);
-    }
-  };
-  if (pool) pool->parallel_for(n, body, 4);
-  else body(0, n);
+  // mixes = (fn . x) * rsqrt(mean(x^2) + eps): one RMS over all hc*dim values, applied after the
+  // projection (model.py hc_mixes). The projection is an f32 linear that adds k in order at every
+  // kernel level (bit-exact with the scalar loop), so the pre weights that collapse the next
+  // sublayer's input do not move by an ulp.
+  std::vector<float> m(static_cast<size_t>(n * mix));
+  kernels::linear_f32(x, n, kernels::F32Weight{w.fn.data(), mix, width}, m.data(), pool);
+  for (int64_t t = 0; t < n; ++t) {
+    const float r = kernels::rms_rsqrt(x + t * width, width, static_cast<float>(c.norm_eps));
+    for (int k = 0; k < mix; ++k) m[static_cast<size_t>(t * mix + k)] *= r;
+  }
+  // pre/post sigmoids; comb by row softmax + eps, column normalise, then (iters - 1) rounds of
+  // rows-then-columns (kernels/mhc.h, the hc_split_sinkhorn shim).
+  const kernels::HcSplitParams p{hc, c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), w.scale.data(), w.base.data()};
+  kernels::hc_split_sinkhorn(m.data(), n, p, out->pre.data(), out->post.data(), out->comb.data(), pool);
 }
 
 void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y) {
-  const int hc = c.hc_mult;
-  const int64_t dim = c.dim;
-  for (int64_t t = 0; t < n; ++t) {
-    float* yt = y + t * dim;
-    const float* xt = x + t * hc * dim;
-    for (int64_t i = 0; i < dim; ++i) {
-      float acc = 0.0f;
-      for (int j = 0; j < hc; ++j) acc += pre[t * hc + j] * xt[j * dim + i];
-      yt[i] = acc;
-    }
-  }
+  kernels::hc_pre(x, pre, n, c.hc_mult, c.dim, y, nullptr);
 }
 
 void hc_post(const ModelConfig& c, const float* f, const HcMix& mix, int64_t n, float* x) {
-  const int hc = c.hc_mult;
-  const int64_t dim = c.dim;
-  std::vector<float> old(static_cast<size_t>(hc * dim));
-  for (int64_t t = 0; t < n; ++t) {
-    float* xt = x + t * hc * dim;
-    std::copy(xt, xt + hc * dim, old.begin());
-    const float* post = mix.post.data() + t * hc;
-    const float* comb = mix.comb.data() + t * hc * hc;
-    const float* ft = f + t * dim;
-    for (int k = 0; k < hc; ++k) {
-      float* out = xt + k * dim;
-      for (int64_t i = 0; i < dim; ++i) {
-        float acc = 0.0f;
-        for (int j = 0; j < hc; ++j) acc += comb[j * hc + k] * old[static_cast<size_t>(j * dim + i)];
-        out[i] = post[k] * ft[i] + acc;
-      }
-    }
-  }
+  kernels::hc_post(x, f, mix.post.data(), mix.comb.data(), n, c.hc_mult, c.dim, nullptr);
 }
 
 }  // namespace strata::model

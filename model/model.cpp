@@ -10,7 +10,7 @@
 #include "model/mhc.h"
 #include "model/moe.h"
 #include "model/ops.h"
-#include "store/resident_store.h"
+#include "store/open_store.h"
 
 namespace strata::model {
 
@@ -35,7 +35,13 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const Compres
                                            const ModelOptions& opt) {
   STRATA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::load(dir));
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
-  auto store = std::make_unique<store::ResidentStore>(std::move(ck), c.n_layers);
+  store::StoreShape shape;
+  shape.n_layers = c.n_layers;
+  for (int l = 0; l < c.n_layers + c.n_mtp_layers; ++l) {
+    shape.max_active = std::max(shape.max_active, c.n_active(l));
+    if (l < c.n_layers) shape.active_per_token += c.n_active(l);
+  }
+  STRATA_ASSIGN_OR_RETURN(auto store, store::open_store(std::move(ck), shape, opt.placement));
   return create(c, std::move(store), vocab, opt);
 }
 
@@ -44,7 +50,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
   auto m = std::unique_ptr<Model>(new Model(c, std::move(s), opt));
   Status st = c.validate();
   if (!st.ok()) return st;
-  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_));
+  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress));
   if (!c.engram_layer_ids.empty()) {
     if (static_cast<int64_t>(vocab.n_classes) != c.engram_compressed_vocab_size)
       return InvalidArgument("tokenizer.json yields " + std::to_string(vocab.n_classes) +
@@ -69,8 +75,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
 }
 
 KvCache Model::new_cache() const {
-  KvCache k;
-  k.layers.resize(static_cast<size_t>(c_.n_layers));
+  KvCache k(c_);
   if (hasher_) k.engram_history = hasher_->new_history();
   return k;
 }
@@ -110,7 +115,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_mixes(c_, bw.hc_ffn, x, n, &ffn_mix, pool_.get());
   hc_pre(c_, x, attn_mix.pre.data(), n, u.data());
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs));
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, &lookahead_, &profile_));
   hc_post(c_, f.data(), ffn_mix, n, x);
   pre_mix = std::move(ffn_mix.pre);
   if (obs) {
@@ -121,7 +126,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
 }
 
 Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                      Observer* obs) {
+                      Observer* obs, int64_t decoder_tail) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t start = cache.n_past;
   const int64_t dim = c_.dim;
@@ -137,17 +142,40 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
                              std::to_string(c_.max_position_embeddings));
   for (int64_t r : req.rows)
     if (r < 0 || r >= n) return InvalidArgument("logits row " + std::to_string(r) + " outside the chunk of " + std::to_string(n));
+  // CED bounded replay: the decoder runs only the last `tail` tokens of this chunk.
+  const bool replay = decoder_tail >= 0 && decoder_tail < n;
+  int boundary = -1;
+  if (replay) {
+    STRATA_ASSIGN_OR_RETURN(boundary, decoder_boundary());
+    const int64_t first_row = n - decoder_tail;
+    if (req.kind == LogitsRequest::Kind::kAll || (req.kind == LogitsRequest::Kind::kLast && decoder_tail == 0))
+      return InvalidArgument("replay prefill computes logits only for the last " + std::to_string(decoder_tail) +
+                             " tokens of the chunk");
+    for (int64_t r : req.rows)
+      if (r < first_row)
+        return InvalidArgument("logits row " + std::to_string(r) + " is before the replayed tail (rows " +
+                               std::to_string(first_row) + ".." + std::to_string(n - 1) + ")");
+  }
   if (static_cast<int64_t>(cache.layers.size()) != c_.n_layers) return InvalidArgument("KvCache was not made by this model");
   rope_window_.ensure(start + n);
   rope_compressed_.ensure(start + n);
 
+  ScopedNs forward_timer(&profile_.forward_ns);
+  ++profile_.forwards;
+  profile_.tokens += static_cast<uint64_t>(n);
+  lookahead_.begin(w_.layers);
+
   // Engram row ids for the whole chunk, computed from token ids before any layer runs (they depend
-  // only on the tokens), so a tiered store can fetch them sorted and deduplicated ahead of use.
+  // only on the tokens); every Engram layer's reads start now (sorted and deduplicated by the
+  // store) and overlap the layers before their use. In decode this is the moment the sampled token
+  // is known.
   std::vector<int64_t> erows;
   std::vector<uint32_t> classes;
+  std::vector<std::unique_ptr<store::EngramFetch>> efetch;
   if (hasher_) {
     engram_rows(cache.engram_history, tokens, &erows, &classes);
     if (obs) obs->ids("engram_row_ids", -1, erows, {n, hasher_->n_layers(), hasher_->n_cols()});
+    STRATA_RETURN_IF_ERROR(engram_start(c_, w_.layers, *store_, erows, n, &efetch));
   }
 
   // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
@@ -167,37 +195,42 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
   for (int64_t t = 0; t < n; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
 
   AttentionShared shared;
-  const int n_cols = c_.engram_n_cols();
-  std::vector<int64_t> layer_rows;
+  int64_t n_run = n, start_run = start;  // the tokens the layers run (bounded replay narrows them)
   for (int l = 0; l < c_.n_layers; ++l) {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
-      const int ei = bw.engram.index, ne = hasher_->n_layers();
-      layer_rows.resize(static_cast<size_t>(n * n_cols));
-      for (int64_t t = 0; t < n; ++t)
-        std::copy_n(erows.data() + (t * ne + ei) * n_cols, n_cols, layer_rows.data() + t * n_cols);
-      STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *store_, layer_rows.data(), n, x.data(), pool_.get(), obs));
-      if (obs) obs->tensor("after_engram", l, x, {n, hc, dim});
+      STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], n, n_run,
+                                            x.data(), pool_.get(), obs, &profile_));
+      if (obs) obs->tensor("after_engram", l, x, {n_run, hc, dim});
     }
-    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n, start, cache, shared, obs));
+    if (l == boundary) {
+      replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs);
+      if (n_run == 0) break;
+    }
+    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, start_run, cache, shared, obs));
   }
 
-  // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows.
+  // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows (rows of
+  // the chunk; after bounded replay x holds only the last n_run of them).
   const int64_t n_out = req.count(n);
-  if (n_out > 0 || obs) {
+  const int64_t skipped = n - n_run;
+  if (n_run > 0 && (n_out > 0 || obs)) {
     std::vector<int64_t> rows;
-    if (req.kind == LogitsRequest::Kind::kLast) rows = {n - 1};
+    if (req.kind == LogitsRequest::Kind::kLast) rows = {n_run - 1};
     else if (req.kind == LogitsRequest::Kind::kAll || obs) {
-      rows.resize(static_cast<size_t>(n));
-      for (int64_t t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = t;
+      rows.resize(static_cast<size_t>(n_run));
+      for (int64_t t = 0; t < n_run; ++t) rows[static_cast<size_t>(t)] = t;
     }
-    if (req.kind == LogitsRequest::Kind::kRows) rows = req.rows;
+    if (req.kind == LogitsRequest::Kind::kRows) {
+      rows = req.rows;
+      for (auto& r : rows) r -= skipped;
+    }
     if (obs && req.kind != LogitsRequest::Kind::kAll) {
       // The observer sees the final-norm output at every position.
-      std::vector<float> h(static_cast<size_t>(n * dim));
-      hc_pre(c_, x.data(), pre_mix.data(), n, h.data());
-      for (int64_t t = 0; t < n; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
-      obs->tensor("final_norm_out", -1, h, {n, dim});
+      std::vector<float> h(static_cast<size_t>(n_run * dim));
+      hc_pre(c_, x.data(), pre_mix.data(), n_run, h.data());
+      for (int64_t t = 0; t < n_run; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
+      obs->tensor("final_norm_out", -1, h, {n_run, dim});
     }
     const int64_t m = static_cast<int64_t>(rows.size());
     std::vector<float> h(static_cast<size_t>(m * dim));

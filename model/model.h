@@ -16,14 +16,18 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/engram_hash.h"
 #include "model/kv_cache.h"
+#include "model/moe.h"
 #include "model/observer.h"
+#include "model/profile.h"
 #include "model/rope.h"
 #include "model/weights.h"
+#include "store/placement_options.h"
 #include "store/weight_store.h"
 
 namespace strata::model {
@@ -33,6 +37,8 @@ struct AttentionShared;
 struct ModelOptions {
   int n_threads = 0;               // worker threads incl. the caller; 0 = physical cores
   const Logger* logger = nullptr;  // load progress and summaries; null = silent
+  ProgressFn progress;             // load progress in layers bound (core/progress.h); may be empty
+  store::PlacementOptions placement;  // how load() places the weights (resident, stream, mmap)
 };
 
 // Engram's compressed vocabulary, computed by the tokenizer floor from tokenizer.json.
@@ -48,10 +54,16 @@ struct LogitsRequest {
   int64_t count(int64_t n_tokens) const;
 };
 
+// The CED encoder/decoder boundary of `c`: the first layer whose compress ratio is 1. Errors
+// (kNotSupported, naming the layer): no such layer, or a KV source after it (bounded replay could
+// not build that source's cache). Implemented in model/prefill_replay.cpp.
+[[nodiscard]] Result<int> ced_decoder_boundary(const ModelConfig& c);
+
 class Model {
  public:
   // Loads DIR (config.json + safetensors). `vocab` must have engram_compressed_vocab_size classes
-  // (kInvalidArgument naming both numbers otherwise). All weights stay in RAM (ResidentStore).
+  // (kInvalidArgument naming both numbers otherwise). opt.placement picks the weight store
+  // (store::open_store: resident, stream from SSD, or mmap) and its RAM budget.
   [[nodiscard]] static Result<std::unique_ptr<Model>> load(const std::string& dir, const CompressedVocabMap& vocab,
                                                            const ModelOptions& opt);
   // Builds a model over an existing store (tests, tiered stores).
@@ -62,17 +74,28 @@ class Model {
   const ModelWeights& weights() const { return w_; }
   store::WeightStore& store() { return *store_; }
   ThreadPool& pool() { return *pool_; }
+  // Where forward passes spent their time so far (snapshot and subtract per phase).
+  const ForwardProfile& profile() const { return profile_; }
 
   // An empty cache for a new sequence.
   KvCache new_cache() const;
 
   // Runs tokens at positions cache.n_past.. and appends them to the cache. Writes
   // req.count(n) rows of vocab_size f32 logits to `logits` (may be null when none are requested).
-  // Errors: token id out of range, context beyond max_position_embeddings (kInvalidArgument /
-  // kResourceExhausted, nothing changed); a store read failure mid-forward (the cache is then
-  // left inconsistent: discard the sequence).
+  // `decoder_tail` in [0, n) makes this chunk a CED bounded replay (ARCHITECTURE.md "CED prefill"):
+  // the encoder layers (before decoder_boundary()) and the first decoder layer's compressor run
+  // every token, the decoder layers only the chunk's last `decoder_tail` tokens (0: none, for a
+  // prefill chunk that is not the last); logits exist only for those tokens. -1 or >= n: exact.
+  // Errors: token id out of range, context beyond max_position_embeddings, logits rows outside the
+  // replayed tail (kInvalidArgument / kResourceExhausted, nothing changed); replay on a config with
+  // a KV source after the boundary (kNotSupported, nothing changed); a store read failure
+  // mid-forward (the cache is then left inconsistent: discard the sequence).
   [[nodiscard]] Status forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                               Observer* obs = nullptr);
+                               Observer* obs = nullptr, int64_t decoder_tail = -1);
+
+  // The CED encoder/decoder boundary: the first layer whose compress ratio is 1 (-1 if none).
+  // Bounded replay needs every KV source at or before it (kNotSupported naming the layer otherwise).
+  [[nodiscard]] Result<int> decoder_boundary() const;
 
   // Engram row ids of `tokens` following `history` (no state change): [n, n_engram_layers, n_cols].
   void engram_rows(const EngramHistory& history, std::span<const int32_t> tokens, std::vector<int64_t>* rows,
@@ -82,6 +105,12 @@ class Model {
   Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
   [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
                                      int64_t start, KvCache& cache, AttentionShared& shared, Observer* obs);
+  // Bounded replay at the boundary layer (model/prefill_replay.cpp): compresses all *n tokens into
+  // the cache, then narrows x, pre_mix, the Engram rows and the shared selections to the last
+  // `tail` tokens and moves *start / *n to them.
+  void replay_narrow(int layer, const BlockWeights& bw, std::vector<float>& x, std::vector<float>& pre_mix,
+                     std::vector<int64_t>& engram_rows, AttentionShared& shared, int64_t tail, int64_t* start,
+                     int64_t* n, KvCache& cache, Observer* obs);
 
   ModelConfig c_;
   std::unique_ptr<store::WeightStore> store_;
@@ -91,6 +120,8 @@ class Model {
   std::vector<uint32_t> class_of_token_;
   uint32_t pad_class_ = 0;
   std::unique_ptr<EngramHasher> hasher_;
+  MoeLookahead lookahead_;  // layer-ahead expert prediction, carried across layers
+  ForwardProfile profile_;
   RopeTable rope_window_;      // window-only layers: rope_theta, no YaRN
   RopeTable rope_compressed_;  // compressed layers: compress_rope_theta with YaRN
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/activation.h"
 #include "model/ops.h"
 
 namespace strata::model {
@@ -51,28 +52,49 @@ void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n,
 
 namespace {
 
-// SwiGLU with the training clamps: up in [-limit, limit], gate <= limit; act = silu(gate) * up * scale.
+// SwiGLU with the training clamps: up in [-limit, limit], gate <= limit; act = silu(gate) * up * scale
+// (kernels/swiglu: vectorised, bit for bit the scalar definition, since act feeds w2's FP4 path).
 void swiglu(const ModelConfig& c, const float* gate, const float* up, const float* row_scale, int64_t n, int64_t inter,
             float* act) {
-  const float lim = static_cast<float>(c.swiglu_limit);
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < inter; ++i) {
-      float g = gate[t * inter + i], u = up[t * inter + i];
-      if (lim > 0) {
-        u = std::clamp(u, -lim, lim);
-        g = std::min(g, lim);
-      }
-      float a = silu(g) * u;
-      if (row_scale) a = row_scale[t] * a;
-      act[t * inter + i] = a;
+  kernels::swiglu(kernels::SwigluArgs{gate, up, row_scale, n, inter, static_cast<float>(c.swiglu_limit), act}, nullptr);
+}
+
+// Scores the prediction made for this layer, then predicts the next layer's experts from this
+// layer's input (its router applied to x: the residual stream changes little in one layer) and
+// names them to the store, which reads them while this layer computes.
+void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
+               const RouterOutput& r, MoeLookahead* ahead, ThreadPool* pool) {
+  const int k = w.n_active;
+  if (ahead->layer == w.layer && ahead->n == n && static_cast<int64_t>(ahead->ids.size()) == n * k) {
+    uint64_t correct = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t* p = ahead->ids.data() + t * k;
+      for (int i = 0; i < k; ++i) correct += std::find(p, p + k, r.ids[static_cast<size_t>(t * k + i)]) != p + k;
     }
+    store.record_prediction(static_cast<uint64_t>(n * k), correct);
   }
+  ahead->layer = -1;
+  const size_t next = static_cast<size_t>(w.layer) + 1;
+  if (!store.wants_prefetch() || next >= ahead->layers.size()) return;
+  const MoeWeights& nw = ahead->layers[next].ffn;
+  RouterOutput pr;
+  route(c, nw, x, n, &pr, pool);
+  std::vector<char> seen(static_cast<size_t>(nw.n_experts), 0);
+  for (int32_t e : pr.ids) seen[static_cast<size_t>(e)] = 1;
+  std::vector<int32_t> predicted;
+  for (int e = 0; e < nw.n_experts; ++e)
+    if (seen[static_cast<size_t>(e)]) predicted.push_back(e);
+  store.prefetch_experts(nw.layer, predicted, store::PrefetchKind::kPredict);
+  ahead->layer = nw.layer;
+  ahead->n = n;
+  ahead->ids = std::move(pr.ids);
 }
 
 }  // namespace
 
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
-                   float* out, ThreadPool* pool, Observer* obs) {
+                   float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead, ForwardProfile* prof) {
+  ScopedNs timer(prof ? &prof->moe_ns : nullptr);
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
   const int k = w.n_active;
   RouterOutput r;
@@ -88,6 +110,17 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(w.n_experts));
   for (int64_t t = 0; t < n; ++t)
     for (int i = 0; i < k; ++i) by_expert[static_cast<size_t>(r.ids[static_cast<size_t>(t * k + i)])].push_back(t * k + i);
+
+  // Name the layer's experts before computing any, so the store reads every miss at queue depth.
+  std::vector<int32_t> used;
+  std::vector<uint32_t> uses;  // tokens per expert: a frequency-based cache weighs by them
+  for (int e = 0; e < w.n_experts; ++e) {
+    if (by_expert[static_cast<size_t>(e)].empty()) continue;
+    used.push_back(e);
+    uses.push_back(static_cast<uint32_t>(by_expert[static_cast<size_t>(e)].size()));
+  }
+  store.prefetch_experts(w.layer, used, store::PrefetchKind::kDemand, uses);
+  if (ahead) lookahead(c, w, store, x, n, r, ahead, pool);
 
   std::vector<float> xs, g, u, act, y, scale;
   for (int e = 0; e < w.n_experts; ++e) {

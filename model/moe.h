@@ -2,19 +2,25 @@
 // routed experts (MXFP4 SwiGLU, clamped) plus the shared expert (FP8).
 //
 // Prefill groups tokens by expert so each expert's weights are read once per chunk. Experts are
-// acquired from the WeightStore per use (the hook a tiered store implements).
-// Shapes: x [n, dim] normed input, out [n, dim]. Errors: only from the store (an expert that cannot
-// be read), reported with the layer and expert.
+// acquired from the WeightStore per use (the hook a tiered store implements): first the layer's
+// whole expert set is named (PrefetchKind::kDemand) so every miss is in flight at once, then, with
+// a MoeLookahead, the next layer's router is applied to this layer's input and its top-k are named
+// as kPredict, so those reads overlap this layer's expert compute and the next attention. Experts
+// still run in ascending id order, so the sum into `out` (and the logits) is the same for every
+// store. Shapes: x [n, dim] normed input, out [n, dim]. Errors: only from the store (an expert that
+// cannot be read), reported with the layer and expert.
 // Source: ARCHITECTURE.md §MoE; model.py Gate, Expert, MoE.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/observer.h"
+#include "model/profile.h"
 #include "model/weights.h"
 #include "store/weight_store.h"
 
@@ -25,10 +31,27 @@ struct RouterOutput {
   std::vector<float> weights;   // [n, top_k] normalised * route_scale
 };
 
-// Router only (exposed for tests and for layer-ahead prefetch later).
+// Router only (exposed for tests and for the layer-ahead prediction).
 void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool);
 
+// Layer-ahead prediction state carried from one MoE sublayer to the next during a forward pass.
+struct MoeLookahead {
+  std::span<const BlockWeights> layers;  // the backbone blocks (whose .ffn routers predict)
+  int layer = -1;                        // layer the stored prediction is for (-1: none)
+  int64_t n = 0;                         // tokens it was made for
+  std::vector<int32_t> ids;              // [n, top_k] predicted expert ids
+
+  // Starts a forward pass over `blocks`.
+  void begin(std::span<const BlockWeights> blocks) {
+    layers = blocks;
+    layer = -1;
+  }
+};
+
+// `ahead` (may be null) enables the layer-ahead prefetch when the store wants it and scores the
+// previous prediction (store::WeightStore::record_prediction). `prof` (may be null) gets the time.
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,
-                                 int64_t n, float* out, ThreadPool* pool, Observer* obs);
+                                 int64_t n, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
+                                 ForwardProfile* prof = nullptr);
 
 }  // namespace strata::model

@@ -255,8 +255,10 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
 
 }  // namespace
 
-Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store) {
+Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store, const ProgressFn& progress) {
   Binder b(c, store);
+  const uint64_t n_blocks = static_cast<uint64_t>(c.n_layers + (c.dspark_block_size > 0 ? c.n_mtp_layers : 0));
+  auto bound = [&](uint64_t done) { report_progress(progress, ProgressEvent{"load", "layers", done, n_blocks, "", false}); };
   ModelWeights w;
   STRATA_ASSIGN_OR_RETURN(w.embed, b.get("embed.weight", {DType::kBF16, DType::kF32}, Shape{c.vocab_size, c.dim},
                                          sh(c.vocab_size, "vocab_size", c.dim, "dim")));
@@ -266,12 +268,14 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
   for (int l = 0; l < c.n_layers; ++l) {
     Status s = bind_block(b, l, &w.layers[static_cast<size_t>(l)]);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
+    bound(static_cast<uint64_t>(l + 1));
   }
   if (c.dspark_block_size > 0) {
     w.mtp.resize(static_cast<size_t>(c.n_mtp_layers));
     for (int s = 0; s < c.n_mtp_layers; ++s) {
       Status st = bind_block(b, c.n_layers + s, &w.mtp[static_cast<size_t>(s)]);
       if (!st.ok()) return st.with_context("DSpark stage " + std::to_string(s));
+      bound(static_cast<uint64_t>(c.n_layers + s + 1));
     }
     if (c.n_mtp_layers > 0) {
       const int64_t nt = static_cast<int64_t>(c.dspark_target_layer_ids.size());
@@ -290,6 +294,7 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
     }
   }
   w.resident_bytes = b.bytes();
+  report_progress(progress, ProgressEvent{"load", "layers", n_blocks, n_blocks, "", true});
   return w;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
@@ -112,6 +113,8 @@ struct ModelWeights {
 
 // Binds and validates every tensor (see file comment). Errors name the tensor, e.g.
 //   "tensor 'layers.3.attn.wq_a.weight': shape [1024, 64], expected [64, 64] (q_lora_rank, dim)".
-[[nodiscard]] Result<ModelWeights> bind_weights(const ModelConfig& cfg, store::WeightStore& store);
+// `progress` (may be empty) gets task "load" in layers (backbone + DSpark stages) as each binds.
+[[nodiscard]] Result<ModelWeights> bind_weights(const ModelConfig& cfg, store::WeightStore& store,
+                                                const ProgressFn& progress = {});
 
 }  // namespace strata::model

@@ -16,7 +16,7 @@ Generator::Generator(model::Model& m) : m_(m), session_(m) {}
 Status Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                            GenerateStats* stats) {
   STRATA_RETURN_IF_ERROR(opt.validate());
-  if (prompt.empty()) return InvalidArgument("empty prompt: nothing to run");
+  if (prompt.empty() && session_.last_logits().empty()) return InvalidArgument("empty prompt: nothing to run");
   const model::ModelConfig& c = m_.config();
   const int64_t limit = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
   const int64_t need = session_.n_past() + static_cast<int64_t>(prompt.size());
@@ -29,7 +29,15 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   using clock = std::chrono::steady_clock;
 
   auto t0 = clock::now();
-  STRATA_RETURN_IF_ERROR(session_.append(prompt, logits.data(), opt.prefill_chunk));
+  if (prompt.empty()) {
+    std::copy(session_.last_logits().begin(), session_.last_logits().end(), logits.begin());
+  } else {
+    AppendOptions ao;
+    ao.chunk = opt.prefill_chunk;
+    ao.mode = opt.prefill_mode;
+    ao.progress = opt.prefill_progress;
+    STRATA_RETURN_IF_ERROR(session_.append(prompt, ao, logits.data()));
+  }
   st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
 
   Sampler sampler(opt.sampler);
@@ -38,13 +46,15 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
     const int32_t tok = sampler.sample(logits);
     ++st.generated_tokens;
     const bool is_stop = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end();
-    if (!on_token(tok) || is_stop) {
+    const bool go_on = on_token(tok);
+    const bool at_limit = session_.n_past() + 1 > limit;
+    if (!go_on || is_stop || i + 1 == opt.max_new_tokens || at_limit) {
       st.stopped_by_eos = is_stop;
-      break;
-    }
-    if (i + 1 == opt.max_new_tokens) break;
-    if (session_.n_past() + 1 > limit) {
-      st.stopped_by_context = true;
+      st.stopped_by_context = go_on && !is_stop && i + 1 < opt.max_new_tokens && at_limit;
+      if (opt.consume_last && !at_limit) {
+        const int32_t one[1] = {tok};
+        STRATA_RETURN_IF_ERROR(session_.append(one, nullptr));
+      }
       break;
     }
     const int32_t one[1] = {tok};

@@ -24,7 +24,12 @@ struct GenerateOptions {
   std::vector<int32_t> stop_ids;     // generation ends after emitting one of these (EOS)
   int64_t max_context = 0;           // 0 = the model's max_position_embeddings
   int64_t prefill_chunk = 2048;      // tokens per prefill forward (bounds activation memory)
+  PrefillMode prefill_mode = PrefillMode::kExact;  // --prefill exact|replay (runtime/session.h)
+  // Feed the last generated token into the session before returning, so that it ends with the
+  // logits for the next one (what a saved session continues from). Costs one decode forward.
+  bool consume_last = false;
   SamplerOptions sampler;
+  ProgressFn prefill_progress;       // prompt progress per chunk (AppendOptions::progress); may be empty
 
   [[nodiscard]] Status validate() const;
 };
@@ -49,9 +54,10 @@ class Generator {
   explicit Generator(model::Model& m);
 
   // Runs the prompt and generates until max_new_tokens, a stop id, the callback returning false, or
-  // the context limit (stats->stopped_by_context). Errors, before any work: empty prompt
-  // (kInvalidArgument), a prompt that alone exceeds the context limit (kResourceExhausted); then
-  // model errors.
+  // the context limit (stats->stopped_by_context). An empty prompt continues a session that holds
+  // last-token logits (one restored from a file: session() = load_session(...)). Errors, before
+  // any work: empty prompt on a session without logits (kInvalidArgument), a prompt that alone
+  // exceeds the context limit (kResourceExhausted); then model errors.
   [[nodiscard]] Status generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                                 GenerateStats* stats);
 

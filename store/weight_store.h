@@ -3,8 +3,11 @@
 // The model binds every resident tensor (attention, norms, router, shared experts, embeddings,
 // head, mHC, DSpark) once at load, and asks for the two kinds of weight that a tiered store keeps
 // off the fast tier per use: routed experts (acquire_expert) and Engram table rows
-// (read_engram_rows). ResidentStore keeps everything in RAM; the tiered store (SSD / RAM cache /
-// prefetch) implements the same interface.
+// (start_engram_rows / read_engram_rows). Hints let a store read ahead: the experts a layer is
+// about to use and those predicted for the next layer (prefetch_experts), and every Engram row of
+// a chunk before the first layer runs (start_engram_rows). ResidentStore keeps everything in RAM;
+// TieredStore streams experts and Engram rows from SSD through a RAM cache; MmapStore maps the
+// shards (the naive baseline). store/open_store.h picks one from PlacementOptions.
 // Layer ids are model layer ids: backbone 0..n_layers-1, DSpark stage s is n_layers + s (its
 // tensors are named mtp.s.*).
 // Thread safety: implementations document their own; ResidentStore is safe for concurrent reads
@@ -19,6 +22,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
+#include "store/placement_stats.h"
 
 namespace strata::store {
 
@@ -41,6 +45,22 @@ class ExpertLease {
   ExpertView view_;
 };
 
+// Engram rows of one layer requested ahead of use (WeightStore::start_engram_rows).
+class EngramFetch {
+ public:
+  virtual ~EngramFetch() = default;
+  // Blocks until the rows are in RAM, then copies them in request order: head_dim e4m3 codes per
+  // row into weight_out[i * head_dim ...], head_dim/32 e8m0 codes into scale_out[i * head_dim/32 ...].
+  // Errors: a failed read, naming the tensor and byte offset. Call at most once.
+  [[nodiscard]] virtual Status wait(uint8_t* weight_out, uint8_t* scale_out) = 0;
+};
+
+// Why the model names experts ahead of acquire_expert.
+enum class PrefetchKind {
+  kDemand,   // the router chose them for the layer about to run: they will be acquired next
+  kPredict,  // layer-ahead guess (next layer's router on this layer's input): may be wrong
+};
+
 class WeightStore {
  public:
   virtual ~WeightStore() = default;
@@ -58,6 +78,28 @@ class WeightStore {
   // Row ids must be < the table's row count (checked: kInvalidArgument).
   [[nodiscard]] virtual Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                                                 uint8_t* scale_out) = 0;
+
+  // Starts reading Engram rows of `layer` (the ids are copied) and returns the handle to wait on.
+  // Out-of-range ids fail with kInvalidArgument naming the table (here or in wait()). The default
+  // reads nothing until wait(), then calls read_engram_rows.
+  [[nodiscard]] virtual Result<std::unique_ptr<EngramFetch>> start_engram_rows(int layer,
+                                                                               std::span<const int64_t> rows);
+
+  // Non-blocking hint that `experts` of `layer` will (kDemand) or may (kPredict) be acquired soon;
+  // a store with a slower tier starts reading them. `uses` (kDemand, optional): how many tokens
+  // each expert serves, so a frequency-based cache counts a prefill chunk's heavy experts as such
+  // (empty: one each). Default: ignored.
+  virtual void prefetch_experts(int layer, std::span<const int32_t> experts, PrefetchKind kind,
+                                std::span<const uint32_t> uses = {}) {}
+  // True when prefetch hints pay off; the model skips computing layer-ahead predictions otherwise.
+  virtual bool wants_prefetch() const { return false; }
+  // Adds layer-ahead prediction outcomes: `n_predicted` token-expert picks were predicted,
+  // `n_correct` of them the router then chose.
+  virtual void record_prediction(uint64_t n_predicted, uint64_t n_correct) {}
+  // Counters since the store was created.
+  virtual PlacementStats stats() const;
+  // One line describing the placement (mode, budget, cache), printed at start by the CLI.
+  virtual std::string describe() const { return "resident: every tensor in RAM"; }
 };
 
 // Checkpoint name prefix of a model layer: "layers.L" or "mtp.S".

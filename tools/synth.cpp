@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "io/file.h"
+#include "tools/synth_skew.h"
 #include "model/engram_hash.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -185,6 +186,7 @@ Status SynthOptions::validate() const {
     return InvalidArgument("target_gb " + std::to_string(target_gb) + " must be a size in GB in (0, 100000]");
   if (preset == "scaled" && target_gb <= 0) return InvalidArgument("preset 'scaled' needs --target-gb (size in GB)");
   if (n_threads < 0) return InvalidArgument("n_threads must be >= 0");
+  if (!(routing_skew <= 8)) return InvalidArgument("routing skew must be at most 8");
   return Status();
 }
 
@@ -204,6 +206,11 @@ Result<SynthPlan> plan_synth(const SynthOptions& o, int64_t compressed_vocab) {
   if (!parsed.ok()) return Internal("synth produced an invalid config: " + parsed.error().to_string());
   plan.config = std::move(parsed).value();
   plan.tensors = synth_tensors(plan.config, o.seed);
+  if (o.routing_skew >= 0) {
+    apply_routing_skew(plan.config, o.seed, o.routing_skew, &plan.tensors);
+    notes.push_back("routing skew " + std::to_string(o.routing_skew).substr(0, 4) +
+                    ": Zipf expert popularity + topic routing (tools/synth_skew.h)");
+  }
   const SizeBreakdown s = size_of(plan.tensors);
   plan.total_bytes = s.total;
   plan.expert_bytes = s.expert_bytes;

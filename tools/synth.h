@@ -62,6 +62,11 @@ struct SynthOptions {
   int n_threads = 0;
   // fsync shards before renaming them (default true). Tests turn it off for speed.
   bool fsync = true;
+  // Router skew (tools/synth_skew.h). < 0 (default): the plain generator, whose N(0, 0.3) router
+  // biases already favour some experts. 0: unbiased routers (experts used about uniformly). > 0:
+  // Zipf popularity over experts plus topic routing, so the hot set shifts along a text as its
+  // vocabulary does; 1 is moderate, at most 8.
+  double routing_skew = -1;
 
   // Checks the fields; kInvalidArgument names the bad one.
   [[nodiscard]] Status validate() const;
@@ -87,6 +92,16 @@ enum class FillKind : uint8_t {
 };
 
 // One tensor to write and how to fill it.
+// A structured component added to a kNormal tensor's random values (tools/synth_skew.h).
+struct RoutingSkew {
+  enum class Kind : uint8_t { kNone, kEmbedTopic, kGateTopic, kBiasZipf };
+  Kind kind = Kind::kNone;
+  float gain = 0;           // scale of the component (per element)
+  uint64_t topic_key = 0;   // the shared topic directions
+  uint64_t layer_key = 0;   // per router: expert topics and popularity ranks
+  int n_topics = 0;
+};
+
 struct SynthTensor {
   io::TensorDecl decl;
   FillKind fill = FillKind::kNormal;
@@ -94,6 +109,7 @@ struct SynthTensor {
   int block_rows = 32;      // kFp8*: rows per scale block (32, or 1 for Engram tables)
   int64_t value_cols = 0;   // columns of real values (for FP4: twice the stored bytes per row)
   uint64_t key = 0;         // generator key: a weight and its scale share one
+  RoutingSkew skew;         // kNormal only: structure added on top (default none)
 };
 
 // What a run will write: the config, the tensors in file order and a size breakdown.

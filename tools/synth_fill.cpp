@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "tools/synth_skew.h"
 
 namespace strata::tools {
 
@@ -153,6 +154,7 @@ uint64_t fill_row_bytes(const SynthTensor& t) {
 void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tables, int64_t row_begin, int64_t row_end,
                uint8_t* out) {
   const uint64_t row_bytes = fill_row_bytes(t);
+  std::vector<float> skew;
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint8_t* o = out + static_cast<uint64_t>(r - row_begin) * row_bytes;
     RowStream rng(t.key, static_cast<uint64_t>(r));
@@ -161,10 +163,16 @@ void fill_rows(const SynthTensor& t, size_t tensor_index, const FillTables& tabl
         const float* q = tables.normal_quantiles();
         const bool bf16 = t.decl.dtype == DType::kBF16;
         const uint64_t n = row_bytes / (bf16 ? 2 : 4);
+        // --routing-skew: a structured component on top of the random values (tools/synth_skew.h).
+        if (t.skew.kind != RoutingSkew::Kind::kNone) {
+          skew.resize(static_cast<size_t>(n));
+          routing_skew_row(t, r, static_cast<int64_t>(n), q, skew.data());
+        }
+        const bool skewed = t.skew.kind != RoutingSkew::Kind::kNone;
         uint64_t x = 0;
         for (uint64_t i = 0; i < n; ++i) {
           if ((i & 3) == 0) x = rng.next();
-          const float v = t.mean + t.std * q[(x >> (16 * (i & 3))) & 0xFFFF];
+          const float v = t.mean + t.std * q[(x >> (16 * (i & 3))) & 0xFFFF] + (skewed ? skew[i] : 0.0f);
           if (bf16)
             put_bf16(o + 2 * i, v);
           else

@@ -236,6 +236,33 @@ TEST_P(LinearLevel, Bf16AndF32EqualReferenceBitForBit) {
   }
 }
 
+// The any-order BF16 path (LM head): the FP8/FP4 bound against the reference, every level, decode
+// and prefill sizes, tails in out and in.
+TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
+  ThreadPool pool(3);
+  std::mt19937 rng(450);
+  for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 17, 33}, {1, 129, 1024}, {3, 40, 4096}, {1, 300, 5120},
+                                           {7, 9, 17001}, {8, 33, 96}, {20, 40, 1023}}) {
+    Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 1);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    for (int64_t i = 0; i < s.out * s.in; ++i) wb[i] = f32_to_bf16(normal(rng));
+    Buf<float> x = make_x(s.n, s.in, 2, rng);
+    std::vector<float> y(static_cast<size_t>(s.n * s.out)), yref(y.size());
+    const Bf16Weight w{wb.data(), s.out, s.in};
+    linear_bf16_any_order(x.data(), s.n, w, y.data(), &pool, level());
+    ref::linear_bf16(x.data(), s.n, w, yref.data());
+    auto terms = [&](int64_t i, int64_t r) {
+      double t = 0;
+      for (int64_t k = 0; k < s.in; ++k)
+        t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
+      return t;
+    };
+    compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
+            std::string("bf16 any-order ") + kernel_level_name(level()) + " n=" + std::to_string(s.n) +
+                " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in));
+  }
+}
+
 // Results do not depend on the thread count (each output is computed by one thread, same order).
 TEST_P(LinearLevel, ThreadCountDoesNotChangeResults) {
   std::mt19937 rng(500);

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""End-to-end resident decode against the memory-bandwidth roofline.
+
+Counts the weight bytes one decode token reads from a checkpoint's safetensors headers, runs
+`strata run` to measure decode tokens/s, measures the machine's read bandwidth at the same thread
+count (bench/kernels_bench BM_MemRead), and prints
+
+    roofline share = (weight bytes per token x decode tok/s) / read bandwidth
+
+Bytes per decode token (what the resident forward pass reads, ARCHITECTURE.md):
+  - every backbone tensor in full (attention, compressor/indexer at their layers, shared expert,
+    router, norms), as held in memory: attn.wo_a is stored FP8 but used as bf16 (2 B/weight, its
+    scale unused); mHC fn tensors and small vectors are held as f32 (4 B/value);
+  - routed experts: num_experts_per_tok / n_routed_experts of each layer's expert bytes;
+  - Engram tables: 24 rows per token per Engram layer (weight row + its scales);
+  - the embedding: one row; the head in full; DSpark (mtp.*) not at all (no speculative decode).
+
+Usage: bench/decode_roofline.py --strata build/cli/strata --bench build/bench/kernels_bench -m DIR
+                                [-t THREADS] [-n TOKENS] [--runs R]
+The prompt is data/docs/gettysburg-address.txt plus a question (the demo's), greedy decoding.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import struct
+import subprocess
+import sys
+
+DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "I32": 4, "I64": 8}
+
+
+def tensor_table(model_dir):
+    """name -> (dtype, shape, nbytes) from the safetensors headers."""
+    index = json.load(open(os.path.join(model_dir, "model.safetensors.index.json")))
+    table = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        with open(os.path.join(model_dir, shard), "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = info["data_offsets"]
+            table[name] = (info["dtype"], info["shape"], end - begin)
+    return table
+
+
+def numel(shape):
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def decode_bytes_per_token(model_dir):
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    cfg = cfg.get("text_config", cfg)
+    top_k, n_routed = cfg["num_experts_per_tok"], cfg["n_routed_experts"]
+    table = tensor_table(model_dir)
+    parts = {"routed experts": 0.0, "head": 0.0, "attention": 0.0, "shared expert + router": 0.0, "mHC": 0.0,
+             "Engram": 0.0, "embedding row + norms": 0.0}
+    for name, (dtype, shape, nbytes) in table.items():
+        if name.startswith("mtp."):
+            continue
+        if name == "embed.weight":
+            parts["embedding row + norms"] += shape[1] * DTYPE_BYTES[dtype]
+        elif name == "head.weight":
+            parts["head"] += nbytes
+        elif ".ffn.experts." in name:
+            parts["routed experts"] += nbytes * top_k / n_routed
+        elif ".engram.embed." in name:
+            parts["Engram"] += 24 * nbytes / shape[0]  # 24 rows of this table per token
+        elif name.endswith("attn.wo_a.scale"):
+            continue
+        elif name.endswith("attn.wo_a.weight"):
+            parts["attention"] += 2 * numel(shape)
+        elif re.search(r"\.hc_(attn|ffn)_(fn|base|scale)$", name):
+            parts["mHC"] += 4 * numel(shape)
+        elif ".attn." in name and len(shape) == 2:
+            parts["attention"] += nbytes
+        elif ".ffn." in name and len(shape) == 2:
+            parts["shared expert + router"] += nbytes
+        elif ".engram." in name and len(shape) == 2 and not name.endswith("_weight"):
+            parts["Engram"] += nbytes
+        else:  # norms, sinks, biases, Engram q/k weights: f32 copies
+            parts["embedding row + norms"] += 4 * numel(shape)
+    return parts
+
+
+def run_decode(strata, model_dir, threads, n_tokens, repo):
+    doc = os.path.join(repo, "data", "docs", "gettysburg-address.txt")
+    cmd = [strata, "run", "-m", model_dir, "-f", doc, "-p",
+           "Question: According to the speaker, who consecrated the ground at Gettysburg?",
+           "-n", str(n_tokens), "--temp", "0", "-t", str(threads)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    m = re.search(r"prefill ([0-9.]+) tok/s \| generated (\d+) tokens, decode ([0-9.]+) tok/s", out.stdout + out.stderr)
+    if not m:
+        sys.exit("decode_roofline: no stats line in the output of " + " ".join(cmd))
+    return float(m.group(1)), int(m.group(2)), float(m.group(3)), cmd
+
+
+def read_bandwidth(bench, threads):
+    out = subprocess.run([bench, "--benchmark_filter=BM_MemRead/%d/" % threads, "--benchmark_repetitions=3",
+                          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+                         capture_output=True, text=True, check=True)
+    for b in json.loads(out.stdout)["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            return b["bytes_per_second"]
+    sys.exit("decode_roofline: BM_MemRead/%d gave no median" % threads)
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--strata", default=os.path.join(repo, "build", "cli", "strata"))
+    ap.add_argument("--bench", default=os.path.join(repo, "build", "bench", "kernels_bench"))
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-n", "--tokens", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+
+    parts = decode_bytes_per_token(a.model)
+    per_token = sum(parts.values())
+    print("weight bytes per decode token: %.1f MB" % (per_token / 1e6))
+    for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
+        print("  %-24s %8.1f MB (%4.1f%%)" % (k, v / 1e6, 100 * v / per_token))
+    rates, shares = [], []
+    for r in range(a.runs):
+        bw = read_bandwidth(a.bench, a.threads)
+        prefill, gen, tps, cmd = run_decode(a.strata, a.model, a.threads, a.tokens, repo)
+        rates.append(tps)
+        shares.append(per_token * tps / bw)
+        print("run %d: decode %.2f tok/s (%d tokens), prefill %.1f tok/s; read BW %.1f GB/s; %.1f GB/s of weights = %.0f%%"
+              % (r + 1, tps, gen, prefill, bw / 1e9, per_token * tps / 1e9, 100 * per_token * tps / bw))
+    print("command: " + " ".join(cmd))
+    print("median: decode %.2f tok/s, roofline share %.0f%% (threads %d)"
+          % (statistics.median(rates), 100 * statistics.median(shares), a.threads))
+
+
+if __name__ == "__main__":
+    main()

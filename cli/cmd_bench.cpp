@@ -1,0 +1,181 @@
+// strata bench -m DIR [--prompt 512,2048,8192] [--gen 128] [--reps 3] [--warmup 1] [-t N] [--chunk N]
+//   [--load-mode auto|resident|stream|mmap] [--ram-budget SIZE] [--direct-io] [--cold auto|fadvise|drop-caches|copy|none] [--text FILE] [--seed S]
+//   [--json FILE] [--svg FILE] [--no-plan] [--probe FILE]
+// Measures prefill tok/s, time to first token and decode tok/s per prompt length, cold and warm
+// (tools/bench.h); prints a table, writes the JSON report and the SVG plot, and sets the
+// measurements beside `strata plan`'s predictions for the same machine profile (ratio measured /
+// predicted) unless --no-plan.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/probe_cache.h"
+#include "cli/progress_bar.h"
+#include "io/file.h"
+#include "tools/bench.h"
+#include "tools/bench_svg.h"
+#include "tools/plan.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct BenchCliOptions {
+  tools::BenchOptions bench;
+  std::vector<int64_t> prompts;
+  std::string json, svg, probe = default_probe_cache(), ram_budget;
+  bool no_plan = false;
+};
+
+// `git describe --always --dirty` of the source tree strata was built from ("" when unknown).
+std::string source_commit() {
+  const std::string cmd = "git -C '" + std::string(STRATA_SOURCE_DIR) + "' describe --always --dirty --abbrev=12 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return "";
+  char buf[128] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  ::pclose(p);
+  std::string s(buf, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  return io::write_file_atomic(path, text.data(), text.size());
+}
+
+int run_bench_cmd(BenchCliOptions& o) {
+  tools::BenchOptions& b = o.bench;
+  if (!o.prompts.empty()) b.prompts = o.prompts;
+  b.git_commit = source_commit();
+  b.command = "strata bench -m " + b.model_dir + " --prompt " + join(b.prompts) + " --gen " + std::to_string(b.gen) +
+              " --reps " + std::to_string(b.reps) + " --warmup " + std::to_string(b.warmup) + " -t " +
+              std::to_string(b.threads) + " --chunk " + std::to_string(b.prefill_chunk) + " --load-mode " + b.load_mode +
+              " --cold " + b.cold + (o.ram_budget.empty() ? "" : " --ram-budget " + o.ram_budget) +
+              (b.direct_io ? " --direct-io" : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed);
+  if (!o.ram_budget.empty()) {
+    auto v = tools::parse_size(o.ram_budget, "--ram-budget");
+    if (!v.ok()) return fail(v.error());
+    b.ram_budget = *v;
+  }
+  if (Status v = b.validate(); !v.ok()) return fail(v);
+
+  // Predictions first (config only), so a bad config fails before minutes of measuring.
+  std::vector<tools::PredictedSpeed> predicted;
+  std::string plan_json;
+  if (!o.no_plan) {
+    auto machine = tools::MachineProfile::load(o.probe);
+    if (!machine.ok()) {
+      std::fprintf(stderr, "strata: note: no machine profile at %s (run strata probe -m %s): no predictions\n",
+                   o.probe.c_str(), b.model_dir.c_str());
+    } else {
+      const std::string cfg_path = (std::filesystem::path(b.model_dir) / "config.json").string();
+      auto text = io::read_file_to_string(cfg_path, 16u << 20);
+      if (!text.ok()) return fail(text.error());
+      auto cfg = model::ModelConfig::parse(*text, cfg_path);
+      if (!cfg.ok()) return fail(cfg.error());
+      tools::PlanOptions po;
+      po.threads = b.threads;
+      po.prompts = b.prompts;
+      po.gen = b.gen;
+      po.prefill_chunk = b.prefill_chunk;
+      po.load_mode = b.load_mode;
+      po.ram_bytes = b.ram_budget > 0 ? b.ram_budget + std::max<uint64_t>(1ull << 30, b.ram_budget / 9) : 0;
+      po.direct_io = b.direct_io;
+      auto plan = tools::make_plan(*cfg, tools::VisionShape{}, *machine, po, cfg_path);
+      if (!plan.ok()) return fail(plan.error());
+      for (const tools::SpeedPrediction& s : plan->speeds)
+        predicted.push_back(tools::PredictedSpeed{s.prompt, s.prefill_tok_s, s.decode_tok_s});
+      std::sort(predicted.begin(), predicted.end(), [](auto& x, auto& y) { return x.prompt < y.prompt; });
+      plan_json = tools::plan_json(*plan);
+    }
+  }
+
+  ProgressBar bar;
+  b.progress = bar.fn();
+  Logger log = stderr_logger(LogLevel::kWarn);
+  b.logger = &log;
+  auto rep = tools::run_bench(b);
+  bar.clear();
+  if (!rep.ok()) return fail(rep.error());
+  std::fputs(rep->to_text().c_str(), stdout);
+
+  nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
+  if (!predicted.empty()) {
+    std::printf("  predicted by strata plan (%s), warm medians:\n", o.probe.c_str());
+    std::printf("  %8s %14s %14s %7s %14s %14s %7s\n", "prompt", "prefill pred", "measured", "ratio", "decode pred",
+                "measured", "ratio");
+    for (const tools::PredictedSpeed& p : predicted)
+      for (const tools::BenchPoint& m : rep->points) {
+        if (m.cold || m.prompt != p.prompt) continue;
+        const double rp = m.prefill_tok_s.median / p.prefill_tok_s, rd = m.decode_tok_s.median / p.decode_tok_s;
+        std::printf("  %8lld %14.2f %14.2f %7.2f %14.2f %14.2f %7.2f\n", static_cast<long long>(p.prompt), p.prefill_tok_s,
+                    m.prefill_tok_s.median, rp, p.decode_tok_s, m.decode_tok_s.median, rd);
+        cmp.push_back({{"prompt", p.prompt},
+                       {"prefill_predicted", p.prefill_tok_s},
+                       {"prefill_measured", m.prefill_tok_s.median},
+                       {"prefill_ratio", rp},
+                       {"decode_predicted", p.decode_tok_s},
+                       {"decode_measured", m.decode_tok_s.median},
+                       {"decode_ratio", rd}});
+      }
+  }
+  if (!o.json.empty()) {
+    auto j = nlohmann::ordered_json::parse(rep->to_json());
+    if (!plan_json.empty()) {
+      j["plan"] = nlohmann::ordered_json::parse(plan_json);
+      j["predicted_vs_measured"] = cmp;
+    }
+    if (Status w = write_text(o.json, j.dump(2) + "\n"); !w.ok()) return fail(w);
+    std::printf("wrote %s\n", o.json.c_str());
+  }
+  if (!o.svg.empty()) {
+    if (Status w = write_text(o.svg, tools::bench_svg(*rep, predicted)); !w.ok()) return fail(w);
+    std::printf("wrote %s\n", o.svg.c_str());
+  }
+  Status w = flush_stdout();
+  return w.ok() ? 0 : fail(w);
+}
+
+}  // namespace
+
+Command register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchCliOptions>();
+  tools::BenchOptions& b = o->bench;
+  app.add_option("-m,--model", b.model_dir, "checkpoint directory")->required();
+  app.add_option("--prompt", o->prompts, "prompt lengths in tokens, comma separated (default 512,2048,8192)")
+      ->delimiter(',')
+      ->check(in_range(1, 1 << 24));
+  app.add_option("--gen", b.gen, "tokens generated per run")->check(in_range(1, 1 << 20))->capture_default_str();
+  app.add_option("--reps", b.reps, "recorded warm repetitions per prompt length")->check(in_range(1, 1000))->capture_default_str();
+  app.add_option("--warmup", b.warmup, "unrecorded warm runs first")->check(in_range(0, 100))->capture_default_str();
+  app.add_option("-t,--threads", b.threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  app.add_option("--chunk", b.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
+  app.add_option("--load-mode", b.load_mode, "auto, resident, stream or mmap (as strata run)")->capture_default_str();
+  app.add_option("--ram-budget", o->ram_budget, "RAM the weight store may hold, e.g. 12G (default: available minus a margin)");
+  app.add_flag("--direct-io", b.direct_io, "stream: read experts with O_DIRECT");
+  app.add_option("--cold", b.cold,
+                 "how the cold run starts uncached: auto (fadvise, then drop_caches if root, then a fresh copy), "
+                 "fadvise, drop-caches, copy, or none (no cold run)")
+      ->capture_default_str();
+  app.add_option("--text", b.text_file, "prompt text, tokenized and repeated to length (default: random token ids)");
+  app.add_option("--seed", b.seed, "seed of the random prompt ids")->check(in_range(0, 1.8e19));
+  app.add_option("--json", o->json, "write the full report (runs, counters, plan) as JSON to FILE");
+  app.add_option("--svg", o->svg, "write a plot of prefill and decode tok/s against context length to FILE");
+  app.add_flag("--no-plan", o->no_plan, "do not compare with strata plan's predictions");
+  app.add_option("--probe", o->probe, "machine profile for the predictions")->capture_default_str();
+  return [o]() { return run_bench_cmd(*o); };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,76 @@
+// strata calibrate -m DIR -f TEXT --out hot.json [--max-tokens N] [--chunk N] [-t T] [placement flags]
+// Runs a text through the model and writes the routed experts ranked by how often the router picks
+// them (tools/calibrate.h). `strata run --hot hot.json` then pins the top of the ranking in the
+// expert cache. Prints a summary: tokens, and the share of picks the top 10% / 25% of experts get.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/progress_bar.h"
+#include "cli/placement_flags.h"
+#include "io/file.h"
+#include "tools/calibrate.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct CalibrateOptions {
+  std::string model_dir, text_file, out_file;
+  int64_t max_tokens = 8192;
+  int64_t chunk = 2048;
+  int threads = 0;
+  PlacementFlags placement;
+};
+
+int run_calibrate(const CalibrateOptions& o) {
+  auto text = io::read_file_to_string(o.text_file, 256u << 20);
+  if (!text.ok()) return fail(text.error());
+  auto popt = placement_options(o.placement);
+  if (!popt.ok()) return fail(popt.error());
+  Logger log = stderr_logger(LogLevel::kWarn);
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt);
+  if (!lm.ok()) return fail(lm.error());
+  std::vector<int32_t> ids = lm->tok->encode(*text, /*special=*/false);
+  if (ids.empty()) return fail(InvalidArgument(o.text_file + ": the text has no tokens"));
+  if (o.max_tokens > 0 && static_cast<int64_t>(ids.size()) > o.max_tokens) ids.resize(static_cast<size_t>(o.max_tokens));
+  const auto t0 = std::chrono::steady_clock::now();
+  ProgressBar bar;  // on stderr when it is a terminal
+  auto r = tools::calibrate(*lm->model, ids, o.chunk, [&](int64_t done) {
+    bar.on_event(ProgressEvent{"calibrate", "tokens", static_cast<uint64_t>(done), ids.size(), "", false});
+  });
+  bar.clear();
+  if (!r.ok()) return fail(r.error());
+  r->model = o.model_dir;
+  const std::string js = tools::hot_json(*r);
+  if (Status s = io::write_file_atomic(o.out_file, js.data(), js.size()); !s.ok()) return fail(s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("strata calibrate: %lld tokens in %.1f s, %llu picks over %lld experts in %d layers -> %s\n",
+              static_cast<long long>(r->tokens), secs, static_cast<unsigned long long>(r->picks),
+              static_cast<long long>(r->n_experts_total), r->n_layers, o.out_file.c_str());
+  std::printf("  top 10%% of experts take %.1f%% of picks, top 25%% take %.1f%% (uniform routing: 10%%, 25%%)\n",
+              100 * r->coverage(0.10), 100 * r->coverage(0.25));
+  if (Status w = flush_stdout(); !w.ok()) return fail(w);
+  return 0;
+}
+
+}  // namespace
+
+Command register_calibrate(CLI::App& app) {
+  auto o = std::make_shared<CalibrateOptions>();
+  app.add_option("-m,--model", o->model_dir, "checkpoint directory")->required();
+  app.add_option("-f,--file", o->text_file, "text to calibrate on (plain text, tokenized as is)")->required();
+  app.add_option("--out", o->out_file, "output hot file (JSON ranking for strata run --hot)")->required();
+  app.add_option("--max-tokens", o->max_tokens, "use at most this many tokens of the text (0 = all)")
+      ->check(in_range(0, 1 << 30));
+  app.add_option("--chunk", o->chunk, "tokens per forward pass")->check(in_range(1, 1 << 20));
+  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_placement_flags(app, &o->placement);
+  return [o]() { return run_calibrate(*o); };
+}
+
+}  // namespace strata::cli

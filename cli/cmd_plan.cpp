@@ -1,0 +1,127 @@
+// strata plan (-m DIR | --config FILE) [--ram SIZE] [--vram SIZE] [--reserve SIZE] [-t N] [--ctx N]
+//   [--prompt 512,2048,8192] [--gen N] [--chunk N] [--load-mode auto|resident|stream|mmap]
+//   [--prefill exact|replay] [--hit-rate X] [--disk-gbps X] [--iops X] [--direct-io] [--no-overlap]
+//   [--probe FILE] [--json]
+// From config.json alone (no weights are read): the size of every component by dtype, KV bytes per
+// token and at 8K / 128K / 1M, Engram bytes per token, active weights per token; then, for the
+// probed machine (the cached `strata probe` profile, measured now if there is none) with any
+// overrides, the placement and the predicted prefill / decode speed with the bottleneck named.
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/probe_cache.h"
+#include "io/file.h"
+#include "tools/plan.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct PlanCliOptions {
+  tools::PlanOptions plan;
+  std::string model_dir, config, probe = default_probe_cache();
+  std::string ram, vram, reserve, prefill = "exact";
+  std::vector<int64_t> prompts;
+  bool json = false, direct_io = false, no_overlap = false, reprobe = false;
+};
+
+int run_plan(PlanCliOptions& o) {
+  if (o.model_dir.empty() == o.config.empty()) return fail(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;
+  auto text = io::read_file_to_string(path, 16u << 20);
+  if (!text.ok()) return fail(text.error());
+  auto cfg = model::ModelConfig::parse(*text, path);
+  if (!cfg.ok()) return fail(cfg.error());
+  auto vision = tools::parse_vision_shape(*text, path);
+  if (!vision.ok()) return fail(vision.error());
+
+  tools::PlanOptions& po = o.plan;
+  if (!o.prompts.empty()) po.prompts = o.prompts;
+  if (o.prefill != "exact" && o.prefill != "replay")
+    return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
+  po.replay = o.prefill == "replay";
+  po.direct_io = o.direct_io;
+  po.overlap_io = !o.no_overlap;
+  for (auto [flag, text_value, out] : {std::tuple{"--ram", &o.ram, &po.ram_bytes}, std::tuple{"--vram", &o.vram, &po.vram_bytes},
+                                       std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {
+    if (text_value->empty()) continue;
+    auto v = tools::parse_size(*text_value, flag);
+    if (!v.ok()) return fail(v.error());
+    *out = *v;
+  }
+  if (Status v = po.validate(); !v.ok()) return fail(v);
+
+  // The machine: the cached profile, or a measurement now (disk: the model's directory).
+  tools::MachineProfile machine;
+  auto cached = o.reprobe ? Result<tools::MachineProfile>(NotFound("re-probe requested")) : tools::MachineProfile::load(o.probe);
+  if (cached.ok()) {
+    machine = *cached;
+    if (machine.age_days() > 30)
+      std::fprintf(stderr, "strata: warning: machine profile %s is %.0f days old (run strata probe)\n", o.probe.c_str(),
+                   machine.age_days());
+    struct stat st {};
+    if (!o.model_dir.empty() && machine.disk.measured && ::stat(o.model_dir.c_str(), &st) == 0 &&
+        static_cast<uint64_t>(st.st_dev) != machine.disk.device)
+      std::fprintf(stderr, "strata: warning: the profile's disk numbers are for %s, another device than %s (run strata probe -m %s)\n",
+                   machine.disk.dir.c_str(), o.model_dir.c_str(), o.model_dir.c_str());
+  } else {
+    if (cached.error().code() != StatusCode::kNotFound)
+      std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
+    std::fprintf(stderr, "strata: no machine profile at %s: measuring this machine (strata probe)...\n", o.probe.c_str());
+    tools::ProbeOptions pr;
+    pr.disk_dir = o.model_dir;
+    auto m = probe_machine(pr, o.probe);
+    if (!m.ok()) return fail(m.error());
+    machine = *m;
+  }
+  auto plan = tools::make_plan(*cfg, *vision, machine, po, path);
+  if (!plan.ok()) return fail(plan.error());
+  const std::string out = o.json ? tools::plan_json(*plan) : tools::plan_text(*plan);
+  std::fputs(out.c_str(), stdout);
+  Status w = flush_stdout();
+  return w.ok() ? 0 : fail(w);
+}
+
+}  // namespace
+
+Command register_plan(CLI::App& app) {
+  auto o = std::make_shared<PlanCliOptions>();
+  app.add_option("-m,--model", o->model_dir, "checkpoint directory (only config.json is read)");
+  app.add_option("--config", o->config, "a config.json (HF release layout or flat inference config)");
+  app.add_option("--ram", o->ram, "RAM strata may use, e.g. 24G (default: the probe's available RAM)");
+  app.add_option("--vram", o->vram, "GPU memory, e.g. 24G (reported only: no GPU backend yet)");
+  app.add_option("--reserve", o->reserve, "RAM left to the OS and page cache (default: max(1G, 5%))");
+  app.add_option("-t,--threads", o->plan.threads, "threads (default: physical cores)")->check(in_range(0, 256));
+  app.add_option("--ctx", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
+      ->check(in_range(0, 1 << 30));
+  app.add_option("--prompt", o->prompts, "prompt lengths to predict, comma separated (default 512,2048,8192)")
+      ->delimiter(',')
+      ->check(in_range(1, 1 << 24));
+  app.add_option("--gen", o->plan.gen, "generated tokens; decode is predicted at prompt + gen/2")
+      ->check(in_range(0, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--chunk", o->plan.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
+  app.add_option("--load-mode", o->plan.load_mode, "auto, resident, stream or mmap")->capture_default_str();
+  app.add_option("--prefill", o->prefill, "exact (every layer for every token) or replay (encoder only)")
+      ->capture_default_str();
+  app.add_option("--hit-rate", o->plan.expert_hit_rate, "expert cache hit rate in [0, 1] (default: uniform routing)")
+      ->check(in_range(0, 1));
+  app.add_option("--disk-gbps", o->plan.disk_gbps, "sequential read GB/s of the model's disk (default: probed)")
+      ->check(non_negative());
+  app.add_option("--iops", o->plan.iops, "4 KiB random reads per second at depth 32 (default: probed)")->check(non_negative());
+  app.add_flag("--direct-io", o->direct_io, "streamed expert reads use O_DIRECT (default: through the page cache)");
+  app.add_flag("--no-overlap", o->no_overlap, "streamed reads do not overlap compute (no prefetch)");
+  app.add_option("--probe", o->probe, "machine profile from strata probe")->capture_default_str();
+  app.add_flag("--reprobe", o->reprobe, "measure the machine again instead of reading the cached profile");
+  app.add_flag("--json", o->json, "print the plan as JSON");
+  return [o]() { return run_plan(*o); };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,43 @@
+// Weight-placement flags shared by `strata run`, `strata logits` and `strata calibrate`, mapped onto
+// store::PlacementOptions (STYLE.md §3.8: flags are parsed only in cli/).
+//   --ram-budget SIZE    RAM the store may hold (default: available memory minus a margin)
+//   --load-mode MODE     auto | resident | stream | mmap
+//   --direct-io          O_DIRECT expert reads
+//   --hot FILE           pin the top of a `strata calibrate` ranking
+//   --pin-layers A-B     pin every expert of layers A..B
+//   --cache-policy P     lfu | lru
+//   --no-prefetch        no layer-ahead expert prefetch
+//   --io-depth N         io_uring queue depth
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+#include "store/placement_options.h"
+
+namespace strata::cli {
+
+struct PlacementFlags {
+  std::string ram_budget;
+  std::string load_mode = "auto";
+  bool direct_io = false;
+  std::string hot_file;
+  std::string pin_layers;
+  std::string cache_policy = "lfu";
+  bool no_prefetch = false;
+  int io_depth = 64;
+};
+
+void add_placement_flags(CLI::App& app, PlacementFlags* f);
+
+// Validates the flags and reads --hot. Errors name the flag.
+[[nodiscard]] Result<store::PlacementOptions> placement_options(const PlacementFlags& f);
+
+// "18G", "512MiB", "1.5GB", "1000000": bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024,
+// KB/MB/GB/TB powers of 1000. kInvalidArgument naming `flag` otherwise.
+[[nodiscard]] Result<uint64_t> parse_byte_size(const std::string& s, const std::string& flag);
+
+}  // namespace strata::cli

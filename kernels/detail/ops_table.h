@@ -1,0 +1,54 @@
+// Internal to kernels/: the per-level vector kernels of the per-token ops (activation, norm, RoPE,
+// mHC, attention, indexer), as plain functions over raw pointers. The drivers in kernels/ops.cpp
+// (baseline x86-64) own threading, scratch and the split into ranges; the ISA files
+// (kernels/x86/ops_avx2.cpp, ops_avx512.cpp) fill one table each from kernels/x86/ops_engine.h.
+// Every function equals the corresponding kernels::ref loop bit for bit over its range.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/activation.h"
+#include "kernels/mhc.h"
+#include "kernels/rope.h"
+
+namespace strata::kernels::detail {
+
+struct OpsKernels {
+  int lanes = 1;  // f32 lanes of the level (head blocks of the attention scratch are this wide)
+
+  void (*exp)(const float* x, int64_t n, float* out) = nullptr;
+  float (*sum_squares)(const float* x, int64_t n) = nullptr;  // the cascade of ref::mean_square, n >= 8
+  // out[i] = w[i] * (x[i] * r) (w null: x[i] * r)
+  void (*scale_rows)(const float* x, const float* w, float r, int64_t n, float* out) = nullptr;
+  void (*swiglu_rows)(const SwigluArgs& a, int64_t t0, int64_t t1) = nullptr;
+  void (*rope)(const RopeArgs& a) = nullptr;
+
+  void (*hc_pre)(const float* x, const float* pre, int64_t t0, int64_t t1, int hc, int64_t dim, float* y) = nullptr;
+  void (*hc_post)(float* x, const float* f, const float* post, const float* comb, int64_t t0, int64_t t1, int hc,
+                  int64_t dim) = nullptr;
+  void (*hc_split)(const float* mixes, int64_t t0, int64_t t1, const HcSplitParams& p, float* pre, float* post,
+                   float* comb) = nullptr;
+
+  // Attention, in three passes over a scratch S [n_entries, hp] (hp = n_heads rounded up to lanes,
+  // head h in column h) for head vectors [v0, v1) (heads v*lanes ..):
+  //   attn_scores: S[j, h] = (q . e_j) * scale from qT [head_dim, hp] (q transposed, zero padded);
+  //   attn_softmax: S[j, h] <- p_j / den with the sink of head h (sinks padded to hp);
+  //   attn_out: out[h, :] = sum_j S[j, h] * e_j for heads [h0, h1).
+  void (*attn_scores)(const float* qt, int64_t hp, int64_t head_dim, const float* const* ent, int64_t m, float scale,
+                      int64_t v0, int64_t v1, float* s) = nullptr;
+  void (*attn_softmax)(float* s, int64_t m, int64_t hp, const float* sinks, int64_t v0, int64_t v1) = nullptr;
+  void (*attn_out)(const float* s, int64_t hp, const float* const* ent, int64_t m, int64_t head_dim, int64_t h0,
+                   int64_t h1, float* out) = nullptr;
+
+  // y[r] = x . w[r] for BF16 rows [r0, r1) in any summation order (kernels::linear_bf16_any_order).
+  void (*bf16_matvec_any)(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) = nullptr;
+
+  // scores[g] for keys [g0, g1) (kernels/indexer.h).
+  void (*index_scores)(const float* q, const float* w, int n_heads, int64_t dim, const float* keys, int64_t stride,
+                       int64_t g0, int64_t g1, float* scores) = nullptr;
+};
+
+const OpsKernels& avx2_ops();
+const OpsKernels& avx512_ops();
+
+}  // namespace strata::kernels::detail

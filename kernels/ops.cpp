@@ -1,0 +1,282 @@
+// Drivers of the per-token ops (activation.h, norm.h, rope.h, mhc.h, attention.h, indexer.h):
+// level choice, threading and scratch over the per-level vector kernels of
+// kernels/detail/ops_table.h. Compiled for baseline x86-64. The scalar level runs kernels::ref.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/attention.h"
+#include "kernels/detail/ops_table.h"
+#include "kernels/indexer.h"
+#include "kernels/linear.h"
+#include "kernels/mhc.h"
+#include "kernels/norm.h"
+
+namespace strata::kernels {
+namespace {
+
+// The vector table of a level; null for kScalar (and on builds without x86 kernels).
+const detail::OpsKernels* ops_of(KernelLevel level) {
+  STRATA_CHECK(kernel_level_supported(level), "kernels: level not supported by this CPU");
+#if !defined(STRATA_KERNELS_NO_X86)
+  switch (level) {
+    case KernelLevel::kScalar: return nullptr;
+    case KernelLevel::kAvx2: return &detail::avx2_ops();
+    case KernelLevel::kAvx512:
+    case KernelLevel::kAvx512Bf16: return &detail::avx512_ops();
+  }
+#endif
+  return nullptr;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Elementwise work is split into chunks of at least this many elements (smaller jobs stay serial:
+// a thread-pool hand-off costs about a microsecond).
+constexpr int64_t kMinChunkElements = 16 * 1024;
+
+void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (pool != nullptr && n > grain) pool->parallel_for(n, fn, grain);
+  else fn(0, n);
+}
+int64_t rows_grain(int64_t row_elements) { return std::max<int64_t>(1, kMinChunkElements / std::max<int64_t>(1, row_elements)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- activation.h
+void exp_f32(const float* x, int64_t n, float* out, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) ref::exp_f32(x, n, out);
+  else t->exp(x, n, out);
+}
+void exp_f32(const float* x, int64_t n, float* out) { exp_f32(x, n, out, best_kernel_level()); }
+
+void swiglu(const SwigluArgs& a, ThreadPool* pool, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) {
+    ref::swiglu(a);
+    return;
+  }
+  run_range(pool, a.n, rows_grain(a.inter), [&](int64_t t0, int64_t t1) { t->swiglu_rows(a, t0, t1); });
+}
+void swiglu(const SwigluArgs& a, ThreadPool* pool) { swiglu(a, pool, best_kernel_level()); }
+
+// ---------------------------------------------------------------- norm.h
+float mean_square(const float* x, int64_t n, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr || n < 8) return ref::mean_square(x, n);
+  return t->sum_squares(x, n) / static_cast<float>(n);
+}
+float mean_square(const float* x, int64_t n) { return mean_square(x, n, best_kernel_level()); }
+
+float rms_rsqrt(const float* x, int64_t n, float eps) { return 1.0f / std::sqrt(mean_square(x, n) + eps); }
+
+void rms_norm(const float* x, int64_t n_rows, int64_t dim, const float* w, float eps, float* out, ThreadPool* pool,
+              KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) {
+    ref::rms_norm(x, n_rows, dim, w, eps, out);
+    return;
+  }
+  run_range(pool, n_rows, rows_grain(dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * dim;
+      const float ms = dim < 8 ? ref::mean_square(xr, dim) : t->sum_squares(xr, dim) / static_cast<float>(dim);
+      t->scale_rows(xr, w, 1.0f / std::sqrt(ms + eps), dim, out + r * dim);
+    }
+  });
+}
+void rms_norm(const float* x, int64_t n_rows, int64_t dim, const float* w, float eps, float* out, ThreadPool* pool) {
+  rms_norm(x, n_rows, dim, w, eps, out, pool, best_kernel_level());
+}
+
+// ---------------------------------------------------------------- rope.h
+void rope_rotate(const RopeArgs& a, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) ref::rope_rotate(a);
+  else t->rope(a);
+}
+void rope_rotate(const RopeArgs& a) { rope_rotate(a, best_kernel_level()); }
+
+// ---------------------------------------------------------------- mhc.h
+void hc_pre(const float* x, const float* pre, int64_t n, int hc, int64_t dim, float* y, ThreadPool* pool,
+            KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) {
+    ref::hc_pre(x, pre, n, hc, dim, y);
+    return;
+  }
+  run_range(pool, n, rows_grain(hc * dim), [&](int64_t t0, int64_t t1) { t->hc_pre(x, pre, t0, t1, hc, dim, y); });
+}
+void hc_pre(const float* x, const float* pre, int64_t n, int hc, int64_t dim, float* y, ThreadPool* pool) {
+  hc_pre(x, pre, n, hc, dim, y, pool, best_kernel_level());
+}
+
+void hc_post(float* x, const float* f, const float* post, const float* comb, int64_t n, int hc, int64_t dim,
+             ThreadPool* pool, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr || hc > 16) {
+    ref::hc_post(x, f, post, comb, n, hc, dim);
+    return;
+  }
+  run_range(pool, n, rows_grain(hc * dim),
+            [&](int64_t t0, int64_t t1) { t->hc_post(x, f, post, comb, t0, t1, hc, dim); });
+}
+void hc_post(float* x, const float* f, const float* post, const float* comb, int64_t n, int hc, int64_t dim,
+             ThreadPool* pool) {
+  hc_post(x, f, post, comb, n, hc, dim, pool, best_kernel_level());
+}
+
+void hc_split_sinkhorn(const float* mixes, int64_t n, const HcSplitParams& p, float* pre, float* post, float* comb,
+                       ThreadPool* pool, KernelLevel level) {
+  STRATA_CHECK(p.hc >= 1 && p.hc <= 16, "hc_split_sinkhorn: hc must be in [1, 16]");
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr || p.hc > 8) {
+    ref::hc_split_sinkhorn(mixes, n, p, pre, post, comb);
+    return;
+  }
+  // Tokens are lanes: chunks are whole vectors of tokens.
+  const int64_t w = t->lanes;
+  run_range(pool, ceil_div(n, w), 4, [&](int64_t u0, int64_t u1) {
+    t->hc_split(mixes, u0 * w, std::min(n, u1 * w), p, pre, post, comb);
+  });
+}
+void hc_split_sinkhorn(const float* mixes, int64_t n, const HcSplitParams& p, float* pre, float* post, float* comb,
+                       ThreadPool* pool) {
+  hc_split_sinkhorn(mixes, n, p, pre, post, comb, pool, best_kernel_level());
+}
+
+// ---------------------------------------------------------------- attention.h
+void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) {
+    ref::sparse_attention(a);
+    return;
+  }
+  const int64_t H = a.n_heads, D = a.head_dim, m = a.n_entries;
+  if (H <= 0 || D <= 0) return;
+  if (m == 0) {  // no entry: every weighted sum is empty
+    std::fill(a.out, a.out + H * D, 0.0f);
+    return;
+  }
+  const int64_t w = t->lanes, nv = ceil_div(H, w), hp = nv * w;
+  // Scratch: q transposed [D, hp], sinks padded [hp], scores/probabilities [m, hp]. Padding heads
+  // are zero queries with zero sinks: finite, never written out.
+  std::vector<float> qt(static_cast<size_t>(D * hp), 0.0f), sinks(static_cast<size_t>(hp), 0.0f);
+  std::vector<float> s(static_cast<size_t>(m * hp));
+  for (int64_t h = 0; h < H; ++h) {
+    sinks[static_cast<size_t>(h)] = a.sinks[h];
+    for (int64_t d = 0; d < D; ++d) qt[static_cast<size_t>(d * hp + h)] = a.q[h * D + d];
+  }
+  auto body = [&](int64_t v0, int64_t v1) {
+    t->attn_scores(qt.data(), hp, D, a.entries, m, a.scale, v0, v1, s.data());
+    t->attn_softmax(s.data(), m, hp, sinks.data(), v0, v1);
+    t->attn_out(s.data(), hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
+  };
+  // Split heads only when each thread gets real work (decode at full size: 64 heads x 640 entries).
+  const bool split = pool != nullptr && nv > 1 && m * D * H >= 4 * kMinChunkElements;
+  if (split) pool->parallel_for(nv, body, 1);
+  else body(0, nv);
+}
+void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool) { sparse_attention(a, pool, best_kernel_level()); }
+
+// ---------------------------------------------------------------- linear.h (any-order BF16)
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
+                           KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr || n >= 8) {
+    linear_bf16(x, n, w, y, pool, level);
+    return;
+  }
+  // Rows split over the pool in chunks of >= 64 KiB of weights, each read once per row of x (the
+  // chunk stays in L2 for the next row of x).
+  const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, 2 * w.in));
+  run_range(pool, w.out, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = 0; i < n; ++i) t->bf16_matvec_any(x + i * w.in, w.w, w.in, r0, r1, y + i * w.out);
+  });
+}
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool) {
+  linear_bf16_any_order(x, n, w, y, pool, best_kernel_level());
+}
+
+// ---------------------------------------------------------------- indexer.h
+void index_scores(const IndexScoreArgs& a, ThreadPool* pool, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) {
+    ref::index_scores(a);
+    return;
+  }
+  if (a.n_keys <= 0) return;
+  const int64_t w = t->lanes, units = ceil_div(a.n_keys, w);
+  // A chunk scores at least ~64K multiply-adds' worth of keys.
+  const int64_t per_unit = std::max<int64_t>(1, w * a.n_heads * a.dim);
+  const int64_t grain = std::max<int64_t>(1, 4 * kMinChunkElements / per_unit);
+  run_range(pool, units, grain, [&](int64_t u0, int64_t u1) {
+    t->index_scores(a.q, a.w, a.n_heads, a.dim, a.keys, a.key_stride, u0 * w, std::min(a.n_keys, u1 * w), a.scores);
+  });
+}
+void index_scores(const IndexScoreArgs& a, ThreadPool* pool) { index_scores(a, pool, best_kernel_level()); }
+
+namespace {
+// Order-preserving key of a score, branch-free (score signs are random): a larger score has a larger
+// key; -0 and +0 share one key (they compare equal). -inf maps to kNegInfKey, below every other
+// non-NaN score's key, and is never chosen.
+constexpr uint32_t kNegInfKey = 0x007FFFFFu;
+inline uint32_t score_key(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  u &= 0u - static_cast<uint32_t>((u & 0x7FFFFFFFu) != 0);  // -0 -> +0
+  const uint32_t neg = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31);
+  return u ^ (neg | 0x80000000u);
+}
+}  // namespace
+
+int topk_ascending(const float* scores, int64_t n, int k, int32_t* out) {
+  if (k <= 0) return 0;
+  using Cand = std::pair<uint32_t, int32_t>;  // (key, id)
+  // A lower bound for the k-th largest key from a strided sample (with a margin of a few standard
+  // deviations of the sample quantile), then one pass collecting the candidates at or above it, in
+  // ascending id order. If fewer than k pass, the bound was too high: collect every valid score.
+  uint32_t lower = kNegInfKey + 1;
+  if (n > 4 * static_cast<int64_t>(k) && n > 4096) {
+    constexpr int64_t kSample = 2048;
+    std::vector<uint32_t> sample(static_cast<size_t>(kSample));
+    for (int64_t i = 0; i < kSample; ++i) sample[static_cast<size_t>(i)] = score_key(scores[i * (n / kSample)]);
+    const double expect = static_cast<double>(k) * kSample / static_cast<double>(n);
+    const int64_t idx = std::min<int64_t>(kSample - 1, static_cast<int64_t>(expect + 4.0 * std::sqrt(expect) + 8.0));
+    std::nth_element(sample.begin(), sample.begin() + idx, sample.end(), std::greater<uint32_t>());
+    lower = std::max(lower, sample[static_cast<size_t>(idx)]);
+  }
+  std::vector<Cand> cand;
+  for (;;) {
+    cand.clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t kv = score_key(scores[i]);
+      if (kv >= lower) cand.emplace_back(kv, static_cast<int32_t>(i));
+    }
+    if (static_cast<int64_t>(cand.size()) >= k || lower == kNegInfKey + 1) break;
+    lower = kNegInfKey + 1;
+  }
+  int m = 0;
+  if (static_cast<int64_t>(cand.size()) <= k) {
+    for (const Cand& c : cand) out[m++] = c.second;
+  } else {
+    // The k-th best by (key desc, id asc) is the exact threshold of the selection.
+    std::vector<Cand> sel = cand;
+    std::nth_element(sel.begin(), sel.begin() + (k - 1), sel.end(), [](const Cand& a, const Cand& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    const Cand t = sel[static_cast<size_t>(k - 1)];
+    for (const Cand& c : cand)
+      if (c.first > t.first || (c.first == t.first && c.second <= t.second)) out[m++] = c.second;
+  }
+  for (int i = m; i < k; ++i) out[i] = -1;
+  return m;
+}
+
+}  // namespace strata::kernels

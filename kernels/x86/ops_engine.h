@@ -1,0 +1,484 @@
+// The per-token ops (kernels/detail/ops_table.h) written once over the vector traits of
+// kernels/x86/simd.h, instantiated by ops_avx2.cpp (VF8) and ops_avx512.cpp (VF16).
+//
+// Exactness: every loop here performs, for each output element, the operations of its kernels::ref
+// loop in the same order, with the same roundings (separate multiply and add, never FMA on f32
+// values; V::exp equals kernels::exp_f32). Vector lanes run over independent elements: dim
+// (norms, SwiGLU, mHC pre/post, attention output), heads (attention scores and softmax), tokens
+// (Sinkhorn) or keys (indexer), so no sum is split or reordered. Tails go through a zero-padded
+// vector or the same scalar expression (also exact: -ffp-contract=off).
+// Everything sits in an anonymous namespace (see common.h): instantiations stay in their ISA file.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/activation.h"
+#include "kernels/detail/ops_table.h"
+#include "kernels/x86/common.h"
+#include "kernels/x86/simd.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+template <class V>
+struct OpsEngine {
+  using F = typename V::F;
+  static constexpr int kW = V::kW;
+
+  static F neg(F x) { return V::mul(x, V::set1(-1.0f)); }  // exact
+  static F sigmoid(F x) {
+    const F one = V::set1(1.0f);
+    return V::div(one, V::add(one, V::exp(neg(x))));
+  }
+  static F silu(F x) { return V::div(x, V::add(V::set1(1.0f), V::exp(neg(x)))); }
+
+  // Applies fn to [0, n): full vectors, then the tail through a zero-padded vector.
+  // fn(const float* in..., float* out) works on one vector of kW lanes.
+  template <class Fn>
+  static void tail_padded(const float* x, int64_t n, float* out, Fn fn) {
+    alignas(64) float in[kW] = {};
+    alignas(64) float res[kW];
+    std::memcpy(in, x, static_cast<size_t>(n) * sizeof(float));
+    fn(in, res);
+    std::memcpy(out, res, static_cast<size_t>(n) * sizeof(float));
+  }
+
+  // ------------------------------------------------------------------ activation, norm, RoPE
+  static void exp(const float* x, int64_t n, float* out) {
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) V::storeu(out + i, V::exp(V::loadu(x + i)));
+    if (i < n) tail_padded(x + i, n - i, out + i, [](const float* a, float* b) { V::storeu(b, V::exp(V::loadu(a))); });
+  }
+
+  // The cascade of kernels/ref/norm.cpp cascade_sum_squares with its 8 lanes in one ymm register
+  // (both levels: the reference order is defined by 8 lanes).
+  static float sum_squares(const float* x, int64_t n) {
+    using E = VF8;
+    const int64_t vec = n / 8, rows = vec / 4;
+    int64_t power = 0;
+    while ((int64_t{1} << power) < rows) ++power;
+    power = imax(4, power / 4);
+    const int64_t step = int64_t{1} << power, mask = step - 1;
+    __m256 acc[4][4];
+    for (auto& level : acc)
+      for (auto& a : level) a = E::zero();
+    auto sq = [&](int64_t v) {
+      const __m256 a = E::loadu(x + v * 8);
+      return E::mul(a, a);
+    };
+    int64_t i = 0;
+    while (i + step <= rows) {
+      for (int64_t j = 0; j < step; ++j, ++i)
+        for (int k = 0; k < 4; ++k) acc[0][k] = E::add(acc[0][k], sq(i * 4 + k));
+      for (int j = 1; j < 4; ++j) {
+        for (int k = 0; k < 4; ++k) {
+          acc[j][k] = E::add(acc[j][k], acc[j - 1][k]);
+          acc[j - 1][k] = E::zero();
+        }
+        if ((i & (mask << (j * power))) != 0) break;
+      }
+    }
+    for (; i < rows; ++i)
+      for (int k = 0; k < 4; ++k) acc[0][k] = E::add(acc[0][k], sq(i * 4 + k));
+    for (int j = 1; j < 4; ++j)
+      for (int k = 0; k < 4; ++k) acc[0][k] = E::add(acc[0][k], acc[j][k]);
+    for (int64_t v = rows * 4; v < vec; ++v) acc[0][0] = E::add(acc[0][0], sq(v));
+    for (int k = 1; k < 4; ++k) acc[0][0] = E::add(acc[0][0], acc[0][k]);
+    alignas(32) float lanes[8];
+    E::storeu(lanes, acc[0][0]);
+    float total = 0.0f;
+    for (int64_t k = vec * 8; k < n; ++k) total += x[k] * x[k];
+    for (int l = 0; l < 8; ++l) total += lanes[l];
+    return total;
+  }
+
+  static void scale_rows(const float* x, const float* w, float r, int64_t n, float* out) {
+    const F rv = V::set1(r);
+    int64_t i = 0;
+    if (w != nullptr) {
+      for (; i + kW <= n; i += kW) V::storeu(out + i, V::mul(V::loadu(w + i), V::mul(V::loadu(x + i), rv)));
+      for (; i < n; ++i) out[i] = w[i] * (x[i] * r);
+    } else {
+      for (; i + kW <= n; i += kW) V::storeu(out + i, V::mul(V::loadu(x + i), rv));
+      for (; i < n; ++i) out[i] = x[i] * r;
+    }
+  }
+
+  static F swiglu_vec(F g, F u, bool clamp, F lim, F neg_lim) {
+    if (clamp) {
+      u = V::max(neg_lim, V::min(lim, u));  // std::clamp(u, -lim, lim)
+      g = V::min(lim, g);                   // std::min(g, lim)
+    }
+    return V::mul(silu(g), u);
+  }
+  static void swiglu_rows(const SwigluArgs& a, int64_t t0, int64_t t1) {
+    const bool clamp = a.limit > 0;
+    const F lim = V::set1(a.limit), neg_lim = V::set1(-a.limit);
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* g = a.gate + t * a.inter;
+      const float* u = a.up + t * a.inter;
+      float* o = a.out + t * a.inter;
+      const bool scaled = a.row_scale != nullptr;
+      const F rs = V::set1(scaled ? a.row_scale[t] : 1.0f);
+      int64_t i = 0;
+      for (; i + kW <= a.inter; i += kW) {
+        F v = swiglu_vec(V::loadu(g + i), V::loadu(u + i), clamp, lim, neg_lim);
+        if (scaled) v = V::mul(rs, v);
+        V::storeu(o + i, v);
+      }
+      if (i < a.inter) {
+        alignas(64) float gb[kW] = {}, ub[kW] = {}, ob[kW];
+        const int64_t r = a.inter - i;
+        std::memcpy(gb, g + i, static_cast<size_t>(r) * sizeof(float));
+        std::memcpy(ub, u + i, static_cast<size_t>(r) * sizeof(float));
+        F v = swiglu_vec(V::loadu(gb), V::loadu(ub), clamp, lim, neg_lim);
+        if (scaled) v = V::mul(rs, v);
+        V::storeu(ob, v);
+        std::memcpy(o + i, ob, static_cast<size_t>(r) * sizeof(float));
+      }
+    }
+  }
+
+  // Pairs (re, im) in adjacent lanes: x * [c c ..] + swap(x) * [-s s ..] gives re*c - im*s and
+  // im*c + re*s, each product rounded, as the reference.
+  static void rope(const RopeArgs& a) {
+    const int64_t n = a.rope_dim;
+    alignas(64) float cd[256], sd[256];
+    if (n > 256 || n % kW != 0) {
+      ref::rope_rotate(a);
+      return;
+    }
+    for (int64_t i = 0; i < n / 2; ++i) {
+      const float s = a.inverse ? -a.sin[i] : a.sin[i];
+      cd[2 * i] = cd[2 * i + 1] = a.cos[i];
+      sd[2 * i] = -s;
+      sd[2 * i + 1] = s;
+    }
+    for (int64_t v = 0; v < a.n_vec; ++v) {
+      float* x = a.x + v * a.stride;
+      for (int64_t i = 0; i < n; i += kW) {
+        const F xv = V::loadu(x + i);
+        V::storeu(x + i, V::add(V::mul(xv, V::loadu(cd + i)), V::mul(V::swap_pairs(xv), V::loadu(sd + i))));
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ mHC
+  static void hc_pre(const float* x, const float* pre, int64_t t0, int64_t t1, int hc, int64_t dim, float* y) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xt = x + t * hc * dim;
+      const float* pt = pre + t * hc;
+      float* yt = y + t * dim;
+      int64_t i = 0;
+      for (; i + kW <= dim; i += kW) {
+        F acc = V::zero();
+        for (int j = 0; j < hc; ++j) acc = V::add(acc, V::mul(V::set1(pt[j]), V::loadu(xt + j * dim + i)));
+        V::storeu(yt + i, acc);
+      }
+      for (; i < dim; ++i) {
+        float acc = 0.0f;
+        for (int j = 0; j < hc; ++j) acc += pt[j] * xt[j * dim + i];
+        yt[i] = acc;
+      }
+    }
+  }
+
+  static constexpr int kMaxHc = 16;
+  static void hc_post(float* x, const float* f, const float* post, const float* comb, int64_t t0, int64_t t1, int hc,
+                      int64_t dim) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* xt = x + t * hc * dim;
+      const float* ft = f + t * dim;
+      const float* ct = comb + t * hc * hc;
+      const float* pt = post + t * hc;
+      int64_t i = 0;
+      for (; i + kW <= dim; i += kW) {
+        F old[kMaxHc];
+        for (int j = 0; j < hc; ++j) old[j] = V::loadu(xt + j * dim + i);
+        const F fv = V::loadu(ft + i);
+        for (int k = 0; k < hc; ++k) {
+          F acc = V::zero();
+          for (int j = 0; j < hc; ++j) acc = V::add(acc, V::mul(V::set1(ct[j * hc + k]), old[j]));
+          V::storeu(xt + k * dim + i, V::add(V::mul(V::set1(pt[k]), fv), acc));
+        }
+      }
+      for (; i < dim; ++i) {
+        float old[kMaxHc];
+        for (int j = 0; j < hc; ++j) old[j] = xt[j * dim + i];
+        for (int k = 0; k < hc; ++k) {
+          float acc = 0.0f;
+          for (int j = 0; j < hc; ++j) acc += ct[j * hc + k] * old[j];
+          xt[k * dim + i] = pt[k] * ft[i] + acc;
+        }
+      }
+    }
+  }
+
+  // Sinkhorn with tokens in lanes; hc <= 8 (the driver sends larger hc to kernels::ref).
+  static constexpr int kMaxSplitHc = 8;
+  static void hc_split(const float* mixes, int64_t t0, int64_t t1, const HcSplitParams& p, float* pre, float* post,
+                       float* comb) {
+    const int hc = p.hc, mix = (2 + hc) * hc;
+    const F eps = V::set1(p.eps), two = V::set1(2.0f);
+    const F s0 = V::set1(p.scale[0]), s1 = V::set1(p.scale[1]), s2 = V::set1(p.scale[2]);
+    alignas(64) float m[(2 + kMaxSplitHc) * kMaxSplitHc][kW];
+    alignas(64) float o_pre[kMaxSplitHc][kW], o_post[kMaxSplitHc][kW], o_comb[kMaxSplitHc * kMaxSplitHc][kW];
+    for (int64_t t = t0; t < t1; t += kW) {
+      const int nt = static_cast<int>(imin(kW, t1 - t));
+      for (int k = 0; k < mix; ++k)
+        for (int l = 0; l < kW; ++l) m[k][l] = l < nt ? mixes[(t + l) * mix + k] : 0.0f;
+      for (int j = 0; j < hc; ++j) {
+        const F a = V::add(V::mul(V::loadu(m[j]), s0), V::set1(p.base[j]));
+        V::storeu(o_pre[j], V::add(sigmoid(a), eps));
+        const F b = V::add(V::mul(V::loadu(m[hc + j]), s1), V::set1(p.base[hc + j]));
+        V::storeu(o_post[j], V::mul(two, sigmoid(b)));
+      }
+      F cm[kMaxSplitHc * kMaxSplitHc];
+      for (int j = 0; j < hc; ++j) {
+        F mx = V::set1(-__builtin_inff());
+        for (int k = 0; k < hc; ++k) {
+          const int idx = 2 * hc + j * hc + k;
+          cm[j * hc + k] = V::add(V::mul(V::loadu(m[idx]), s2), V::set1(p.base[idx]));
+          mx = V::max(cm[j * hc + k], mx);  // std::max(mx, v)
+        }
+        F sum = V::zero();
+        for (int k = 0; k < hc; ++k) {
+          cm[j * hc + k] = V::exp(V::sub(cm[j * hc + k], mx));
+          sum = V::add(sum, cm[j * hc + k]);
+        }
+        for (int k = 0; k < hc; ++k) cm[j * hc + k] = V::add(V::div(cm[j * hc + k], sum), eps);
+      }
+      auto norm_cols = [&] {
+        for (int k = 0; k < hc; ++k) {
+          F s = V::zero();
+          for (int j = 0; j < hc; ++j) s = V::add(s, cm[j * hc + k]);
+          const F d = V::add(s, eps);
+          for (int j = 0; j < hc; ++j) cm[j * hc + k] = V::div(cm[j * hc + k], d);
+        }
+      };
+      auto norm_rows = [&] {
+        for (int j = 0; j < hc; ++j) {
+          F s = V::zero();
+          for (int k = 0; k < hc; ++k) s = V::add(s, cm[j * hc + k]);
+          const F d = V::add(s, eps);
+          for (int k = 0; k < hc; ++k) cm[j * hc + k] = V::div(cm[j * hc + k], d);
+        }
+      };
+      norm_cols();
+      for (int it = 1; it < p.sinkhorn_iters; ++it) {
+        norm_rows();
+        norm_cols();
+      }
+      for (int k = 0; k < hc * hc; ++k) V::storeu(o_comb[k], cm[k]);
+      for (int l = 0; l < nt; ++l) {
+        for (int j = 0; j < hc; ++j) {
+          pre[(t + l) * hc + j] = o_pre[j][l];
+          post[(t + l) * hc + j] = o_post[j][l];
+        }
+        for (int k = 0; k < hc * hc; ++k) comb[(t + l) * hc * hc + k] = o_comb[k][l];
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ attention
+  // E entries x one head vector: acc[i] += qT[d] * e_i[d] for d in order.
+  template <int E>
+  static void score_block(const float* qv, int64_t hp, int64_t D, const float* const* ent, float scale, float* s) {
+    F acc[E];
+    const float* e[E];
+    for (int i = 0; i < E; ++i) {
+      acc[i] = V::zero();
+      e[i] = ent[i];
+    }
+    for (int64_t d = 0; d < D; ++d) {
+      const F q = V::loadu(qv + d * hp);
+      for (int i = 0; i < E; ++i) acc[i] = V::add(acc[i], V::mul(q, V::set1(e[i][d])));
+    }
+    const F sc = V::set1(scale);
+    for (int i = 0; i < E; ++i) V::storeu(s + i * hp, V::mul(acc[i], sc));
+  }
+  static void attn_scores(const float* qt, int64_t hp, int64_t D, const float* const* ent, int64_t m, float scale,
+                          int64_t v0, int64_t v1, float* s) {
+    constexpr int kE = 8;
+    for (int64_t v = v0; v < v1; ++v) {
+      const float* qv = qt + v * kW;
+      int64_t j = 0;
+      for (; j + kE <= m; j += kE) score_block<kE>(qv, hp, D, ent + j, scale, s + j * hp + v * kW);
+      float* sj = s + j * hp + v * kW;
+      switch (m - j) {
+        case 7: score_block<7>(qv, hp, D, ent + j, scale, sj); break;
+        case 6: score_block<6>(qv, hp, D, ent + j, scale, sj); break;
+        case 5: score_block<5>(qv, hp, D, ent + j, scale, sj); break;
+        case 4: score_block<4>(qv, hp, D, ent + j, scale, sj); break;
+        case 3: score_block<3>(qv, hp, D, ent + j, scale, sj); break;
+        case 2: score_block<2>(qv, hp, D, ent + j, scale, sj); break;
+        case 1: score_block<1>(qv, hp, D, ent + j, scale, sj); break;
+        default: break;
+      }
+    }
+  }
+
+  static void attn_softmax(float* s, int64_t m, int64_t hp, const float* sinks, int64_t v0, int64_t v1) {
+    for (int64_t v = v0; v < v1; ++v) {
+      float* col = s + v * kW;
+      F mx = V::set1(-1e30f);
+      for (int64_t j = 0; j < m; ++j) mx = V::max(V::loadu(col + j * hp), mx);  // std::max(mx, s_j)
+      F den = V::zero();
+      for (int64_t j = 0; j < m; ++j) {
+        const F p = V::exp(V::sub(V::loadu(col + j * hp), mx));
+        V::storeu(col + j * hp, p);
+        den = V::add(den, p);
+      }
+      den = V::add(den, V::exp(V::sub(V::loadu(sinks + v * kW), mx)));
+      for (int64_t j = 0; j < m; ++j) V::storeu(col + j * hp, V::div(V::loadu(col + j * hp), den));
+    }
+  }
+
+  // NH heads x ND vectors of head_dim: acc[h][c] += p[j, h] * e_j[d] for j in order.
+  template <int NH, int ND>
+  static void out_block(const float* s, int64_t hp, const float* const* ent, int64_t m, int64_t d0, float* out,
+                        int64_t D) {
+    F acc[NH][ND];
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < ND; ++c) acc[h][c] = V::zero();
+    for (int64_t j = 0; j < m; ++j) {
+      const float* e = ent[j] + d0;
+      F ev[ND];
+      for (int c = 0; c < ND; ++c) ev[c] = V::loadu(e + c * kW);
+      const float* pj = s + j * hp;
+      for (int h = 0; h < NH; ++h) {
+        const F p = V::set1(pj[h]);
+        for (int c = 0; c < ND; ++c) acc[h][c] = V::add(acc[h][c], V::mul(p, ev[c]));
+      }
+    }
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < ND; ++c) V::storeu(out + h * D + c * kW, acc[h][c]);
+  }
+  template <int NH>
+  static void out_heads(const float* s, int64_t hp, const float* const* ent, int64_t m, int64_t D, float* out) {
+    int64_t d0 = 0;
+    for (; d0 + 2 * kW <= D; d0 += 2 * kW) out_block<NH, 2>(s, hp, ent, m, d0, out + d0, D);
+    for (; d0 + kW <= D; d0 += kW) out_block<NH, 1>(s, hp, ent, m, d0, out + d0, D);
+    for (; d0 < D; ++d0) {
+      for (int h = 0; h < NH; ++h) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < m; ++j) acc += s[j * hp + h] * ent[j][d0];
+        out[h * D + d0] = acc;
+      }
+    }
+  }
+  static void attn_out(const float* s, int64_t hp, const float* const* ent, int64_t m, int64_t D, int64_t h0,
+                       int64_t h1, float* out) {
+    constexpr int kH = 8;
+    int64_t h = h0;
+    for (; h + kH <= h1; h += kH) out_heads<kH>(s + h, hp, ent, m, D, out + h * D);
+    switch (h1 - h) {
+      case 7: out_heads<7>(s + h, hp, ent, m, D, out + h * D); break;
+      case 6: out_heads<6>(s + h, hp, ent, m, D, out + h * D); break;
+      case 5: out_heads<5>(s + h, hp, ent, m, D, out + h * D); break;
+      case 4: out_heads<4>(s + h, hp, ent, m, D, out + h * D); break;
+      case 3: out_heads<3>(s + h, hp, ent, m, D, out + h * D); break;
+      case 2: out_heads<2>(s + h, hp, ent, m, D, out + h * D); break;
+      case 1: out_heads<1>(s + h, hp, ent, m, D, out + h * D); break;
+      default: break;
+    }
+  }
+
+  // ------------------------------------------------------------------ indexer
+  // NH heads over one tile of kW keys (kt [dim][kW]): dots in d order, then s += relu(dot) * w[h]
+  // in head order.
+  template <int NH>
+  static F index_heads(const float* q, const float* w, int64_t dim, const float* kt, F s) {
+    F acc[NH];
+    for (int i = 0; i < NH; ++i) acc[i] = V::zero();
+    for (int64_t d = 0; d < dim; ++d) {
+      const F k = V::loadu(kt + d * kW);
+      for (int i = 0; i < NH; ++i) acc[i] = V::add(acc[i], V::mul(V::set1(q[i * dim + d]), k));
+    }
+    for (int i = 0; i < NH; ++i) s = V::add(s, V::mul(V::max(V::zero(), acc[i]), V::set1(w[i])));  // std::max(dot, 0)
+    return s;
+  }
+  static void index_scores(const float* q, const float* w, int n_heads, int64_t dim, const float* keys,
+                           int64_t stride, int64_t g0, int64_t g1, float* scores) {
+    Scratch buf(static_cast<size_t>(dim * kW) * sizeof(float));
+    float* kt = buf.as<float>();
+    constexpr int kH = 8;
+    for (int64_t g = g0; g < g1; g += kW) {
+      const int64_t nk = imin(kW, g1 - g);
+      if (nk == kW && dim % kW == 0) {
+        for (int64_t d0 = 0; d0 < dim; d0 += kW) {
+          F r[kW];
+          for (int l = 0; l < kW; ++l) r[l] = V::loadu(keys + (g + l) * stride + d0);
+          V::transpose(r);
+          for (int c = 0; c < kW; ++c) V::storeu(kt + (d0 + c) * kW, r[c]);
+        }
+      } else {
+        for (int64_t d = 0; d < dim; ++d)
+          for (int l = 0; l < kW; ++l) kt[d * kW + l] = l < nk ? keys[(g + l) * stride + d] : 0.0f;
+      }
+      F s = V::zero();
+      int h = 0;
+      for (; h + kH <= n_heads; h += kH) s = index_heads<kH>(q + h * dim, w + h, dim, kt, s);
+      switch (n_heads - h) {
+        case 7: s = index_heads<7>(q + h * dim, w + h, dim, kt, s); break;
+        case 6: s = index_heads<6>(q + h * dim, w + h, dim, kt, s); break;
+        case 5: s = index_heads<5>(q + h * dim, w + h, dim, kt, s); break;
+        case 4: s = index_heads<4>(q + h * dim, w + h, dim, kt, s); break;
+        case 3: s = index_heads<3>(q + h * dim, w + h, dim, kt, s); break;
+        case 2: s = index_heads<2>(q + h * dim, w + h, dim, kt, s); break;
+        case 1: s = index_heads<1>(q + h * dim, w + h, dim, kt, s); break;
+        default: break;
+      }
+      if (nk == kW) {
+        V::storeu(scores + g, s);
+      } else {
+        alignas(64) float tmp[kW];
+        V::storeu(tmp, s);
+        for (int64_t l = 0; l < nk; ++l) scores[g + l] = tmp[l];
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ BF16 matvec, any order
+  // One row at a time (a single sequential stream), four accumulators of kW lanes, FMA.
+  static void bf16_matvec_any(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) {
+    const int64_t main = in / (4 * kW) * (4 * kW);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint16_t* wr = w + r * in;
+      F acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+      for (int64_t k = 0; k < main; k += 4 * kW) {
+        for (int j = 0; j < 4; ++j)
+          acc[j] = V::fmadd(V::bf16(wr + k + j * kW), V::loadu(x + k + j * kW), acc[j]);
+      }
+      float t = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
+      for (int64_t k = main; k < in; ++k) t += x[k] * bits_f32(static_cast<uint32_t>(wr[k]) << 16);
+      y[r] = t;
+    }
+  }
+
+  static detail::OpsKernels table() {
+    detail::OpsKernels t;
+    t.lanes = kW;
+    t.exp = &exp;
+    t.sum_squares = &sum_squares;
+    t.scale_rows = &scale_rows;
+    t.swiglu_rows = &swiglu_rows;
+    t.rope = &rope;
+    t.hc_pre = &hc_pre;
+    t.hc_post = &hc_post;
+    t.hc_split = &hc_split;
+    t.attn_scores = &attn_scores;
+    t.attn_softmax = &attn_softmax;
+    t.attn_out = &attn_out;
+    t.index_scores = &index_scores;
+    t.bf16_matvec_any = &bf16_matvec_any;
+    return t;
+  }
+};
+
+}  // namespace
+}  // namespace strata::kernels::x86

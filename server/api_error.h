@@ -1,0 +1,38 @@
+// An OpenAI-style API error (chat-and-api.md §6.6): HTTP status, type, message, param, code, and
+// its JSON envelope {"error":{"message","type","param","code"}}.
+// Thread safety: values.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::server {
+
+struct ApiError {
+  int status = 0;        // 0 = no error
+  std::string type;      // invalid_request_error, authentication_error, server_error
+  std::string message;   // human text: names the field and what was expected
+  std::string param;     // "" = null; else the field path, e.g. "messages[2].content"
+  std::string code;      // "" = null; e.g. invalid_value, model_not_found
+
+  bool ok() const { return status == 0; }
+  // {"error":{...}} as compact JSON.
+  std::string to_json() const;
+};
+
+// 400 invalid_request_error.
+ApiError bad_request(std::string message, std::string param = "", std::string code = "invalid_value");
+// 404 model_not_found for `model`.
+ApiError model_not_found(const std::string& model);
+// 500 server_error / internal_error.
+ApiError internal_error(std::string message);
+// 503 server_error with `code` (model_loading, overloaded, unhealthy).
+ApiError unavailable(std::string message, std::string code);
+
+// Maps a Status from the renderer / scheduler to an API error: kInvalidArgument -> 400 (param taken
+// from a leading "field.path: " of the message when there is one), kResourceExhausted -> 503
+// overloaded, everything else -> 500 internal_error.
+ApiError from_status(const Status& s);
+
+}  // namespace strata::server

@@ -1,0 +1,86 @@
+// HttpServer: strata's OpenAI-compatible HTTP API (chat-and-api.md §6) on cpp-httplib.
+//
+//   POST /v1/chat/completions   chat, streaming (SSE) or not; reasoning, tool calls, usage
+//   POST /v1/completions        raw prompt, no template
+//   GET  /v1/models, /v1/models/{id}
+//   GET  /health                503 model_loading -> 200 ok (-> 503 unhealthy after a model failure)
+//   GET  /metrics               Prometheus text
+// The server starts listening before the model is loaded (so /health can say "loading"), and
+// serves generations once attach() hands it the tokenizer and model. Requests are checked and
+// rendered on httplib's handler threads; generation runs on the Scheduler's single model thread.
+// Every failure a client can cause is an OpenAI error envelope (400/401/404/405/413/503); a
+// client that disconnects cancels its generation (server/peer_socket.h).
+// Ownership: owns the backend (tokenizer, model, scheduler) once attached. Thread safety: start,
+// attach, set_failed and stop may be called from any thread; handlers run concurrently.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "model/model.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::server {
+
+class HttpServer {
+ public:
+  // `logger` (may be null) gets one line per request and the lifecycle events.
+  HttpServer(ServerOptions options, const Logger* logger);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Validates the options, binds host:port and starts accepting on a background thread. Errors:
+  // invalid options (naming the flag), the address cannot be bound (kIOError naming host:port).
+  [[nodiscard]] Status start();
+  // The bound port (after start(); useful with port 0).
+  int port() const { return port_; }
+
+  // The model is loaded: from now on generations are served and /health says ok. `tick` (may be
+  // empty) runs on the model thread between steps (SchedulerOptions::tick). kInvalidArgument if
+  // the tokenizer lacks the V4.1 tokens or the options do not fit the model.
+  [[nodiscard]] Status attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::unique_ptr<model::Model> model,
+                              std::function<void()> tick = {});
+  // Loading failed or the backend broke: /health and generations answer 503 unhealthy.
+  void set_failed(std::string message);
+
+  // Stops accepting, ends running generations (cancelled) and joins every thread. Idempotent.
+  void stop();
+
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  struct Backend;
+  struct Handlers;
+  friend struct Handlers;
+
+  ServerOptions opt_;
+  const Logger* logger_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int port_ = 0;
+  int64_t created_ = 0;  // unix seconds: server start, then model load time
+  std::atomic<int> state_{0};  // 0 loading, 1 ready, 2 failed
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::string failure_;
+  std::unique_ptr<Backend> backend_;
+  std::atomic<Backend*> live_{nullptr};
+};
+
+}  // namespace strata::server

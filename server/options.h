@@ -1,0 +1,50 @@
+// ServerOptions: everything `strata serve` can set (cli/cmd_serve.cpp parses the flags; the server
+// floor never reads flags or the environment). Defaults are chat-and-api.md's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace strata::server {
+
+// Which reasoning-effort names map to which N (chat-and-api.md §3).
+enum class EffortTable {
+  kOfficial,  // minimal/low 50, medium/high/xhigh 75, max/ultra 100; absent 75 (DECISION §3)
+  kVllm,      // low 25, high 50, xhigh 75, max 100; minimal/medium/ultra rejected; absent 50
+};
+
+// The response field that carries reasoning (chat-and-api.md §6.2).
+enum class ReasoningField { kReasoningContent, kReasoning, kBoth };
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";   // --host; loopback unless asked
+  int port = 8000;                  // --port; 0 = pick a free port (tests)
+  std::string api_key;              // --api-key; "" = no authentication
+  int parallel = 1;                 // --parallel: sequences decoded at once (slots, each its own KV cache)
+  int64_t ctx = 0;                  // --ctx: context per slot in tokens; 0 = the model's max_position_embeddings
+  int max_queue = 64;               // --max-queue: requests waiting for a slot before 503 overloaded
+  int64_t body_limit_bytes = 64ll << 20;  // --body-limit: larger request bodies get 413
+  std::string model_id = "deepseek-v4.1-flash";  // served model id
+  bool any_model = false;           // --any-model: accept every `model` value
+  bool default_thinking = true;     // thinking when the request does not say (§3 rule 5)
+  int default_effort = 0;           // --default-effort: N when absent; 0 = the table's default
+  EffortTable effort_table = EffortTable::kOfficial;            // --effort-table official|vllm
+  ReasoningField reasoning_field = ReasoningField::kReasoningContent;  // --reasoning-field
+  double keep_alive_s = 10.0;       // --sse-keepalive: SSE comment interval while queued or prefilling
+  int64_t prefill_chunk = 512;      // tokens per prefill forward; other slots decode between chunks
+  int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
+  int http_threads = 0;             // 0 = parallel + max_queue + 8 (every waiting stream holds a thread)
+  // TEST ONLY (--test-scripted-output): a request may carry "strata_test_output": TEXT, whose tokens
+  // are emitted instead of sampled ones (then EOS), so tool calls and reasoning can be driven end to
+  // end with random weights. Never honoured without this flag.
+  bool test_scripted_output = false;
+
+  // Errors name the flag: port outside 0..65535, parallel < 1, negative ctx or queue, body limit
+  // < 1 KiB, effort outside 0..100, keep-alive <= 0, prefill chunk < 1.
+  [[nodiscard]] Status validate() const;
+};
+
+}  // namespace strata::server

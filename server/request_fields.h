@@ -1,0 +1,57 @@
+// Typed reads of request JSON fields with OpenAI-style errors (chat-and-api.md §6.1: a wrong type
+// or out-of-range value of a known field -> 400 with `param` set to the field path). Absent and
+// null fields leave the output untouched. Shared by the chat and completions request parsers.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+
+namespace strata::server {
+
+using Json = nlohmann::ordered_json;
+
+// The field `key` of object `obj` if present and not null, else nullptr.
+const Json* field(const Json& obj, const char* key);
+
+[[nodiscard]] ApiError read_bool(const Json& obj, const char* key, const std::string& path, bool* out);
+// A number within [lo, hi] (lo_open: lo itself excluded).
+[[nodiscard]] ApiError read_number(const Json& obj, const char* key, const std::string& path, double lo, double hi,
+                                   bool lo_open, double* out);
+// An integer within [lo, hi] (a JSON number with no fraction, e.g. 5 or 5.0).
+[[nodiscard]] ApiError read_int(const Json& obj, const char* key, const std::string& path, int64_t lo, int64_t hi,
+                                int64_t* out);
+[[nodiscard]] ApiError read_string(const Json& obj, const char* key, const std::string& path, std::string* out);
+// `stop`: a string or an array of at most 16 non-empty strings.
+[[nodiscard]] ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::string>* out);
+
+// The sampling fields shared by both endpoints (§6.1).
+struct SamplingFields {
+  double temperature = 1.0;  // 0..2, 0 = greedy
+  double top_p = 0.95;       // (0, 1]
+  int64_t top_k = 0;         // extension, 0 = off
+  double min_p = 0.0;        // extension, [0, 1)
+  bool has_seed = false;
+  int64_t seed = 0;
+  double presence_penalty = 0.0;   // -2..2
+  double frequency_penalty = 0.0;  // -2..2
+};
+[[nodiscard]] ApiError read_sampling(const Json& body, SamplingFields* out);
+
+// Checks that fields strata does not implement are absent or harmless: n (must be 1), logprobs
+// (must be false/absent), top_logprobs (must be null/absent), and for chat modalities/audio.
+[[nodiscard]] ApiError check_unsupported(const Json& body, bool chat);
+
+// Deepest nesting accepted in a request body (tool schemas are rendered recursively).
+inline constexpr int kMaxJsonDepth = 128;
+
+// Parses the body as a JSON object: 400 invalid_json otherwise (not JSON, not UTF-8, not an object,
+// nested deeper than kMaxJsonDepth).
+[[nodiscard]] ApiError parse_body(const std::string& body, Json* out);
+
+}  // namespace strata::server

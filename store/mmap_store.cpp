@@ -1,0 +1,97 @@
+#include "store/mmap_store.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "store/placement_options.h"
+
+namespace strata::store {
+
+Result<std::unique_ptr<MmapStore>> MmapStore::open(std::unique_ptr<io::Checkpoint> ck, int n_layers) {
+  auto s = std::unique_ptr<MmapStore>(new MmapStore(std::move(ck), n_layers));
+  for (int i = 0; i < s->ck_->n_shards(); ++i) {
+    const io::File& f = s->ck_->shard(i);
+    Map m;
+    m.size = static_cast<size_t>(f.size());
+    if (m.size > 0) {
+      const int fd = ::open(f.path().c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return IOError(f.path() + ": open for mmap", errno);
+      m.base = ::mmap(nullptr, m.size, PROT_READ, MAP_SHARED, fd, 0);
+      const int err = errno;
+      ::close(fd);
+      if (m.base == MAP_FAILED) return IOError(f.path() + ": mmap of " + std::to_string(m.size) + " bytes", err);
+    }
+    s->maps_.push_back(m);
+  }
+  return s;
+}
+
+MmapStore::~MmapStore() {
+  for (const Map& m : maps_)
+    if (m.base) ::munmap(m.base, m.size);
+}
+
+Status MmapStore::check_shard(int shard) const {
+  const io::File& f = ck_->shard(shard);
+  STRATA_ASSIGN_OR_RETURN(uint64_t now, f.current_size());
+  if (now != maps_[static_cast<size_t>(shard)].size)
+    return Corruption(f.path() + ": shard changed size since load (" + std::to_string(maps_[static_cast<size_t>(shard)].size) +
+                      " -> " + std::to_string(now) + " bytes); reload the model");
+  return Status();
+}
+
+Result<TensorView> MmapStore::resident(const std::string& name) {
+  const io::TensorInfo* t = ck_->find(name);
+  if (!t) return NotFound(ck_->dir() + ": tensor '" + name + "' is missing from the checkpoint");
+  const Map& m = maps_[static_cast<size_t>(t->shard)];
+  // The header parser checked offset + nbytes against the file size at open.
+  return TensorView{static_cast<const uint8_t*>(m.base) + t->offset, t->dtype, t->shape};
+}
+
+Result<std::unique_ptr<ExpertLease>> MmapStore::acquire_expert(int layer, int expert) {
+  const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
+  ExpertView v;
+  TensorView* parts[] = {&v.w1, &v.w1_scale, &v.w2, &v.w2_scale, &v.w3, &v.w3_scale};
+  const char* names[] = {"w1.weight", "w1.scale", "w2.weight", "w2.scale", "w3.weight", "w3.scale"};
+  for (int i = 0; i < 6; ++i) {
+    const io::TensorInfo* t = ck_->find(p + names[i]);
+    if (!t) return NotFound(ck_->dir() + ": tensor '" + p + names[i] + "' is missing from the checkpoint");
+    STRATA_RETURN_IF_ERROR(check_shard(t->shard));
+    STRATA_ASSIGN_OR_RETURN(*parts[i], resident(p + names[i]));
+  }
+  return std::make_unique<ExpertLease>(v);
+}
+
+Status MmapStore::read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out, uint8_t* scale_out) {
+  const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
+  const io::TensorInfo* wt = ck_->find(p + "weight");
+  const io::TensorInfo* st = ck_->find(p + "scale");
+  if (!wt || !st) return NotFound(ck_->dir() + ": tensor '" + p + "weight' or '" + p + "scale' is missing");
+  STRATA_RETURN_IF_ERROR(check_shard(wt->shard));
+  STRATA_RETURN_IF_ERROR(check_shard(st->shard));
+  const int64_t n_rows = wt->shape[0], hd = wt->shape[1], ns = st->shape[1];
+  const auto* wb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(wt->shard)].base) + wt->offset;
+  const auto* sb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(st->shard)].base) + st->offset;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i];
+    if (r < 0 || r >= n_rows)
+      return InvalidArgument("Engram row " + std::to_string(r) + " out of range for '" + p + "weight' with " +
+                             std::to_string(n_rows) + " rows");
+    std::memcpy(weight_out + i * hd, wb + r * hd, static_cast<size_t>(hd));
+    std::memcpy(scale_out + i * ns, sb + r * ns, static_cast<size_t>(ns));
+  }
+  return Status();
+}
+
+std::string MmapStore::describe() const {
+  uint64_t total = 0;
+  for (const Map& m : maps_) total += m.size;
+  return "mmap: " + std::to_string(maps_.size()) + " shards mapped (" + format_bytes(total) +
+         "), paged by the kernel (naive baseline)";
+}
+
+}  // namespace strata::store

@@ -1,0 +1,44 @@
+// MmapStore: every shard mapped read-only and paged in by the kernel (`--load-mode mmap`).
+//
+// The naive baseline the tiered store is measured against (docs/performance.md): no budget, no
+// prefetch, no control over what stays in RAM; a page fault per 4 KiB miss (plus the kernel's
+// readahead) instead of reads at queue depth. Tensors are views into the mappings.
+// A shard that shrinks under a mapping would raise SIGBUS on access, so acquire_expert and
+// read_engram_rows compare each shard's size with its size at load first (kCorruption).
+// Thread safety: safe for concurrent use after construction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/weight_store.h"
+
+namespace strata::store {
+
+class MmapStore final : public WeightStore {
+ public:
+  // Maps every shard. Errors: open/mmap failures naming the file.
+  [[nodiscard]] static Result<std::unique_ptr<MmapStore>> open(std::unique_ptr<io::Checkpoint> ck, int n_layers);
+  ~MmapStore() override;
+
+  const io::Checkpoint& checkpoint() const override { return *ck_; }
+  Result<TensorView> resident(const std::string& name) override;
+  Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
+  Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out, uint8_t* scale_out) override;
+  std::string describe() const override;
+
+ private:
+  MmapStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) : ck_(std::move(ck)), n_layers_(n_layers) {}
+  Status check_shard(int shard) const;
+
+  std::unique_ptr<io::Checkpoint> ck_;
+  int n_layers_;
+  struct Map {
+    void* base = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Map> maps_;
+};
+
+}  // namespace strata::store

@@ -1,0 +1,164 @@
+// strata bench (tools/bench.h, bench_svg.h): a full cold + warm run on the tiny fixture checkpoint,
+// the report's JSON and SVG, the checkpoint identity, and the page-cache helpers.
+#include "tools/bench.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/files.h"
+#include "tests/support/npy.h"
+#include "tests/support/temp_dir.h"
+#include "tools/bench_svg.h"
+
+namespace strata::tools {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kTiny = std::string(STRATA_FIXTURES_DIR) + "/v41-tiny/checkpoint";
+
+TEST(Bench, SpreadOf) {
+  const Spread s = spread_of({3, 1, 2});
+  EXPECT_EQ(s.median, 2);
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 3);
+  EXPECT_EQ(spread_of({4, 1, 2, 3}).median, 2.5);
+  EXPECT_EQ(spread_of({}).median, 0);
+}
+
+TEST(Bench, OptionsValidate) {
+  BenchOptions o;
+  EXPECT_FALSE(o.validate().ok()) << "no model dir";
+  o.model_dir = "/x";
+  EXPECT_TRUE(o.validate().ok());
+  for (auto bad : {+[](BenchOptions& b) { b.prompts.clear(); }, +[](BenchOptions& b) { b.prompts = {0}; },
+                   +[](BenchOptions& b) { b.gen = 0; }, +[](BenchOptions& b) { b.reps = 0; },
+                   +[](BenchOptions& b) { b.cold = "freeze"; }, +[](BenchOptions& b) { b.load_mode = "cloud"; }}) {
+    BenchOptions b = o;
+    bad(b);
+    EXPECT_FALSE(b.validate().ok());
+  }
+}
+
+TEST(Bench, TinyCheckpointColdAndWarm) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  BenchOptions o;
+  o.model_dir = kTiny;
+  o.prompts = {24, 8};
+  o.gen = 3;
+  o.reps = 2;
+  o.warmup = 1;
+  o.threads = 1;
+  o.cold = "fadvise";
+  o.git_commit = "abc123";
+  o.command = "strata bench test";
+  uint64_t prefill_events = 0, bench_events = 0;
+  o.progress = [&](const ProgressEvent& e) {
+    if (e.task == "bench") ++bench_events;
+    if (e.task == "prefill") ++prefill_events;
+  };
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->points.size(), 4u);
+  // Cold first, ascending prompt lengths, then warm.
+  EXPECT_TRUE(r->points[0].cold);
+  EXPECT_EQ(r->points[0].prompt, 8);
+  EXPECT_EQ(r->points[1].prompt, 24);
+  EXPECT_FALSE(r->points[2].cold);
+  EXPECT_EQ(r->points[3].runs.size(), 2u);
+  for (const BenchPoint& p : r->points) {
+    EXPECT_GT(p.prefill_tok_s.median, 0);
+    EXPECT_GT(p.decode_tok_s.median, 0);
+    EXPECT_LE(p.prefill_tok_s.min, p.prefill_tok_s.median);
+    EXPECT_GE(p.prefill_tok_s.max, p.prefill_tok_s.median);
+    for (const BenchRun& run : p.runs) {
+      EXPECT_EQ(run.prompt, p.prompt);
+      EXPECT_GE(run.ttft_s, run.prefill_s);
+      EXPECT_GT(run.kv_bytes, 0u);
+    }
+  }
+  EXPECT_EQ(r->cold_method, "fadvise");
+  EXPECT_LE(r->page_cache_after, r->page_cache_before + 1e-9);
+  EXPECT_GT(r->load_cold_s, 0);
+  EXPECT_EQ(r->threads, 1);
+  EXPECT_EQ(r->checkpoint.hash.size(), 16u);
+  EXPECT_EQ(bench_events, 2u + 2 * (1 + 2) + 1);
+  EXPECT_EQ(prefill_events, 0u) << "prefill bars only for prompts of 4096 tokens and more";
+
+  auto j = nlohmann::json::parse(r->to_json(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["git_commit"], "abc123");
+  EXPECT_EQ(j["checkpoint"]["hash"], r->checkpoint.hash);
+  EXPECT_EQ(j["points"].size(), 4u);
+  EXPECT_EQ(j["points"][3]["runs"].size(), 2u);
+  EXPECT_NE(r->to_text().find("warm"), std::string::npos);
+
+  const std::string svg = bench_svg(*r, {{8, 100, 10}, {24, 120, 9}});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("prefill tok/s"), std::string::npos);
+  EXPECT_NE(svg.find("decode tok/s"), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << "predicted line";
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  size_t open = 0, close = 0;
+  for (size_t p = 0; (p = svg.find("<g>", p)) != std::string::npos; ++p) ++open;
+  for (size_t p = 0; (p = svg.find("</g>", p)) != std::string::npos; ++p) ++close;
+  EXPECT_EQ(open, close);
+}
+
+TEST(Bench, PromptBeyondContextFailsBeforeRunning) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  BenchOptions o;
+  o.model_dir = kTiny;
+  o.prompts = {1 << 24};
+  o.cold = "none";
+  auto r = run_bench(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("context"), std::string::npos) << r.error().message();
+}
+
+TEST(Bench, CheckpointIdentityAndUncachedCopy) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  testing::TempDir tmp;
+  const std::string copy = tmp.file("ck");
+  ASSERT_TRUE(copy_uncached(kTiny, copy).ok());
+  auto a = checkpoint_identity(kTiny);
+  auto b = checkpoint_identity(copy);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.error().to_string() << b.error().to_string();
+  EXPECT_EQ(a->hash, b->hash);
+  EXPECT_EQ(a->tensor_bytes, b->tensor_bytes);
+  for (auto& e : fs::directory_iterator(kTiny))
+    if (e.is_regular_file())
+      EXPECT_EQ(testing::read_all(e.path().string()), testing::read_all(copy + "/" + e.path().filename().string()))
+          << e.path();
+  // A changed config is a different checkpoint.
+  std::string cfg = testing::read_all(copy + "/config.json");
+  cfg.insert(cfg.find('{') + 1, "\"_note\": 1,");
+  testing::write_all(copy + "/config.json", cfg);
+  auto c = checkpoint_identity(copy);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->hash, a->hash);
+  EXPECT_FALSE(copy_uncached(kTiny, copy).ok()) << "the destination exists";
+  EXPECT_FALSE(checkpoint_identity(tmp.file("none")).ok());
+}
+
+TEST(Bench, PageCacheEviction) {
+  testing::TempDir tmp;
+  const std::string f = tmp.file("data.bin");
+  testing::write_all(f, std::string(8u << 20, 'x'));
+  (void)testing::read_all(f);  // in the page cache now (written and read)
+  auto before = page_cache_fraction(tmp.path());
+  ASSERT_TRUE(before.ok()) << before.error().to_string();
+  ASSERT_TRUE(evict_page_cache(tmp.path()).ok());
+  auto after = page_cache_fraction(tmp.path());
+  ASSERT_TRUE(after.ok());
+  if (*before < 0.9 || *after > 0.5)
+    GTEST_SKIP() << "this filesystem keeps written pages regardless (before " << *before << ", after " << *after << ")";
+  EXPECT_LT(*after, *before);
+  EXPECT_FALSE(page_cache_fraction(tmp.file("none")).ok());
+}
+
+}  // namespace
+}  // namespace strata::tools

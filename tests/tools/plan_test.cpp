@@ -1,0 +1,322 @@
+// strata plan (tools/plan_sizes.h, plan_cost.h, plan.h): the published V4.1 figures from the real
+// config alone (~475 GiB checkpoint, ~189 GiB Engram, 890 B/token, 0.11 GiB at 128K, 0.87 GiB at 1M,
+// 48 x 264 B Engram rows), agreement with `strata synth --dry-run`'s sizes, the time model against
+// hand-computed cases, and placement decisions for given RAM sizes.
+#include "tools/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io/file.h"
+#include "tests/support/npy.h"
+#include "tools/synth.h"
+
+namespace strata::tools {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+const std::string kRealConfig = std::string(STRATA_FIXTURES_DIR) + "/real-config/config.json";
+const std::string kRealInferenceConfig = std::string(STRATA_FIXTURES_DIR) + "/real-config/inference_config.json";
+
+struct Loaded {
+  model::ModelConfig config;
+  VisionShape vision;
+};
+
+Loaded load_config(const std::string& path) {
+  auto text = io::read_file_to_string(path);
+  EXPECT_TRUE(text.ok()) << text.error().to_string();
+  auto c = model::ModelConfig::parse(*text, path);
+  EXPECT_TRUE(c.ok()) << c.error().to_string();
+  auto v = parse_vision_shape(*text, path);
+  EXPECT_TRUE(v.ok()) << v.error().to_string();
+  return Loaded{*c, *v};
+}
+
+// A machine with round numbers: every kernel streams `gbps`, no per-call cost, `gflops` of matmul,
+// attention and indexer as given.
+MachineProfile fake_machine(double gbps, double gflops, uint64_t ram, int threads = 1) {
+  MachineProfile m;
+  m.date = "2026-11-29T00:00:00Z";
+  m.hostname = "test";
+  m.cpu_model = "test cpu";
+  m.simd = "avx2";
+  m.kernel_level = "avx2";
+  m.logical_cores = m.physical_cores = threads;
+  m.ram_total = m.ram_available = ram;
+  ThreadRates r;
+  r.threads = threads;
+  r.mem_read_gbps = gbps;
+  for (KernelRates& k : r.kernels) {
+    k.matvec_gbps.fill(gbps);
+    k.call_us = 0;
+    k.matmul_gflops.fill(gflops);
+  }
+  r.attn_gflops = 1e9;  // free: the tests below isolate the linears
+  r.index_gflops = 1e9;
+  m.threads.push_back(r);
+  m.topk_ns_per_elem = 0;
+  m.disk.measured = true;
+  m.disk.dir = "/data";
+  m.disk.seq_gbps_buffered = m.disk.seq_gbps_direct = 2.0;
+  m.disk.iops_qd32_buffered = m.disk.iops_qd32_direct = 100000;
+  m.disk.iops_qd1_buffered = m.disk.iops_qd1_direct = 10000;
+  return m;
+}
+
+TEST(PlanSizes, RealConfigPublishedFigures) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  ASSERT_GT(l.vision.layers, 0) << "the release config has a vision tower";
+  auto f = model_footprint(l.config, l.vision);
+  ASSERT_TRUE(f.ok()) << f.error().to_string();
+  // ~475 GiB checkpoint (474.3 GiB of text tensors + the ~0.9 GiB vision estimate).
+  EXPECT_NEAR(static_cast<double>(f->checkpoint_bytes) / kGiB, 475.0, 0.5);
+  EXPECT_NEAR(static_cast<double>(f->text_bytes) / kGiB, 474.3, 0.1);
+  // ~189 GiB Engram: two tables of 384,006,168 and 384,016,682 rows x 264 B.
+  EXPECT_EQ(f->engram_table_bytes, (384006168ull + 384016682ull) * 264ull);
+  EXPECT_NEAR(static_cast<double>(f->engram_table_bytes) / kGiB, 188.8, 0.05);
+  // KV: 890 B/token; 0.11 GiB at 128K, 0.87 GiB at 1M.
+  EXPECT_EQ(f->kv.main_entry_bytes, 288u);
+  EXPECT_EQ(f->kv.index_entry_bytes, 68u);
+  EXPECT_DOUBLE_EQ(f->kv.bytes_per_token, 890.0);
+  EXPECT_EQ(f->kv.main_sources.size(), 4u);
+  EXPECT_EQ(f->kv.key_owners.size(), 4u);
+  EXPECT_NEAR(static_cast<double>(f->kv.bytes_at(131072)) / kGiB, 0.11, 0.005);
+  EXPECT_NEAR(static_cast<double>(f->kv.bytes_at(1 << 20)) / kGiB, 0.87, 0.005);
+  // Per sequence: 40 window rings of 128 x (512 + 16) bytes + 3 ratio-2 compressor states.
+  EXPECT_EQ(f->kv.fixed_bytes, 40ull * 128 * 528 + 3ull * 2 * 2 * 512 * 4);
+  // Engram per token: 2 layers x 3 orders x 8 heads = 48 rows of 256 + 8 bytes = 12,672 B.
+  EXPECT_EQ(f->engram_rows_per_token, 48);
+  EXPECT_EQ(f->engram_row_bytes, 264u);
+  EXPECT_EQ(f->engram_bytes_per_token, 12672u);
+  // Routed experts: one expert = 3 x (2304 x 5120 / 2 + 2304 x 160) = 18,800,640 B; 384 per layer.
+  EXPECT_EQ(f->expert_bytes, 18800640u);
+  EXPECT_EQ(f->routed_bytes, 40ull * 384 * 18800640ull);
+  // Active parameters per token: ~16 B in decode, ~8 B in prefill under replay (encoder only).
+  EXPECT_NEAR(static_cast<double>(f->decode.params) / 1e9, 16.1, 0.3);
+  EXPECT_NEAR(static_cast<double>(f->prefill_replay.params) / 1e9, 7.9, 0.3);
+  EXPECT_EQ(f->decode.engram_rows, 48u);
+  EXPECT_EQ(f->decode.expert_bytes, 40ull * 6 * 18800640ull);
+  EXPECT_EQ(f->prefill_replay.expert_bytes, 20ull * 6 * 18800640ull);  // layers 0-19
+  EXPECT_EQ(f->first_decoder_layer, 20);
+}
+
+TEST(PlanSizes, FlatInferenceConfigGivesTheSameFootprint) {
+  STRATA_REQUIRE_FIXTURE(kRealInferenceConfig);
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded hf = load_config(kRealConfig), flat = load_config(kRealInferenceConfig);
+  auto a = model_footprint(hf.config, hf.vision);
+  auto b = model_footprint(flat.config, flat.vision);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->checkpoint_bytes, b->checkpoint_bytes);
+  EXPECT_EQ(a->kv.bytes_per_token, b->kv.bytes_per_token);
+  EXPECT_EQ(flat.vision.layers, 32);
+  EXPECT_EQ(flat.vision.dim, 1024);
+}
+
+TEST(PlanSizes, MatchesSynthDryRun) {
+  // The plan's text-model size is, tensor for tensor, what `strata synth` writes for the preset.
+  for (const char* preset : {"tiny", "demo", "full"}) {
+    SynthOptions so;
+    so.preset = preset;
+    so.out_dir = "/nonexistent";
+    auto plan = plan_synth(so, kV41CompressedVocabSize);
+    ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+    auto f = model_footprint(plan->config);
+    ASSERT_TRUE(f.ok()) << f.error().to_string();
+    EXPECT_EQ(f->text_bytes, plan->total_bytes) << preset;
+    EXPECT_EQ(f->checkpoint_bytes, plan->total_bytes) << preset << ": no vision in synth checkpoints";
+    EXPECT_EQ(f->n_tensors, plan->tensors.size()) << preset;
+    EXPECT_EQ(f->engram_table_bytes, plan->engram_table_bytes) << preset;
+    // Every component's dtype split adds up to its size.
+    for (const ComponentSize& c : f->components) {
+      uint64_t sum = 0;
+      for (const auto& [t, b] : c.bytes_by_dtype) sum += b;
+      EXPECT_EQ(sum, c.bytes) << preset << " " << c.name;
+    }
+  }
+}
+
+TEST(PlanSizes, WoAIsWidenedToBf16InRam) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto f = model_footprint(l.config);
+  ASSERT_TRUE(f.ok());
+  // attn.wo_a [8192, 4096] FP8 (+ scales) becomes 8192 x 4096 BF16 at load, in 40 layers + 3 stages.
+  const uint64_t wo_a = 8192ull * 4096;
+  const uint64_t wo_a_scale = (8192 / 32) * (4096 / 32);
+  EXPECT_EQ(f->text_ram_bytes - f->text_bytes, 43 * (2 * wo_a - wo_a - wo_a_scale));
+}
+
+TEST(PlanSizes, VisionShapeParsing) {
+  auto none = parse_vision_shape(R"({"text_config": {}})", "c.json");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->layers, 0);
+  auto bad = parse_vision_shape(R"({"vision_config": {"num_hidden_layers": "many"}})", "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("num_hidden_layers"), std::string::npos) << bad.error().message();
+  EXPECT_NE(bad.error().message().find("c.json"), std::string::npos);
+  EXPECT_FALSE(parse_vision_shape("{not json", "c.json").ok());
+  auto missing = parse_vision_shape(R"({"vision_n_layers": 4})", "c.json");
+  EXPECT_FALSE(missing.ok()) << "layers without a hidden size";
+}
+
+TEST(PlanSizes, ParseSizeAndFormat) {
+  EXPECT_EQ(*parse_size("24G", "--ram"), 24ull << 30);
+  EXPECT_EQ(*parse_size("24GiB", "--ram"), 24ull << 30);
+  EXPECT_EQ(*parse_size("512m", "--ram"), 512ull << 20);
+  EXPECT_EQ(*parse_size("1.5T", "--ram"), 3ull << 39);
+  EXPECT_EQ(*parse_size("1000", "--ram"), 1000u);
+  for (const char* bad : {"", "G", "-1G", "12Q", "nanG"}) {
+    auto r = parse_size(bad, "--ram");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message().find("--ram"), std::string::npos);
+  }
+  EXPECT_EQ(format_bytes(890), "890 B");
+  EXPECT_EQ(format_bytes(475.2 * kGiB), "475.2 GiB");
+  EXPECT_EQ(format_bytes(0.5 * kGiB), "512.0 MiB");
+}
+
+TEST(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto f = model_footprint(l.config);
+  ASSERT_TRUE(f.ok());
+  const MachineProfile m = fake_machine(10.0, 100.0, 1ull << 40);
+  IoModel io;  // everything in RAM
+  const Cost c = decode_token_cost(l.config, *f, m, 1, 1000, io);
+  // With no call cost and free attention, a token costs its weight bytes (minus the embedding row,
+  // a lookup) at 10 GB/s.
+  const double embed_row = 2.0 * 5120;
+  const double expect = (static_cast<double>(f->decode.weight_bytes) - embed_row) / 10e9;
+  EXPECT_NEAR(c.total_s, expect, expect * 1e-6);
+  EXPECT_EQ(c.io_s, 0);
+  // Dense FP8 weights (attention 4.8 GiB, shared experts, Engram projection) outweigh the 4.2 GiB
+  // of six routed experts per layer.
+  EXPECT_EQ(c.bottleneck, "fp8 linears");
+}
+
+TEST(PlanCost, StreamingExpertsAreBoundByTheDisk) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto f = model_footprint(l.config);
+  ASSERT_TRUE(f.ok());
+  const MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
+  IoModel io;
+  io.expert_hit_rate = 0.5;
+  io.expert_read_gbps = 2.0;
+  io.engram_from_disk = true;
+  io.engram_iops = 48000;
+  io.overlap = true;
+  const Cost c = decode_token_cost(l.config, *f, m, 1, 1000, io);
+  // 240 expert uses, half read at 2 GB/s; 48 Engram rows at 48k IOPS = 1 ms.
+  const double expert_io = 120.0 * 18800640 / 2e9;
+  EXPECT_NEAR(c.io_s, expert_io + 1e-3, 1e-9);
+  EXPECT_EQ(c.total_s, std::max(c.compute_s, c.io_s));
+  EXPECT_EQ(c.bottleneck, "disk: expert reads");
+  io.overlap = false;
+  const Cost serial = decode_token_cost(l.config, *f, m, 1, 1000, io);
+  EXPECT_NEAR(serial.total_s, serial.compute_s + serial.io_s, 1e-12);
+}
+
+TEST(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto f = model_footprint(l.config);
+  ASSERT_TRUE(f.ok());
+  const MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
+  IoModel io;
+  io.expert_hit_rate = 0;
+  io.expert_read_gbps = 1.0;
+  const Cost c = prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io);
+  // 2048 tokens x top-6 of 384: every expert of every layer is read once (1 - (1 - 6/384)^2048 ~ 1).
+  EXPECT_NEAR(c.io_s, static_cast<double>(f->routed_bytes) / 1e9, 0.001 * static_cast<double>(f->routed_bytes) / 1e9);
+  const Cost replay = prefill_cost(l.config, *f, m, 1, 2048, 2048, true, io);
+  // Replay: the 20 encoder layers read every expert; the 20 decoder layers run the last 128 tokens,
+  // touching 1 - (1 - 6/384)^128 of theirs.
+  const double share = 0.5 + 0.5 * (1 - std::pow(1 - 6.0 / 384, 128));
+  EXPECT_NEAR(replay.io_s, share * c.io_s, 1e-3 * c.io_s);
+  EXPECT_LT(replay.compute_s, 0.6 * c.compute_s) << "replay skips the decoder for all but 128 tokens";
+}
+
+TEST(Plan, PlacementForGivenRam) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  const MachineProfile m = fake_machine(20.0, 200.0, 64ull << 30, 4);
+  PlanOptions o;
+  o.ram_bytes = 64ull << 30;
+  auto p = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  const Placement& pl = p->placement;
+  EXPECT_EQ(pl.load_mode, "stream");
+  EXPECT_TRUE(pl.fits);
+  EXPECT_EQ(pl.total_experts, 40 * 384);
+  // As store::open_store sizes it: budget = 64 GiB - max(1 GiB, 10%); resident tensors (all but
+  // routed experts and Engram tables) + Engram row cache (scales stay on disk: 5.7 GiB x 16 >
+  // budget); the rest in 4 KiB-aligned expert slots.
+  EXPECT_EQ(pl.reserve_bytes, (64ull << 30) / 10);
+  EXPECT_EQ(pl.budget_bytes, (64ull << 30) - (64ull << 30) / 10);
+  EXPECT_EQ(pl.engram_ram_bytes, 65536ull * (264 + 16));
+  const uint64_t slot = (18800640ull + 4095) / 4096 * 4096;
+  const uint64_t left = pl.budget_bytes - pl.dense_bytes - pl.engram_ram_bytes;
+  EXPECT_EQ(pl.expert_slots, static_cast<int64_t>(left / slot));
+  EXPECT_NEAR(pl.expert_hit_rate, static_cast<double>(pl.expert_slots) / (40 * 384), 1e-12);
+  EXPECT_GT(pl.dense_ram_bytes, pl.dense_bytes) << "wo_a widened to BF16 by the model";
+  EXPECT_FALSE(pl.engram_resident);
+  EXPECT_EQ(p->speeds.size(), 3u);
+  for (const SpeedPrediction& s : p->speeds) {
+    EXPECT_GT(s.prefill_tok_s, 0);
+    EXPECT_GT(s.decode_tok_s, 0);
+    EXPECT_FALSE(s.decode_bottleneck.empty());
+  }
+  // Pinned layers leave two tokens' top-k for every other layer.
+  if (pl.pinned_layers > 0)
+    EXPECT_GE(pl.expert_slots - pl.pinned_layers * 384, 2 * 6 * (40 - pl.pinned_layers));
+
+  // Enough RAM for everything: resident, every expert in RAM, Engram in the page cache.
+  o.ram_bytes = 1ull << 40;
+  auto big = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->placement.load_mode, "resident");
+  EXPECT_EQ(big->placement.expert_hit_rate, 1.0);
+  EXPECT_TRUE(big->placement.engram_resident);
+  EXPECT_TRUE(big->placement.streams.empty());
+
+  // Too little for the resident tensors: says so, with both numbers.
+  o.ram_bytes = 8ull << 30;
+  auto small = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->placement.fits);
+  ASSERT_FALSE(small->placement.notes.empty());
+  EXPECT_NE(plan_text(*small).find("does not fit"), std::string::npos);
+
+  // Forcing resident without the RAM: not fitting, with the reason.
+  o.ram_bytes = 64ull << 30;
+  o.load_mode = "resident";
+  auto forced = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_FALSE(forced->placement.fits);
+
+  o.load_mode = "sideways";
+  EXPECT_FALSE(make_plan(l.config, l.vision, m, o, kRealConfig).ok());
+}
+
+TEST(Plan, TextAndJsonCarryTheFigures) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  const MachineProfile m = fake_machine(20.0, 200.0, 24ull << 30, 2);
+  auto p = make_plan(l.config, l.vision, m, PlanOptions{}, kRealConfig);
+  ASSERT_TRUE(p.ok());
+  const std::string text = plan_text(*p);
+  for (const char* s : {"475.", "188.8 GiB", "890 B/token", "0.11 GiB", "0.87 GiB", "12,672 B", "routed experts",
+                        "vision tower (estimate)", "load mode stream", "decode t/s"})
+    EXPECT_NE(text.find(s), std::string::npos) << "missing '" << s << "' in\n" << text;
+  const std::string json = plan_json(*p);
+  EXPECT_NE(json.find("\"bytes_per_token\": 890"), std::string::npos);
+  EXPECT_NE(json.find("\"predicted\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::tools

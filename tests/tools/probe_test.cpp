@@ -1,0 +1,165 @@
+// strata probe (tools/probe.h): the profile's JSON round trip and its errors, /proc/meminfo and
+// nvidia-smi parsing, and a real (short) disk measurement in a temporary directory.
+#include "tools/probe.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/support/temp_dir.h"
+
+namespace strata::tools {
+namespace {
+
+MachineProfile sample_profile() {
+  MachineProfile p;
+  p.date = "2026-11-29T19:30:00Z";
+  p.hostname = "box";
+  p.cpu_model = "AMD EPYC";
+  p.simd = "avx512+bf16+vnni";
+  p.kernel_level = "avx512bf16";
+  p.logical_cores = 4;
+  p.physical_cores = 2;
+  p.ram_total = 24ull << 30;
+  p.ram_available = 20ull << 30;
+  for (int t : {1, 2, 4}) {
+    ThreadRates r;
+    r.threads = t;
+    r.mem_read_gbps = 20.0 * t;
+    for (int k = 0; k < kLinearKinds; ++k) {
+      r.kernels[static_cast<size_t>(k)].matvec_gbps = {5.0 + k + t, 8.0 + k + t, 10.0 + k + t, 10.5 + k + t};
+      r.kernels[static_cast<size_t>(k)].call_us = 1.5;
+      r.kernels[static_cast<size_t>(k)].matmul_gflops = {10.0 * t, 40.0 * t, 80.0 * t, 100.0 * t};
+    }
+    r.attn_gflops = 5.0 * t;
+    r.index_gflops = 6.0 * t;
+    p.threads.push_back(r);
+  }
+  p.topk_ns_per_elem = 3.25;
+  p.disk.measured = true;
+  p.disk.dir = "/data";
+  p.disk.device = 2049;
+  p.disk.file_bytes = 1ull << 30;
+  p.disk.direct_supported = true;
+  p.disk.io_uring = true;
+  p.disk.seq_gbps_direct = 3.1;
+  p.disk.seq_gbps_buffered = 2.2;
+  p.disk.seq_gbps_pread = 1.1;
+  p.disk.iops_qd1_direct = 12000;
+  p.disk.iops_qd32_direct = 300000;
+  p.disk.iops_qd1_buffered = 9000;
+  p.disk.iops_qd32_buffered = 150000;
+  p.gpus.push_back(GpuInfo{"NVIDIA H200", 141ull << 30, 140ull << 30});
+  return p;
+}
+
+TEST(Probe, JsonRoundTrip) {
+  const MachineProfile p = sample_profile();
+  auto q = MachineProfile::from_json(p.to_json(), "m.json");
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  EXPECT_EQ(q->to_json(), p.to_json());
+  EXPECT_EQ(q->threads.size(), 3u);
+  EXPECT_EQ(q->at_threads(3).threads, 2) << "the largest measured count <= 3";
+  EXPECT_EQ(q->at_threads(64).threads, 4);
+  EXPECT_EQ(q->at_threads(0).threads, 1);
+  EXPECT_EQ(q->gpus.at(0).name, "NVIDIA H200");
+  EXPECT_GT(q->age_days(), 0);
+}
+
+TEST(Probe, SaveAndLoad) {
+  testing::TempDir dir;
+  const std::string path = dir.file("probe/machine.json");  // parent created by save
+  const MachineProfile p = sample_profile();
+  ASSERT_TRUE(p.save(path).ok());
+  auto q = MachineProfile::load(path);
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  EXPECT_EQ(q->date, p.date);
+  auto missing = MachineProfile::load(dir.file("none.json"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+}
+
+TEST(Probe, JsonErrorsNameTheField) {
+  std::string j = sample_profile().to_json();
+  auto cut = [&](const std::string& from, const std::string& to) {
+    std::string s = j;
+    const size_t p = s.find(from);
+    EXPECT_NE(p, std::string::npos) << from;
+    s.replace(p, from.size(), to);
+    return s;
+  };
+  struct Case {
+    std::string text, expect;
+  };
+  for (const Case& c : {Case{"[1, 2]", "not a JSON object"}, Case{"{\"format\": \"other/9\"}", "format 'other/9'"},
+                        Case{cut("\"ram_total_bytes\"", "\"ram_total\""), "ram_total_bytes"},
+                        Case{cut("\"mem_read_gbps\": 20.0", "\"mem_read_gbps\": \"fast\""), "mem_read_gbps"},
+                        Case{cut("\"fp4\": {", "\"fp5\": {"), "missing kernel 'fp4'"},
+                        Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"}}) {
+    auto r = MachineProfile::from_json(c.text, "m.json");
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(r.error().message().find(c.expect), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find("m.json"), std::string::npos) << r.error().message();
+  }
+}
+
+TEST(Probe, MeminfoAndNvidiaSmiParsing) {
+  const std::string meminfo = "MemTotal:       24592284 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+  EXPECT_EQ(read_meminfo_field(meminfo, "MemTotal"), 24592284ull * 1024);
+  EXPECT_EQ(read_meminfo_field(meminfo, "MemAvailable"), 20000000ull * 1024);
+  EXPECT_EQ(read_meminfo_field(meminfo, "Free"), 0u) << "a field name must start a line";
+  EXPECT_EQ(read_meminfo_field(meminfo, "SwapTotal"), 0u);
+
+  const auto g = parse_nvidia_smi("NVIDIA H200, 143771, 143000\nNVIDIA GeForce RTX 4090, 24564, 100\ngarbage\n");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].name, "NVIDIA H200");
+  EXPECT_EQ(g[0].vram_total, 143771ull << 20);
+  EXPECT_EQ(g[1].vram_free, 100ull << 20);
+  EXPECT_TRUE(parse_nvidia_smi("").empty());
+}
+
+TEST(Probe, MatvecRateByRowLength) {
+  KernelRates k;
+  k.matvec_gbps = {2.0, 4.0, 6.0, 6.0};
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 64), 2.0) << "constant below the shortest probed row";
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 256), 2.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 512), 3.0) << "log-linear: halfway from 256 to 1024";
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 4096), 6.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1 << 20), 6.0);
+}
+
+TEST(Probe, OptionsValidate) {
+  ProbeOptions o;
+  EXPECT_TRUE(o.validate().ok());
+  o.max_threads = -1;
+  EXPECT_FALSE(o.validate().ok());
+  o = ProbeOptions{};
+  o.disk_file_bytes = 1 << 20;
+  EXPECT_FALSE(o.validate().ok());
+}
+
+TEST(Probe, DiskMeasurementInATempDir) {
+  testing::TempDir dir;
+  auto d = measure_disk(dir.path(), 16ull << 20, 0.05, nullptr);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  if (!d->measured) GTEST_SKIP() << "disk not measured: " << d->note;
+  EXPECT_EQ(d->file_bytes, 16ull << 20);
+  EXPECT_GT(d->seq_gbps_buffered, 0);
+  EXPECT_GT(d->seq_gbps_pread, 0);
+  EXPECT_GT(d->iops_qd1_buffered, 0);
+  EXPECT_GT(d->iops_qd32_buffered, 0);
+  if (d->direct_supported) {
+    EXPECT_GT(d->seq_gbps_direct, 0);
+    EXPECT_GT(d->iops_qd32_direct, 0);
+  } else {
+    EXPECT_FALSE(d->note.empty()) << "no O_DIRECT must say why";
+  }
+  // The temporary file is gone.
+  size_t n = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) n += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(measure_disk(dir.file("missing"), 16ull << 20, 0.05, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace strata::tools

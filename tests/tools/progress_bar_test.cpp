@@ -1,0 +1,43 @@
+// The terminal progress bar (cli/progress_bar.h): the rendered line, and silence when the stream is
+// not a terminal.
+#include "cli/progress_bar.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+namespace strata::cli {
+namespace {
+
+TEST(ProgressBar, RendersFractionAmountsAndEta) {
+  ProgressEvent e{"load", "bytes", 6'100'000'000, 11'700'000'000, "layer 21", false};
+  const std::string s = render_progress(e, 3.2, 120);
+  EXPECT_EQ(s.rfind("[load] [", 0), 0u) << s;
+  EXPECT_NE(s.find(" 52%"), std::string::npos) << s;
+  EXPECT_NE(s.find("6.10 GB / 11.70 GB"), std::string::npos) << s;
+  EXPECT_NE(s.find("ETA 2.9 s"), std::string::npos) << s;
+  EXPECT_NE(s.find("layer 21"), std::string::npos) << s;
+
+  ProgressEvent t{"prefill", "tokens", 4096, 8192, "", false};
+  EXPECT_NE(render_progress(t, 75, 120).find("4096 / 8192 tokens  1:15"), std::string::npos) << render_progress(t, 75, 120);
+  ProgressEvent unknown{"probe", "steps", 3, 0, "", false};
+  EXPECT_EQ(render_progress(unknown, 1, 80), "[probe] 3 steps  1.0 s");
+  // Never wider than the terminal.
+  EXPECT_LE(render_progress(e, 3.2, 30).size(), 29u);
+}
+
+TEST(ProgressBar, SilentWhenNotATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    ProgressBar bar(f);
+    EXPECT_FALSE(bar.enabled());
+    EXPECT_FALSE(static_cast<bool>(bar.fn())) << "callers skip reporting entirely";
+    bar.on_event(ProgressEvent{"load", "layers", 1, 2, "", false});
+  }
+  EXPECT_EQ(std::ftell(f), 0L) << "nothing written to a non-terminal";
+  std::fclose(f);
+}
+
+}  // namespace
+}  // namespace strata::cli

@@ -1,0 +1,436 @@
+// strata bench: see bench.h.
+#include "tools/bench.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/cpu_features.h"
+#include "io/file.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "store/placement_options.h"
+#include "tokenizer/compressed_vocab.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+using ojson = nlohmann::ordered_json;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Bytes this process has caused to be read from storage (/proc/self/io read_bytes); 0 if unknown.
+uint64_t os_read_bytes() {
+  auto t = io::read_file_to_string("/proc/self/io", 1 << 16);
+  if (!t.ok()) return 0;
+  const size_t p = t->find("\nread_bytes:");
+  return p == std::string::npos ? 0 : std::strtoull(t->c_str() + p + 12, nullptr, 10);
+}
+
+uint64_t major_faults() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_majflt);
+}
+
+uint64_t peak_rss() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Prompt of exactly `n` tokens: the text's tokens repeated, or seeded ids of ordinary tokens.
+std::vector<int32_t> make_prompt(const std::vector<int32_t>& text_ids, int64_t n, uint64_t seed, int32_t id_limit) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  if (!text_ids.empty()) {
+    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = text_ids[static_cast<size_t>(i) % text_ids.size()];
+    return p;
+  }
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  const uint32_t lo = 100, hi = static_cast<uint32_t>(std::max<int32_t>(id_limit, 101));
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    p[static_cast<size_t>(i)] = static_cast<int32_t>(lo + (s >> 11) % (hi - lo));
+  }
+  return p;
+}
+
+struct Loaded {
+  std::unique_ptr<model::Model> model;
+  double seconds = 0;
+  uint64_t read_bytes = 0;
+};
+
+Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& vocab, const BenchOptions& o) {
+  model::ModelOptions mo;
+  mo.n_threads = o.threads;
+  mo.logger = o.logger;
+  STRATA_ASSIGN_OR_RETURN(mo.placement.mode, store::parse_load_mode(o.load_mode));
+  mo.placement.ram_budget_bytes = o.ram_budget;
+  mo.placement.direct_io = o.direct_io;
+  mo.progress = o.progress;
+  Loaded l;
+  const uint64_t r0 = os_read_bytes();
+  const auto t0 = clock_type::now();
+  STRATA_ASSIGN_OR_RETURN(l.model, model::Model::load(dir, vocab, mo));
+  l.seconds = seconds_since(t0);
+  l.read_bytes = os_read_bytes() - r0;
+  return l;
+}
+
+// One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
+Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
+                          const ProgressFn& progress) {
+  BenchRun r;
+  r.prompt = static_cast<int64_t>(prompt.size());
+  r.gen = gen;
+  runtime::Session s(m);
+  runtime::SamplerOptions so;
+  so.temperature = 0;
+  runtime::Sampler sampler(so);
+  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  const uint64_t rb0 = os_read_bytes(), mf0 = major_faults();
+  const store::PlacementStats st0 = m.store().stats();
+  const auto t0 = clock_type::now();
+  const std::span<const int32_t> all(prompt);
+  for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(chunk)) {
+    const size_t len = std::min(prompt.size() - off, static_cast<size_t>(chunk));
+    const bool last = off + len == prompt.size();
+    STRATA_RETURN_IF_ERROR(s.append(all.subspan(off, len), last ? logits.data() : nullptr, chunk));
+    report_progress(progress, ProgressEvent{"prefill", "tokens", off + len, prompt.size(), "", false});
+  }
+  r.prefill_s = seconds_since(t0);
+  int32_t tok = sampler.sample(logits);
+  r.ttft_s = seconds_since(t0);
+  report_progress(progress, ProgressEvent{"prefill", "tokens", prompt.size(), prompt.size(), "", true});
+  const auto t1 = clock_type::now();
+  for (int64_t i = 1; i < gen; ++i) {
+    const int32_t one[1] = {tok};
+    STRATA_RETURN_IF_ERROR(s.append(one, logits.data()));
+    tok = sampler.sample(logits);
+  }
+  r.decode_s = gen > 1 ? seconds_since(t1) : 0;
+  r.os_read_bytes = os_read_bytes() - rb0;
+  r.major_faults = major_faults() - mf0;
+  r.kv_bytes = s.cache().bytes();
+  const store::PlacementStats st = m.store().stats().since(st0);
+  r.expert_acquires = st.expert_acquires;
+  r.expert_hits = st.expert_hits;
+  r.expert_loads = st.expert_loads;
+  r.store_bytes_read = st.bytes_read();
+  r.engram_rows_read = st.engram_rows_read;
+  r.io_wait_s = static_cast<double>(st.io_wait_ns()) * 1e-9;
+  r.prefetch_issued = st.prefetch_issued;
+  r.prefetch_used = st.prefetch_used;
+  return r;
+}
+
+BenchPoint summarize(int64_t prompt, bool cold, std::vector<BenchRun> runs) {
+  BenchPoint p;
+  p.prompt = prompt;
+  p.cold = cold;
+  std::vector<double> pf, tt, dc;
+  for (const BenchRun& r : runs) {
+    pf.push_back(r.prefill_tok_s());
+    tt.push_back(r.ttft_s);
+    dc.push_back(r.decode_tok_s());
+  }
+  p.prefill_tok_s = spread_of(pf);
+  p.ttft_s = spread_of(tt);
+  p.decode_tok_s = spread_of(dc);
+  p.runs = std::move(runs);
+  return p;
+}
+
+ojson spread_json(const Spread& s) { return ojson{{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
+// Evicts the checkpoint's pages by the requested method; returns the method that worked and the
+// directory to load from (a fresh copy for "copy").
+Result<std::string> make_cold(const BenchOptions& o, const std::string& copy_dir, std::string* load_dir,
+                              std::vector<std::string>* notes) {
+  *load_dir = o.model_dir;
+  const std::string& want = o.cold;
+  if (want == "fadvise" || want == "auto") {
+    STRATA_RETURN_IF_ERROR(evict_page_cache(o.model_dir));
+    STRATA_ASSIGN_OR_RETURN(double left, page_cache_fraction(o.model_dir));
+    if (want == "fadvise" || left < 0.02) return std::string("fadvise");
+    notes->push_back("posix_fadvise left " + std::to_string(static_cast<int>(100 * left)) +
+                     "% of the checkpoint cached (mapped elsewhere?)");
+  }
+  if (want == "drop-caches" || want == "auto") {
+    Status d = drop_all_page_caches();
+    if (d.ok()) return std::string("drop-caches");
+    if (want == "drop-caches") return d;
+    notes->push_back("drop_caches not permitted: " + d.message());
+  }
+  // A fresh copy written around the page cache.
+  STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, copy_dir));
+  *load_dir = copy_dir;
+  return std::string("copy");
+}
+
+}  // namespace
+
+Spread spread_of(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+Status BenchOptions::validate() const {
+  if (model_dir.empty()) return InvalidArgument("bench needs a checkpoint directory (-m DIR)");
+  if (prompts.empty()) return InvalidArgument("--prompt needs at least one length");
+  for (int64_t p : prompts)
+    if (p < 1 || p > (1 << 24)) return InvalidArgument("--prompt lengths must be in [1, 16777216], got " + std::to_string(p));
+  if (gen < 1 || gen > (1 << 20)) return InvalidArgument("--gen must be in [1, 1048576]");
+  if (reps < 1 || reps > 1000) return InvalidArgument("--reps must be in [1, 1000]");
+  if (warmup < 0 || warmup > 100) return InvalidArgument("--warmup must be in [0, 100]");
+  if (threads < 0 || threads > 256) return InvalidArgument("--threads must be in [0, 256]");
+  if (prefill_chunk < 1) return InvalidArgument("prefill chunk must be positive");
+  if (Status m = store::parse_load_mode(load_mode).status(); !m.ok()) return m;
+  if (cold != "auto" && cold != "fadvise" && cold != "drop-caches" && cold != "copy" && cold != "none")
+    return InvalidArgument("--cold must be auto, fadvise, drop-caches, copy or none, got '" + cold + "'");
+  return Status();
+}
+
+Result<BenchReport> run_bench(const BenchOptions& o) {
+  STRATA_RETURN_IF_ERROR(o.validate());
+  BenchReport rep;
+  rep.options = o;
+  rep.options.progress = nullptr;
+  rep.options.logger = nullptr;
+  rep.date = utc_now();
+  rep.git_commit = o.git_commit;
+  rep.command = o.command;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) rep.hostname = host;
+  rep.simd = CpuFeatures::detect().best_level();
+  if (auto info = io::read_file_to_string("/proc/cpuinfo", 1 << 20); info.ok()) {
+    const size_t p = info->find("model name");
+    if (p != std::string::npos) {
+      const size_t c = info->find(':', p), e = info->find('\n', p);
+      if (c != std::string::npos && c < e) rep.cpu_model = info->substr(c + 2, e - c - 2);
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(rep.checkpoint, checkpoint_identity(o.model_dir));
+
+  // Tokenizer, Engram vocabulary, prompts (before any timing).
+  STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::load((fs::path(o.model_dir) / "tokenizer.json").string()));
+  STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(tok));
+  const model::CompressedVocabMap vocab{std::move(cv.map), cv.n_classes};
+  std::vector<int32_t> text_ids;
+  if (!o.text_file.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(o.text_file, 256u << 20));
+    text_ids = tok.encode(text, /*allow_special=*/false);
+    if (text_ids.empty()) return InvalidArgument(o.text_file + ": no tokens");
+  }
+  STRATA_ASSIGN_OR_RETURN(model::ModelConfig cfg, model::ModelConfig::load(o.model_dir));
+  std::vector<int64_t> prompts = o.prompts;
+  std::sort(prompts.begin(), prompts.end());
+  prompts.erase(std::unique(prompts.begin(), prompts.end()), prompts.end());
+  if (prompts.back() + o.gen > cfg.max_position_embeddings)
+    return InvalidArgument("prompt " + std::to_string(prompts.back()) + " + gen " + std::to_string(o.gen) +
+                           " exceeds the model's context of " + std::to_string(cfg.max_position_embeddings));
+  const int32_t id_limit = std::min<int32_t>(tok.model_vocab_size(), static_cast<int32_t>(cfg.vocab_size));
+  std::vector<std::vector<int32_t>> prompt_ids;
+  for (size_t i = 0; i < prompts.size(); ++i) prompt_ids.push_back(make_prompt(text_ids, prompts[i], o.seed + i, id_limit));
+
+  const uint64_t total_runs = (o.cold != "none" ? prompts.size() : 0) + prompts.size() * static_cast<uint64_t>(o.warmup + o.reps);
+  uint64_t runs_done = 0;
+  auto tick = [&](const std::string& what) {
+    ++runs_done;
+    report_progress(o.progress, ProgressEvent{"bench", "runs", runs_done, total_runs, what, false});
+  };
+  // Prefill progress only for prompts long enough to be worth a bar.
+  const ProgressFn no_progress;
+
+  // Cold: evict, load, one run per prompt length.
+  if (o.cold != "none") {
+    STRATA_ASSIGN_OR_RETURN(rep.page_cache_before, page_cache_fraction(o.model_dir));
+    const std::string copy_dir = o.model_dir + ".strata-bench-cold";
+    std::string load_dir;
+    STRATA_ASSIGN_OR_RETURN(rep.cold_method, make_cold(o, copy_dir, &load_dir, &rep.notes));
+    struct CopyCleanup {
+      std::string dir;
+      bool active;
+      ~CopyCleanup() {
+        std::error_code ec;
+        if (active) fs::remove_all(dir, ec);
+      }
+    } cleanup{copy_dir, load_dir == copy_dir};
+    STRATA_ASSIGN_OR_RETURN(rep.page_cache_after, page_cache_fraction(load_dir));
+    STRATA_ASSIGN_OR_RETURN(Loaded l, load(load_dir, vocab, o));
+    rep.load_cold_s = l.seconds;
+    rep.load_cold_read_bytes = l.read_bytes;
+    rep.threads = l.model->pool().n_threads();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      STRATA_ASSIGN_OR_RETURN(BenchRun r, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk,
+                                                   prompts[i] >= 4096 ? o.progress : no_progress));
+      rep.points.push_back(summarize(prompts[i], true, {r}));
+      tick("cold " + std::to_string(prompts[i]));
+    }
+  } else {
+    rep.cold_method = "none";
+  }
+
+  // Warm: load again (from the page cache), warm up, then the recorded repetitions.
+  STRATA_ASSIGN_OR_RETURN(Loaded l, load(o.model_dir, vocab, o));
+  rep.load_warm_s = l.seconds;
+  rep.threads = l.model->pool().n_threads();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const ProgressFn& pf = prompts[i] >= 4096 ? o.progress : no_progress;
+    for (int w = 0; w < o.warmup; ++w) {
+      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf).status());
+      tick("warm-up " + std::to_string(prompts[i]));
+    }
+    std::vector<BenchRun> runs;
+    for (int r = 0; r < o.reps; ++r) {
+      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf));
+      runs.push_back(run);
+      tick("warm " + std::to_string(prompts[i]));
+    }
+    rep.points.push_back(summarize(prompts[i], false, std::move(runs)));
+  }
+  report_progress(o.progress, ProgressEvent{"bench", "runs", total_runs, total_runs, "", true});
+  rep.peak_rss_bytes = peak_rss();
+  rep.store = l.model->store().describe();
+  return rep;
+}
+
+std::string BenchReport::to_json() const {
+  ojson j;
+  j["format"] = "strata-bench/1";
+  j["date"] = date;
+  j["git_commit"] = git_commit;
+  j["command"] = command;
+  j["machine"] = {{"hostname", hostname}, {"cpu_model", cpu_model}, {"simd", simd}, {"threads", threads}};
+  j["checkpoint"] = {{"dir", checkpoint.dir},
+                     {"hash", checkpoint.hash},
+                     {"tensor_bytes", checkpoint.tensor_bytes},
+                     {"file_bytes", checkpoint.file_bytes},
+                     {"n_tensors", checkpoint.n_tensors},
+                     {"n_shards", checkpoint.n_shards}};
+  j["options"] = {{"prompts", options.prompts}, {"gen", options.gen},           {"reps", options.reps},
+                  {"warmup", options.warmup},   {"threads", options.threads},   {"prefill_chunk", options.prefill_chunk},
+                  {"load_mode", options.load_mode}, {"ram_budget", options.ram_budget}, {"direct_io", options.direct_io},
+                  {"cold", options.cold},     {"text_file", options.text_file},
+                  {"seed", options.seed}};
+  j["cold"] = {{"method", cold_method},
+               {"page_cache_before", page_cache_before},
+               {"page_cache_after", page_cache_after},
+               {"load_s", load_cold_s},
+               {"load_read_bytes", load_cold_read_bytes}};
+  j["load_warm_s"] = load_warm_s;
+  j["store"] = store;
+  j["counters"] = {{"peak_rss_bytes", peak_rss_bytes}};
+  ojson pts = ojson::array();
+  for (const BenchPoint& p : points) {
+    ojson pj;
+    pj["prompt"] = p.prompt;
+    pj["phase"] = p.cold ? "cold" : "warm";
+    pj["prefill_tok_s"] = spread_json(p.prefill_tok_s);
+    pj["ttft_s"] = spread_json(p.ttft_s);
+    pj["decode_tok_s"] = spread_json(p.decode_tok_s);
+    ojson runs = ojson::array();
+    for (const BenchRun& r : p.runs)
+      runs.push_back({{"prefill_s", r.prefill_s},
+                      {"ttft_s", r.ttft_s},
+                      {"decode_s", r.decode_s},
+                      {"gen", r.gen},
+                      {"os_read_bytes", r.os_read_bytes},
+                      {"major_faults", r.major_faults},
+                      {"kv_bytes", r.kv_bytes},
+                      {"expert_acquires", r.expert_acquires},
+                      {"expert_hits", r.expert_hits},
+                      {"expert_loads", r.expert_loads},
+                      {"store_bytes_read", r.store_bytes_read},
+                      {"engram_rows_read", r.engram_rows_read},
+                      {"io_wait_s", r.io_wait_s},
+                      {"prefetch_issued", r.prefetch_issued},
+                      {"prefetch_used", r.prefetch_used}});
+    pj["runs"] = runs;
+    pts.push_back(pj);
+  }
+  j["points"] = pts;
+  j["notes"] = notes;
+  return j.dump(2) + "\n";
+}
+
+std::string BenchReport::to_text() const {
+  std::ostringstream o;
+  char line[256];
+  o << "strata bench: " << checkpoint.dir << " (id " << checkpoint.hash << ", " << checkpoint.n_tensors << " tensors, "
+    << std::fixed;
+  o.precision(2);
+  o << static_cast<double>(checkpoint.tensor_bytes) / 1e9 << " GB)\n";
+  o << "  commit " << (git_commit.empty() ? "unknown" : git_commit) << ", " << hostname << " (" << cpu_model << ", " << simd
+    << "), " << threads << " threads, load mode " << options.load_mode << ", chunk " << options.prefill_chunk << ", gen "
+    << options.gen << ", " << options.reps << " reps after " << options.warmup << " warm-up\n";
+  if (cold_method != "none") {
+    std::snprintf(line, sizeof line,
+                  "  cold: %s (page cache %.0f%% -> %.0f%% of the checkpoint), load %.2f s reading %.2f GB; warm load %.2f s\n",
+                  cold_method.c_str(), 100 * page_cache_before, 100 * page_cache_after, load_cold_s,
+                  static_cast<double>(load_cold_read_bytes) / 1e9, load_warm_s);
+    o << line;
+  }
+  o << "  store: " << store << "\n";
+  std::snprintf(line, sizeof line, "  %-5s %8s %22s %22s %22s %9s %8s %8s\n", "phase", "prompt", "prefill tok/s (min-max)",
+                "TTFT s (min-max)", "decode tok/s (min-max)", "disk MB", "hit %", "I/O s");
+  o << line;
+  for (const BenchPoint& p : points) {
+    uint64_t rd = 0, acq = 0, hits = 0;
+    double wait = 0;
+    for (const BenchRun& r : p.runs) {
+      rd += std::max(r.os_read_bytes, r.store_bytes_read);
+      acq += r.expert_acquires;
+      hits += r.expert_hits;
+      wait += r.io_wait_s;
+    }
+    const double runs = static_cast<double>(std::max<size_t>(1, p.runs.size()));
+    std::snprintf(line, sizeof line, "  %-5s %8lld %9.1f (%5.1f-%5.1f) %9.3f (%5.3f-%5.3f) %9.2f (%5.2f-%5.2f) %9.1f %8.1f %8.2f\n",
+                  p.cold ? "cold" : "warm", static_cast<long long>(p.prompt), p.prefill_tok_s.median, p.prefill_tok_s.min,
+                  p.prefill_tok_s.max, p.ttft_s.median, p.ttft_s.min, p.ttft_s.max, p.decode_tok_s.median,
+                  p.decode_tok_s.min, p.decode_tok_s.max, static_cast<double>(rd) / 1e6 / runs,
+                  acq ? 100.0 * static_cast<double>(hits) / static_cast<double>(acq) : 100.0, wait / runs);
+    o << line;
+  }
+  std::snprintf(line, sizeof line, "  peak RSS %.2f GB\n", static_cast<double>(peak_rss_bytes) / 1e9);
+  o << line;
+  for (const std::string& n : notes) o << "  note: " << n << "\n";
+  return o.str();
+}
+
+}  // namespace strata::tools

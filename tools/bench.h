@@ -1,0 +1,131 @@
+// strata bench: end-to-end speed of a checkpoint — prefill tok/s, time to first token and decode
+// tok/s at several prompt lengths, cold (the checkpoint's pages evicted from the page cache first)
+// and warm (repetitions after a warm-up, median and spread), with the counters that explain them
+// and everything needed to reproduce the run (git commit, checkpoint identity, options, machine).
+//
+// A run: for each prompt length P, a fresh session prefills P tokens in chunks (as
+// runtime::Generator does), samples greedily, then decodes `gen` tokens one at a time, ignoring end
+// of sequence so every repetition does the same work. Prompt tokens are the given text tokenized and
+// repeated to length, or (no text) seeded pseudo-random ids of ordinary tokens.
+// Cold: the model is loaded after evicting the checkpoint's pages (posix_fadvise DONTNEED per file,
+// then /proc/sys/vm/drop_caches where permitted if pages remain, else a fresh copy of the checkpoint
+// written around the page cache), and each prompt length runs once. The fraction of the checkpoint in
+// the page cache (mincore) is recorded before and after eviction.
+// Warm: the model is loaded again (from the page cache) and each prompt length runs `reps` times
+// after `warmup` unrecorded runs.
+// Thread safety: runs one model at a time; uses the whole machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/status.h"
+
+namespace strata::tools {
+
+struct BenchOptions {
+  std::string model_dir;
+  std::vector<int64_t> prompts = {512, 2048, 8192};  // prompt lengths in tokens
+  int64_t gen = 128;                 // tokens generated per run
+  int reps = 3;                      // recorded warm repetitions per prompt length
+  int warmup = 1;                    // unrecorded warm runs before them
+  int threads = 0;                   // 0 = physical cores
+  int64_t prefill_chunk = 2048;      // tokens per prefill forward
+  std::string load_mode = "resident";  // auto | resident | stream | mmap (store::PlacementOptions)
+  uint64_t ram_budget = 0;           // store RAM budget in bytes; 0 = available minus the margin
+  bool direct_io = false;            // stream: expert reads with O_DIRECT
+  std::string cold = "auto";         // auto | fadvise | drop-caches | copy | none (skip the cold run)
+  std::string text_file;             // prompt text (tokenized and repeated); empty = random ids
+  uint64_t seed = 0;                 // random prompt ids
+  std::string git_commit;            // recorded as given (the CLI reads the source tree)
+  std::string command;               // the command line, recorded as given
+  ProgressFn progress;               // "load" (layers), "prefill" (tokens), "bench" (runs)
+  const Logger* logger = nullptr;
+
+  [[nodiscard]] Status validate() const;
+};
+
+// One run of one prompt length.
+struct BenchRun {
+  int64_t prompt = 0, gen = 0;
+  double prefill_s = 0;     // all prefill chunks
+  double ttft_s = 0;        // prefill + sampling the first token
+  double decode_s = 0;      // the gen - 1 decode forwards (+ sampling)
+  double prefill_tok_s() const { return prefill_s > 0 ? static_cast<double>(prompt) / prefill_s : 0; }
+  double decode_tok_s() const { return decode_s > 0 && gen > 1 ? static_cast<double>(gen - 1) / decode_s : 0; }
+  // Counters over the run.
+  uint64_t os_read_bytes = 0;  // bytes the kernel read from storage for this process (/proc/self/io)
+  uint64_t major_faults = 0;
+  uint64_t kv_bytes = 0;       // the session's cache after the run
+  // The weight store's counters over the run (store::PlacementStats).
+  uint64_t expert_acquires = 0, expert_hits = 0, expert_loads = 0;
+  uint64_t store_bytes_read = 0;   // expert + Engram bytes the store read from disk
+  uint64_t engram_rows_read = 0;
+  double io_wait_s = 0;            // time the forward pass was blocked on reads
+  uint64_t prefetch_issued = 0, prefetch_used = 0;
+};
+
+// Median / min / max of a quantity over runs.
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread spread_of(std::vector<double> v);
+
+struct BenchPoint {
+  int64_t prompt = 0;
+  bool cold = false;
+  std::vector<BenchRun> runs;
+  Spread prefill_tok_s, ttft_s, decode_tok_s;
+};
+
+// What identifies a checkpoint: a 64-bit FNV-1a over config.json and the sorted tensor index
+// (name, dtype, shape, bytes), plus sizes.
+struct CheckpointId {
+  std::string dir;
+  std::string hash;      // 16 hex digits
+  uint64_t tensor_bytes = 0;
+  uint64_t file_bytes = 0;
+  size_t n_tensors = 0;
+  int n_shards = 0;
+};
+[[nodiscard]] Result<CheckpointId> checkpoint_identity(const std::string& dir);
+
+struct BenchReport {
+  std::string date, git_commit, command, hostname, cpu_model, simd;
+  BenchOptions options;  // progress / logger dropped
+  int threads = 0;
+  CheckpointId checkpoint;
+  // Cold start.
+  std::string cold_method;        // what evicted the pages ("fadvise", "drop-caches", "copy", "none")
+  double page_cache_before = 0;   // fraction of the checkpoint's bytes in the page cache before eviction
+  double page_cache_after = 0;    // ... after eviction, just before the cold load
+  double load_cold_s = 0, load_warm_s = 0;
+  uint64_t load_cold_read_bytes = 0;  // storage bytes read by the cold load
+  std::string store;              // the weight store as it describes itself
+  uint64_t peak_rss_bytes = 0;
+  std::vector<BenchPoint> points;  // cold points first, then warm, each ascending by prompt
+  std::vector<std::string> notes;
+
+  std::string to_json() const;
+  std::string to_text() const;
+};
+
+// Runs the benchmark. Errors: bad options (kInvalidArgument), load failures, a prompt + gen beyond
+// the model's context (kInvalidArgument, before any run).
+[[nodiscard]] Result<BenchReport> run_bench(const BenchOptions& o);
+
+// Page cache of a checkpoint directory (every regular file in it), exposed for tests.
+// Fraction of its bytes resident in the page cache (mincore), in [0, 1].
+[[nodiscard]] Result<double> page_cache_fraction(const std::string& dir);
+// Asks the kernel to drop its clean pages (posix_fadvise DONTNEED per file).
+[[nodiscard]] Status evict_page_cache(const std::string& dir);
+// sync + echo 1 > /proc/sys/vm/drop_caches: kIOError (EACCES / EROFS) when not permitted.
+[[nodiscard]] Status drop_all_page_caches();
+// Copies every regular file of `src` into the new directory `dst`, writing around the page cache
+// (O_DIRECT where allowed, else fdatasync + DONTNEED), so reading `dst` is a cold read.
+[[nodiscard]] Status copy_uncached(const std::string& src, const std::string& dst);
+
+}  // namespace strata::tools

@@ -1,0 +1,485 @@
+// strata plan: placement and predicted speed (see plan.h).
+#include "tools/plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace strata::tools {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// "12,672"
+std::string with_commas(uint64_t v) {
+  std::string s = std::to_string(v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+std::string params_str(double p) {
+  if (p >= 1e9) return fmt("%.2f B", p / 1e9);
+  if (p >= 1e6) return fmt("%.1f M", p / 1e6);
+  if (p >= 1e3) return fmt("%.1f K", p / 1e3);
+  return fmt("%.0f", p);
+}
+
+std::string tokens_str(int64_t t) {
+  if (t >= (1 << 20) && t % (1 << 20) == 0) return std::to_string(t >> 20) + "M";
+  if (t >= 1024 && t % 1024 == 0) return std::to_string(t >> 10) + "K";
+  return std::to_string(t);
+}
+
+std::string rate_str(double tok_s) {
+  if (tok_s >= 100) return fmt("%.0f", tok_s);
+  if (tok_s >= 10) return fmt("%.1f", tok_s);
+  return fmt("%.2f", tok_s);
+}
+
+std::string seconds_str(double s) {
+  if (s < 1e-3) return fmt("%.0f us", s * 1e6);
+  if (s < 1) return fmt("%.1f ms", s * 1e3);
+  if (s < 120) return fmt("%.2f s", s);
+  return fmt("%.1f min", s / 60);
+}
+
+// Activation scratch of one prefill chunk of n tokens (floats live at once in Model::forward and
+// attention_forward, an estimate): the residual streams, sublayer in/out, queries and attention
+// output, the MoE hidden rows, the grouped output and the candidate mask.
+uint64_t scratch_bytes(const model::ModelConfig& c, int64_t n, int64_t context) {
+  const double per_token = static_cast<double>(c.hc_mult * c.dim + 4 * c.dim + 2 * c.n_heads * c.head_dim +
+                                               c.q_lora_rank + c.head_dim + 3 * c.moe_inter_dim +
+                                               c.o_groups * c.o_lora_rank + c.index_n_heads * c.index_head_dim);
+  double b = per_token * 4.0 * static_cast<double>(n);
+  b += 4.0 * static_cast<double>(c.vocab_size);  // logits
+  if (c.candidate_source_layer >= 0) b += static_cast<double>(n) * static_cast<double>(context);  // candidate mask
+  return static_cast<uint64_t>(b);
+}
+
+IoModel io_model(const Plan& p) {
+  IoModel io;
+  const Placement& pl = p.placement;
+  const DiskProfile& d = p.machine.disk;
+  io.expert_hit_rate = pl.expert_hit_rate;
+  const bool direct = p.options.direct_io && d.direct_supported && pl.load_mode == "stream";
+  io.expert_read_gbps = p.options.disk_gbps > 0 ? p.options.disk_gbps : (direct ? d.seq_gbps_direct : d.seq_gbps_buffered);
+  io.engram_from_disk = !pl.engram_resident;
+  io.engram_iops = p.options.iops > 0 ? p.options.iops : (direct ? d.iops_qd32_direct : d.iops_qd32_buffered);
+  io.overlap = p.options.overlap_io && pl.load_mode == "stream";
+  return io;
+}
+
+ojson cost_json(const Cost& c) {
+  ojson j;
+  j["total_s"] = c.total_s;
+  j["compute_s"] = c.compute_s;
+  j["io_s"] = c.io_s;
+  j["bottleneck"] = c.bottleneck;
+  ojson t = ojson::object();
+  for (const CostTerm& term : c.terms) t[term.name] = term.seconds;
+  j["terms_s"] = t;
+  return j;
+}
+
+}  // namespace
+
+std::string format_bytes(double b) {
+  if (b < 1024) return fmt("%.0f B", b);
+  if (b < 1024.0 * 1024) return fmt("%.1f KiB", b / 1024);
+  if (b < kGiB) return fmt("%.1f MiB", b / (1024.0 * 1024));
+  if (b < 10 * kGiB) return fmt("%.2f GiB", b / kGiB);
+  return fmt("%.1f GiB", b / kGiB);
+}
+
+Result<uint64_t> parse_size(const std::string& text, const std::string& what) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || !(v >= 0) || !std::isfinite(v))
+    return InvalidArgument(what + ": expected a size such as 24G, 512M or 1.5T, got '" + text + "'");
+  std::string unit(end);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() >= 2 && unit.substr(unit.size() - 2) == "IB") unit = unit.substr(0, unit.size() - 2);
+  else if (unit.size() >= 1 && unit.back() == 'B') unit.pop_back();
+  double mult = 1;
+  if (unit.empty()) mult = 1;
+  else if (unit == "K") mult = 1024.0;
+  else if (unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "G") mult = kGiB;
+  else if (unit == "T") mult = kGiB * 1024;
+  else return InvalidArgument(what + ": unknown unit in '" + text + "' (use K, M, G or T, binary multiples)");
+  const double bytes = v * mult;
+  if (bytes > 1.8e19) return InvalidArgument(what + ": '" + text + "' is too large");
+  return static_cast<uint64_t>(bytes);
+}
+
+Status PlanOptions::validate() const {
+  if (threads < 0 || threads > 256) return InvalidArgument("--threads must be in [0, 256]");
+  if (context < 0) return InvalidArgument("--ctx must be >= 0");
+  if (prompts.empty()) return InvalidArgument("--prompt needs at least one length");
+  for (int64_t p : prompts)
+    if (p <= 0 || p > (1 << 24)) return InvalidArgument("--prompt lengths must be in [1, 16777216], got " + std::to_string(p));
+  if (gen < 0 || gen > (1 << 24)) return InvalidArgument("--gen must be in [0, 16777216]");
+  if (prefill_chunk <= 0) return InvalidArgument("prefill chunk must be positive");
+  if (load_mode != "auto" && load_mode != "resident" && load_mode != "stream" && load_mode != "mmap")
+    return InvalidArgument("--load-mode must be auto, resident, stream or mmap, got '" + load_mode + "'");
+  if (expert_hit_rate > 1) return InvalidArgument("--hit-rate must be in [0, 1]");
+  if (disk_gbps < 0 || iops < 0) return InvalidArgument("--disk-gbps and --iops must be >= 0");
+  return Status();
+}
+
+Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, const MachineProfile& m,
+                       const PlanOptions& o, const std::string& config_source) {
+  STRATA_RETURN_IF_ERROR(o.validate());
+  Plan p;
+  p.config_source = config_source;
+  p.config = c;
+  p.options = o;
+  p.machine = m;
+  STRATA_ASSIGN_OR_RETURN(p.footprint, model_footprint(c, vision));
+  const ModelFootprint& f = p.footprint;
+  p.threads = o.threads > 0 ? o.threads : std::max(1, m.physical_cores);
+  if (p.threads > p.machine.threads.back().threads)
+    p.placement.notes.push_back("the probe measured up to " + std::to_string(p.machine.threads.back().threads) +
+                                " threads; rates for " + std::to_string(p.threads) + " use those");
+
+  Placement& pl = p.placement;
+  const int64_t longest = *std::max_element(o.prompts.begin(), o.prompts.end());
+  pl.context = o.context > 0 ? o.context : longest + o.gen;
+  const uint64_t ram = o.ram_bytes > 0 ? o.ram_bytes : m.ram_available;
+  // The store's budget and margin (store/open_store.cpp): max(1 GiB, 10%) is left for KV caches,
+  // activations and the system.
+  pl.reserve_bytes = o.reserve_bytes > 0 ? o.reserve_bytes : std::max<uint64_t>(1ull << 30, ram / 10);
+  pl.budget_bytes = ram > pl.reserve_bytes ? ram - pl.reserve_bytes : 0;
+  const uint64_t all_routed = f.routed_bytes + f.dspark_expert_bytes;
+  pl.dense_bytes = f.text_bytes - all_routed - f.engram_table_bytes;
+  pl.dense_ram_bytes = f.text_ram_bytes - all_routed - f.engram_table_bytes;
+  pl.kv_bytes = f.kv.bytes_at(pl.context);
+  pl.scratch_bytes = scratch_bytes(c, std::min(o.prefill_chunk, longest), pl.context);
+  pl.engram_bytes = f.engram_table_bytes;
+  for (int e : f.experts_per_layer) pl.total_experts += e;
+  for (const GpuInfo& g : m.gpus) pl.vram_bytes += g.vram_total;
+  if (o.vram_bytes > 0) pl.vram_bytes = o.vram_bytes;
+  if (pl.vram_bytes > 0)
+    pl.notes.push_back("VRAM " + format_bytes(static_cast<double>(pl.vram_bytes)) +
+                       " not used: strata has no GPU backend yet (CPU plan)");
+
+  std::string mode = o.load_mode;
+  if (mode == "auto") mode = f.text_bytes <= pl.budget_bytes ? "resident" : "stream";
+  pl.load_mode = mode;
+  if (mode == "resident") {
+    pl.expert_slots = pl.total_experts;
+    pl.expert_cache_bytes = f.routed_bytes;
+    pl.expert_hit_rate = 1;
+    pl.engram_resident = true;
+    if (f.text_bytes > pl.budget_bytes) {
+      pl.fits = false;
+      pl.notes.push_back("load mode resident does not fit: the checkpoint holds " +
+                         format_bytes(static_cast<double>(f.text_bytes)) + ", the RAM budget is " +
+                         format_bytes(static_cast<double>(pl.budget_bytes)) + " (use --load-mode stream)");
+    }
+  } else if (mode == "stream") {
+    const bool scales_resident = f.engram_scale_bytes * 16 <= pl.budget_bytes;
+    pl.engram_ram_bytes = (scales_resident ? f.engram_scale_bytes : 0) +
+                          (f.engram_table_bytes > 0 ? 65536ull * (f.engram_row_bytes + 16) : 0);
+    const uint64_t fixed = pl.dense_bytes + pl.engram_ram_bytes;
+    const uint64_t slot = (f.expert_bytes + 4095) / 4096 * 4096;
+    const uint64_t left = pl.budget_bytes > fixed ? pl.budget_bytes - fixed : 0;
+    pl.expert_slots = std::min<int64_t>(pl.total_experts, static_cast<int64_t>(left / slot));
+    pl.expert_cache_bytes = static_cast<uint64_t>(pl.expert_slots) * slot;
+    if (pl.expert_slots < c.n_activated_experts) {
+      pl.fits = false;
+      pl.notes.push_back("does not fit: resident tensors " + format_bytes(static_cast<double>(pl.dense_bytes)) +
+                         " + Engram " + format_bytes(static_cast<double>(pl.engram_ram_bytes)) + " + " +
+                         std::to_string(c.n_activated_experts) + " experts of one layer need " +
+                         format_bytes(static_cast<double>(fixed + c.n_activated_experts * slot)) +
+                         ", the RAM budget is " + format_bytes(static_cast<double>(pl.budget_bytes)));
+    }
+    pl.expert_hit_rate = o.expert_hit_rate >= 0 ? o.expert_hit_rate
+                                                : static_cast<double>(pl.expert_slots) / static_cast<double>(pl.total_experts);
+    // Whole layers that would fit pinned (--pin-layers 0-N), leaving two tokens' top-k experts of
+    // every other layer to the cache (the one in use and a prefetch in flight).
+    int64_t slots = pl.expert_slots;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const int64_t keep = 2LL * c.n_active(l) * (c.n_layers - l - 1);
+      if (slots - f.experts_per_layer[static_cast<size_t>(l)] < keep) break;
+      slots -= f.experts_per_layer[static_cast<size_t>(l)];
+      pl.pinned_layers = l + 1;
+    }
+  } else {  // mmap: the page cache holds what RAM allows, misses are page faults
+    const uint64_t left = pl.budget_bytes > pl.dense_bytes ? pl.budget_bytes - pl.dense_bytes : 0;
+    pl.expert_cache_bytes = std::min(left, f.routed_bytes);
+    pl.expert_slots = static_cast<int64_t>(pl.expert_cache_bytes / std::max<uint64_t>(1, f.expert_bytes));
+    pl.expert_hit_rate = o.expert_hit_rate >= 0 ? o.expert_hit_rate
+                                                : static_cast<double>(pl.expert_slots) / static_cast<double>(pl.total_experts);
+    pl.notes.push_back("mmap: misses are page faults, no prefetch overlap");
+  }
+  if (pl.expert_hit_rate < 1)
+    pl.streams.push_back("routed experts: " + fmt("%.1f%%", 100 * (1 - pl.expert_hit_rate)) + " of uses read from disk (" +
+                         (o.expert_hit_rate >= 0 ? "given hit rate" : "uniform routing estimate") + ", " +
+                         format_bytes(static_cast<double>(f.expert_bytes)) + " per expert)");
+  if (pl.engram_bytes > 0 && !pl.engram_resident)
+    pl.streams.push_back("Engram rows: " + std::to_string(f.engram_rows_per_token) + " per token, " +
+                         std::to_string(f.engram_row_bytes) + " B each, 4 KiB reads through the page cache");
+  if (pl.kv_bytes + pl.scratch_bytes > pl.reserve_bytes)
+    pl.notes.push_back("KV (" + format_bytes(static_cast<double>(pl.kv_bytes)) + ") + activations (" +
+                       format_bytes(static_cast<double>(pl.scratch_bytes)) + ") exceed the margin of " +
+                       format_bytes(static_cast<double>(pl.reserve_bytes)) + ": lower --ctx or raise --reserve");
+  {
+    const uint64_t loaded = mode == "resident" ? f.text_bytes : pl.dense_bytes;
+    if (m.disk.measured && m.disk.seq_gbps_pread > 0)
+      pl.load_cold_s = static_cast<double>(loaded) / (m.disk.seq_gbps_pread * 1e9);
+  }
+  pl.notes.push_back("attn.wo_a is kept as BF16 after load: +" +
+                     format_bytes(static_cast<double>(pl.dense_ram_bytes - pl.dense_bytes)) + " outside the store");
+  pl.notes.push_back("KV at packed size (FP4/FP8 codes, " + fmt("%.0f", f.kv.bytes_per_token) + " B/token)");
+
+  const IoModel io = io_model(p);
+  if (io.expert_hit_rate < 1 && io.expert_read_gbps <= 0)
+    pl.notes.push_back("no disk bandwidth measured: run `strata probe` with the model directory or pass --disk-gbps");
+  for (int64_t prompt : o.prompts) {
+    SpeedPrediction s;
+    s.prompt = prompt;
+    s.prefill = prefill_cost(c, f, p.machine, p.threads, prompt, o.prefill_chunk, o.replay, io);
+    s.ttft_s = s.prefill.total_s;
+    s.prefill_tok_s = static_cast<double>(prompt) / s.prefill.total_s;
+    s.prefill_bottleneck = s.prefill.bottleneck;
+    s.decode = decode_token_cost(c, f, p.machine, p.threads, prompt + o.gen / 2, io);
+    s.decode_tok_s = 1.0 / s.decode.total_s;
+    s.decode_bottleneck = s.decode.bottleneck;
+    p.speeds.push_back(std::move(s));
+  }
+  return p;
+}
+
+std::string plan_text(const Plan& p) {
+  const model::ModelConfig& c = p.config;
+  const ModelFootprint& f = p.footprint;
+  const Placement& pl = p.placement;
+  std::ostringstream o;
+  int n_window = 0, n_enc = 0, n_dec = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const int r = c.compress_ratio(l);
+    (r == 0 ? n_window : r == 1 ? n_dec : n_enc)++;
+  }
+  o << "strata plan: " << p.config_source << "\n";
+  o << "model: " << c.n_layers << " layers (" << n_window << " window-only, " << n_enc << " encoder, " << n_dec
+    << " decoder) + " << c.n_mtp_layers << " DSpark stages; dim " << c.dim << "; " << c.n_routed_experts
+    << " routed experts top-" << c.n_activated_experts << "\n";
+  o << "checkpoint: " << format_bytes(static_cast<double>(f.checkpoint_bytes)) << " ("
+    << fmt("%.1f", static_cast<double>(f.checkpoint_bytes) / 1e9) << " GB)";
+  if (f.checkpoint_bytes != f.text_bytes)
+    o << "; text model " << format_bytes(static_cast<double>(f.text_bytes)) << " in " << f.n_tensors
+      << " tensors (what `strata synth` writes) + vision estimate";
+  else
+    o << " in " << f.n_tensors << " tensors";
+  o << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-38s %11s %11s %10s  %s\n", "component", "on disk", "in RAM", "params",
+                "by dtype");
+  o << line;
+  for (const ComponentSize& cs : f.components) {
+    std::string dt;
+    for (const auto& [t, b] : cs.bytes_by_dtype) {
+      if (!dt.empty()) dt += ", ";
+      dt += std::string(dtype_name(t) == "I8" ? "MXFP4(I8)" : dtype_name(t)) + " " + format_bytes(static_cast<double>(b));
+    }
+    std::snprintf(line, sizeof line, "  %-38s %11s %11s %10s  ", cs.name.c_str(),
+                  format_bytes(static_cast<double>(cs.bytes)).c_str(), format_bytes(static_cast<double>(cs.ram_bytes)).c_str(),
+                  params_str(static_cast<double>(cs.params)).c_str());
+    o << line << dt << "\n";
+  }
+  o << "\n";
+  o << "KV cache (packed): " << fmt("%.0f", f.kv.bytes_per_token) << " B/token = " << f.kv.main_sources.size()
+    << " KV sources x " << f.kv.main_entry_bytes << " B + " << f.kv.key_owners.size() << " index-key owners x "
+    << f.kv.index_entry_bytes << " B per entry, one entry per compress_ratio tokens; + "
+    << format_bytes(static_cast<double>(f.kv.fixed_bytes)) << " per sequence (window rings, compressor state)\n";
+  auto kv_at = [&](int64_t t) {
+    const double b = static_cast<double>(f.kv.bytes_at(t));
+    return b >= 0.1 * kGiB ? fmt("%.2f GiB", b / kGiB) : format_bytes(b);
+  };
+  o << "  at 8K: " << kv_at(8192) << "   128K: " << kv_at(131072) << "   1M: " << kv_at(1 << 20) << "\n";
+  o << "Engram: " << f.engram_rows_per_token << " rows x " << f.engram_row_bytes << " B = "
+    << with_commas(f.engram_bytes_per_token) << " B (" << fmt("%.1f", static_cast<double>(f.engram_bytes_per_token) / 1000)
+    << " KB) read per token\n";
+  auto active = [&](const char* name, const ActivePerToken& a) {
+    o << "  " << name << params_str(static_cast<double>(a.params)) << " params, "
+      << format_bytes(static_cast<double>(a.weight_bytes)) << " of weights (routed experts "
+      << format_bytes(static_cast<double>(a.expert_bytes)) << ") + " << a.engram_rows << " Engram rows\n";
+  };
+  o << "Active per token:\n";
+  active("decode:                ", f.decode);
+  active("prefill (exact):       ", f.prefill_exact);
+  active("prefill (replay, enc.):", f.prefill_replay);
+  o << "\n";
+
+  const MachineProfile& m = p.machine;
+  o << "machine: " << m.hostname << ", " << m.cpu_model << ", " << m.logical_cores << " logical / "
+    << m.physical_cores << " physical cores, " << m.simd << " (kernels " << m.kernel_level << "), RAM "
+    << format_bytes(static_cast<double>(m.ram_total)) << " (" << format_bytes(static_cast<double>(m.ram_available))
+    << " available); probed " << m.date << "\n";
+  const ThreadRates& r = m.at_threads(p.threads);
+  o << "  " << r.threads << " threads: memory read " << fmt("%.1f", r.mem_read_gbps)
+    << " GB/s; matvec GB/s at rows of 4096: fp8 " << fmt("%.1f", r.kernels[0].matvec_gbps[2]) << ", fp4 "
+    << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
+    << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << "\n";
+  if (m.disk.measured)
+    o << "  disk " << m.disk.dir << ": sequential " << fmt("%.2f", m.disk.seq_gbps_direct) << " GB/s O_DIRECT, "
+      << fmt("%.2f", m.disk.seq_gbps_buffered) << " GB/s buffered, " << fmt("%.2f", m.disk.seq_gbps_pread)
+    << " GB/s one pread at a time; 4 KiB random " << fmt("%.0f", m.disk.iops_qd1_direct)
+      << " / " << fmt("%.0f", m.disk.iops_qd32_direct) << " IOPS at depth 1 / 32 (O_DIRECT)\n";
+  else
+    o << "  disk: not measured" << (m.disk.note.empty() ? "" : " (" + m.disk.note + ")") << "\n";
+  if (m.gpus.empty()) o << "  GPU: none\n";
+  for (const GpuInfo& g : m.gpus) o << "  GPU: " << g.name << ", " << format_bytes(static_cast<double>(g.vram_total)) << "\n";
+  o << "\n";
+
+  o << "placement: load mode " << pl.load_mode << (pl.fits ? "" : " (DOES NOT FIT)") << "\n";
+  o << "  RAM budget " << format_bytes(static_cast<double>(pl.budget_bytes)) << " for the store; margin "
+    << format_bytes(static_cast<double>(pl.reserve_bytes)) << " holds KV " << format_bytes(static_cast<double>(pl.kv_bytes))
+    << " (" << pl.context << " tokens) + activations " << format_bytes(static_cast<double>(pl.scratch_bytes)) << "\n";
+  o << "  resident tensors: " << format_bytes(static_cast<double>(pl.dense_bytes)) << " (backbone, embedding, head, DSpark)";
+  if (pl.engram_ram_bytes > 0) o << " + Engram scales / row cache " << format_bytes(static_cast<double>(pl.engram_ram_bytes));
+  o << "\n";
+  o << "  routed experts: " << pl.expert_slots << " of " << pl.total_experts << " in RAM ("
+    << format_bytes(static_cast<double>(pl.expert_cache_bytes)) << ")";
+  if (pl.load_mode != "resident") o << "; hit rate " << fmt("%.1f%%", 100 * pl.expert_hit_rate);
+  if (pl.load_mode == "stream")
+    o << "\n  pinning: " << (pl.pinned_layers > 0 ? "--pin-layers 0-" + std::to_string(pl.pinned_layers - 1) +
+                                                       " would fit (whole encoder-first layers; same hit rate under uniform routing)"
+                                                 : std::string("no whole layer fits beside the working set"));
+  if (pl.load_cold_s > 0) o << "\n  cold load: ~" << seconds_str(pl.load_cold_s) << " reading the resident tensors from disk";
+  o << "\n  Engram tables: " << (pl.engram_bytes == 0 ? "none" : pl.engram_resident ? "in RAM (page cache)" : "on disk")
+    << "\n";
+  o << "  streams from disk:" << (pl.streams.empty() ? " nothing" : "") << "\n";
+  for (const std::string& s : pl.streams) o << "    - " << s << "\n";
+  for (const std::string& n : pl.notes) o << "  note: " << n << "\n";
+  o << "\n";
+
+  o << "predicted (" << p.threads << " threads, " << (p.options.replay ? "replay" : "exact") << " prefill, chunk "
+    << p.options.prefill_chunk << "):\n";
+  std::snprintf(line, sizeof line, "  %8s %12s %10s  %-24s %12s  %s\n", "prompt", "prefill t/s", "TTFT", "prefill bottleneck",
+                "decode t/s", "decode bottleneck");
+  o << line;
+  for (const SpeedPrediction& s : p.speeds) {
+    std::snprintf(line, sizeof line, "  %8s %12s %10s  %-24s %12s  %s\n", tokens_str(s.prompt).c_str(),
+                  rate_str(s.prefill_tok_s).c_str(), seconds_str(s.ttft_s).c_str(), s.prefill_bottleneck.c_str(),
+                  rate_str(s.decode_tok_s).c_str(), s.decode_bottleneck.c_str());
+    o << line;
+  }
+  if (!p.speeds.empty()) {
+    const SpeedPrediction& s = p.speeds.front();
+    o << "  decode time per token at " << tokens_str(s.prompt) << " (" << seconds_str(s.decode.total_s) << "): ";
+    for (size_t i = 0; i < s.decode.terms.size() && i < 6; ++i)
+      o << (i ? ", " : "") << s.decode.terms[i].name << " " << seconds_str(s.decode.terms[i].seconds);
+    o << "\n";
+  }
+  return o.str();
+}
+
+std::string plan_json(const Plan& p) {
+  const ModelFootprint& f = p.footprint;
+  const Placement& pl = p.placement;
+  ojson j;
+  j["config"] = p.config_source;
+  j["checkpoint_bytes"] = f.checkpoint_bytes;
+  j["text_bytes"] = f.text_bytes;
+  j["text_ram_bytes"] = f.text_ram_bytes;
+  j["n_tensors"] = f.n_tensors;
+  ojson comps = ojson::array();
+  for (const ComponentSize& cs : f.components) {
+    ojson cj;
+    cj["name"] = cs.name;
+    cj["group"] = cs.group;
+    cj["bytes"] = cs.bytes;
+    cj["ram_bytes"] = cs.ram_bytes;
+    cj["params"] = cs.params;
+    cj["estimated"] = cs.estimated;
+    ojson d = ojson::object();
+    for (const auto& [t, b] : cs.bytes_by_dtype) d[std::string(dtype_name(t))] = b;
+    cj["bytes_by_dtype"] = d;
+    comps.push_back(cj);
+  }
+  j["components"] = comps;
+  j["kv"] = {{"bytes_per_token", f.kv.bytes_per_token},
+             {"main_entry_bytes", f.kv.main_entry_bytes},
+             {"index_entry_bytes", f.kv.index_entry_bytes},
+             {"fixed_bytes", f.kv.fixed_bytes},
+             {"bytes_at_8k", f.kv.bytes_at(8192)},
+             {"bytes_at_128k", f.kv.bytes_at(131072)},
+             {"bytes_at_1m", f.kv.bytes_at(1 << 20)}};
+  j["engram"] = {{"rows_per_token", f.engram_rows_per_token},
+                 {"row_bytes", f.engram_row_bytes},
+                 {"bytes_per_token", f.engram_bytes_per_token},
+                 {"table_bytes", f.engram_table_bytes}};
+  auto active = [](const ActivePerToken& a) {
+    return ojson{{"params", a.params},
+                 {"weight_bytes", a.weight_bytes},
+                 {"expert_bytes", a.expert_bytes},
+                 {"engram_rows", a.engram_rows},
+                 {"engram_bytes", a.engram_bytes}};
+  };
+  j["active_per_token"] = {{"decode", active(f.decode)},
+                           {"prefill_exact", active(f.prefill_exact)},
+                           {"prefill_replay", active(f.prefill_replay)}};
+  j["expert_bytes"] = f.expert_bytes;
+  j["machine"] = nlohmann::ordered_json::parse(p.machine.to_json());
+  ojson pj;
+  pj["load_mode"] = pl.load_mode;
+  pj["fits"] = pl.fits;
+  pj["budget_bytes"] = pl.budget_bytes;
+  pj["reserve_bytes"] = pl.reserve_bytes;
+  pj["dense_bytes"] = pl.dense_bytes;
+  pj["dense_ram_bytes"] = pl.dense_ram_bytes;
+  pj["engram_ram_bytes"] = pl.engram_ram_bytes;
+  pj["kv_bytes"] = pl.kv_bytes;
+  pj["context"] = pl.context;
+  pj["scratch_bytes"] = pl.scratch_bytes;
+  pj["load_cold_s"] = pl.load_cold_s;
+  pj["expert_cache_bytes"] = pl.expert_cache_bytes;
+  pj["expert_slots"] = pl.expert_slots;
+  pj["total_experts"] = pl.total_experts;
+  pj["pinned_layers"] = pl.pinned_layers;
+  pj["expert_hit_rate"] = pl.expert_hit_rate;
+  pj["engram_resident"] = pl.engram_resident;
+  pj["vram_bytes"] = pl.vram_bytes;
+  pj["streams"] = pl.streams;
+  pj["notes"] = pl.notes;
+  j["placement"] = pj;
+  j["threads"] = p.threads;
+  j["prefill_mode"] = p.options.replay ? "replay" : "exact";
+  j["prefill_chunk"] = p.options.prefill_chunk;
+  j["gen"] = p.options.gen;
+  ojson sp = ojson::array();
+  for (const SpeedPrediction& s : p.speeds) {
+    ojson sj;
+    sj["prompt"] = s.prompt;
+    sj["prefill_tok_s"] = s.prefill_tok_s;
+    sj["ttft_s"] = s.ttft_s;
+    sj["prefill_bottleneck"] = s.prefill_bottleneck;
+    sj["decode_tok_s"] = s.decode_tok_s;
+    sj["decode_context"] = s.prompt + p.options.gen / 2;
+    sj["decode_bottleneck"] = s.decode_bottleneck;
+    sj["prefill"] = cost_json(s.prefill);
+    sj["decode"] = cost_json(s.decode);
+    sp.push_back(sj);
+  }
+  j["predicted"] = sp;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace strata::tools

@@ -1,0 +1,116 @@
+// strata plan: where each part of a V4.1 checkpoint goes on a machine and how fast it will run.
+//
+// Input: a config (config.json alone is enough: no weights are read), a measured machine
+// (tools/probe.h, or its fields overridden: --ram, --vram, --disk-gbps, --iops) and options.
+// Output: the footprint (tools/plan_sizes.h), a placement and predicted speeds (tools/plan_cost.h).
+// The placement mirrors what store::open_store does with the same RAM (store/open_store.h):
+//   budget      the given RAM (--ram, like run's --ram-budget) or the probe's available RAM, minus a
+//               margin of max(1 GiB, 10%) that KV caches and activations live in
+//   resident    when the whole checkpoint fits the budget (auto), every tensor in RAM
+//   stream      resident tensors (everything but routed experts and Engram tables) + Engram scales
+//               (when they take at most 1/16 of the budget) + the Engram row cache, and the rest
+//               becomes expert-cache slots; misses stream from disk, Engram rows are read per use
+//   mmap        the kernel pages the shards (no prefetch overlap)
+// plus what the engine cannot choose itself: the layers whose experts would fit pinned whole
+// (`--pin-layers`, encoder layers first: they run for every prompt token even under replay).
+// Speeds: prefill tok/s and time to first token at each prompt length, decode tok/s at the context
+// reached after the prompt, each with the bottleneck named.
+// Expert hit rate under streaming assumes uniform routing (cache slots / experts), which real
+// routing beats; PlanOptions::expert_hit_rate overrides it (e.g. measured by `strata bench`).
+// No GPU backend exists yet: a given or probed VRAM size is reported, never used.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "tools/plan_cost.h"
+#include "tools/plan_sizes.h"
+#include "tools/probe.h"
+
+namespace strata::tools {
+
+struct PlanOptions {
+  int threads = 0;                  // 0 = physical cores (the engine's default)
+  uint64_t ram_bytes = 0;           // RAM strata may use; 0 = the probe's available RAM
+  uint64_t vram_bytes = 0;          // 0 = the probe's GPUs (reported only)
+  uint64_t reserve_bytes = 0;       // margin outside the store's budget; 0 = max(1 GiB, 10% of the RAM)
+  int64_t context = 0;              // tokens the KV cache must hold; 0 = longest prompt + gen
+  std::vector<int64_t> prompts = {512, 2048, 8192};  // prompt lengths to predict
+  int64_t gen = 128;                // generated tokens (decode is predicted at prompt + gen / 2)
+  int64_t prefill_chunk = 2048;     // tokens per prefill forward (runtime::GenerateOptions)
+  std::string load_mode = "auto";   // auto | resident | stream
+  bool replay = false;              // bounded-replay prefill (encoder for all tokens)
+  double expert_hit_rate = -1;      // < 0: uniform-routing estimate
+  double disk_gbps = 0;             // > 0 overrides the probed sequential read GB/s
+  double iops = 0;                  // > 0 overrides the probed 4 KiB random-read IOPS at depth 32
+  bool direct_io = false;           // streamed expert reads use O_DIRECT (--direct-io; the store's default)
+  bool overlap_io = true;           // the tiered store prefetches a layer ahead (I/O under compute)
+
+  [[nodiscard]] Status validate() const;
+};
+
+struct Placement {
+  std::string load_mode;         // "resident" or "stream"
+  bool fits = true;              // false: not even the resident set fits (why in `notes`)
+  uint64_t budget_bytes = 0;     // RAM strata may use (after the reserve)
+  uint64_t reserve_bytes = 0;    // the margin (KV and activations live here)
+  uint64_t dense_bytes = 0;      // resident tensors as stored (incl. DSpark's dense part)
+  uint64_t dense_ram_bytes = 0;  // ... once loaded (attn.wo_a widened to BF16 by the model)
+  uint64_t engram_ram_bytes = 0; // stream: Engram scales (if resident) + row cache
+  uint64_t kv_bytes = 0;         // packed KV at `context`
+  uint64_t scratch_bytes = 0;    // activations of one prefill chunk (estimate)
+  uint64_t expert_cache_bytes = 0;
+  int64_t expert_slots = 0;      // experts the cache holds
+  int64_t total_experts = 0;     // backbone routed experts
+  int pinned_layers = 0;         // suggested --pin-layers 0..pinned_layers-1 (whole layers that fit)
+  double expert_hit_rate = 1;
+  bool engram_resident = false;  // Engram tables in RAM (resident mode) rather than read per use
+  uint64_t engram_bytes = 0;
+  uint64_t vram_bytes = 0;       // reported, unused (no GPU backend)
+  int64_t context = 0;
+  double load_cold_s = 0;        // reading the resident tensors from disk, one pread at a time (0: no disk numbers)
+  std::vector<std::string> streams;  // what is read from disk during a run
+  std::vector<std::string> notes;
+};
+
+struct SpeedPrediction {
+  int64_t prompt = 0;
+  double prefill_tok_s = 0;
+  double ttft_s = 0;
+  std::string prefill_bottleneck;
+  double decode_tok_s = 0;      // at context prompt + gen / 2
+  std::string decode_bottleneck;
+  Cost prefill, decode;
+};
+
+struct Plan {
+  std::string config_source;    // the file the config came from
+  model::ModelConfig config;
+  ModelFootprint footprint;
+  MachineProfile machine;       // as used (after overrides)
+  PlanOptions options;
+  int threads = 0;
+  Placement placement;
+  std::vector<SpeedPrediction> speeds;
+};
+
+// Builds the plan. Errors: bad options (kInvalidArgument naming the flag), a config that fails
+// validation.
+[[nodiscard]] Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, const MachineProfile& m,
+                                     const PlanOptions& o, const std::string& config_source);
+
+// The plan as text (what `strata plan` prints) and as JSON (`--json`).
+std::string plan_text(const Plan& p);
+std::string plan_json(const Plan& p);
+
+// "475.2 GiB", "890 B", "12.4 KiB": binary units, 1 decimal above 1 KiB.
+std::string format_bytes(double bytes);
+
+// Parses "24G", "24GiB", "512M", "1.5T", "1000000" (bytes); binary multiples (G = GiB).
+// kInvalidArgument naming `what` otherwise.
+[[nodiscard]] Result<uint64_t> parse_size(const std::string& text, const std::string& what);
+
+}  // namespace strata::tools

@@ -1,0 +1,71 @@
+// The time model of `strata plan`: seconds per decode token and per prompt, from the model's
+// footprint (tools/plan_sizes.h) and the measured rates of this machine (tools/probe.h).
+//
+// Every term is a measured rate times a count taken from the config:
+//   linear       calls x (call_us + max(bytes / matvec GB/s, 2 n out in / matmul GFLOP/s at n rows))
+//                per kernel kind (fp8, fp4, bf16, f32), with the kernel rates of this build
+//   routed MoE   decode: n_active experts per layer; prefill: a chunk of n tokens touches
+//                E (1 - (1 - k/E)^n) experts (uniform routing) with n k / touched tokens each, and
+//                model/moe.cpp runs each touched expert once over its tokens
+//   attention    4 heads entries head_dim per query (entries = window + top-k compressed), at the
+//                kernels::sparse_attention rate (prefill: one thread per query, all threads busy)
+//   indexer      2 heads dim per visible key per query at index-source layers, at the
+//                kernels::index_scores rate, plus top-k selection at its measured ns per score
+//   expert I/O   routed expert misses x expert bytes / the disk's sequential read GB/s
+//   Engram I/O   rows from disk / 4 KiB random-read IOPS at queue depth 32 (rows of a token or chunk
+//                are known before the first layer and issued together)
+// Compute terms add up; I/O adds to them, or overlaps them when the store prefetches (IoModel::overlap).
+// What is not modelled: norms, RoPE, mHC mixing outside its projection, sampling, allocation — the
+// residual the bench comparison in docs/performance.md shows.
+// Source: ARCHITECTURE.md §Attention, §MoE, §Memory math; model/moe.cpp, model/attention.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "tools/plan_sizes.h"
+#include "tools/probe.h"
+
+namespace strata::tools {
+
+// Where routed experts and Engram rows come from during a run.
+struct IoModel {
+  double expert_hit_rate = 1.0;  // fraction of routed-expert uses served from RAM
+  double expert_read_gbps = 0;   // disk GB/s for expert misses (needed when hit rate < 1)
+  bool engram_from_disk = false; // Engram rows read from the disk per use
+  double engram_iops = 0;        // 4 KiB random reads per second at depth 32
+  bool overlap = false;          // I/O runs under compute (layer-ahead prefetch): max, not sum
+};
+
+struct CostTerm {
+  std::string name;   // "fp8 linears", "routed experts (fp4)", "attention", "expert reads", ...
+  double seconds = 0;
+  bool io = false;
+};
+
+struct Cost {
+  std::vector<CostTerm> terms;
+  double compute_s = 0, io_s = 0;
+  double total_s = 0;        // compute + io, or max(compute, io) with overlap
+  std::string bottleneck;    // the largest term ("disk: expert reads" when I/O dominates under overlap)
+  void add(const std::string& name, double s, bool io = false);
+  void finish(bool overlap);
+};
+
+// One generated token with `context` tokens already in the cache, on `threads` threads.
+Cost decode_token_cost(const model::ModelConfig& c, const ModelFootprint& f, const MachineProfile& m, int threads,
+                       int64_t context, const IoModel& io);
+
+// A whole prompt of `prompt` tokens prefilled in chunks of `chunk` (exact: every layer for every
+// token; replay: encoder layers for every token, the decoder for the last window_size tokens), plus
+// the head on the last token: the time to the first token.
+Cost prefill_cost(const model::ModelConfig& c, const ModelFootprint& f, const MachineProfile& m, int threads,
+                  int64_t prompt, int64_t chunk, bool replay, const IoModel& io);
+
+// Measured GFLOP/s of a kernel kind at n rows (log-linear between the probed row counts, constant
+// outside them).
+double matmul_gflops_at(const KernelRates& k, double n);
+
+}  // namespace strata::tools

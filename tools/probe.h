@@ -1,0 +1,131 @@
+// strata probe: measures the machine `strata plan` predicts for — cores, SIMD level, RAM, memory
+// read bandwidth and strata's own kernel rates per thread count, disk sequential bandwidth and 4 KiB
+// random-read IOPS (queue depth 1 and 32, O_DIRECT and buffered) for one directory, and GPUs.
+//
+// Everything `plan` uses is measured, not looked up: the kernel rates are those of the kernels this
+// build runs at the dispatched SIMD level (kernels/linear.h, kernels/attention.h,
+// kernels/indexer.h), and the disk numbers come from reading a
+// temporary file in the model's directory through io_uring (liburing). A profile is saved as JSON
+// with its date so later `plan` calls reuse it (MachineProfile::save / load).
+// Thread safety: measure_machine uses the whole machine; run one at a time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/status.h"
+#include "tools/plan_sizes.h"
+
+namespace strata::tools {
+
+// strata's linear kernels at one thread count (kernels/linear.h, dispatched level).
+// Matvec rates depend on the row length (the input size): short rows pay more per byte.
+inline constexpr std::array<int, 4> kMatvecIn = {256, 1024, 4096, 16384};
+inline constexpr std::array<int, 4> kMatmulRows = {8, 32, 128, 512};
+struct KernelRates {
+  // n = 1, weight GB/s (codes + scales) with the weights streamed from DRAM (>= 256 MiB working
+  // set), for [out, kMatvecIn[i]] weights of >= 16 MiB.
+  std::array<double, 4> matvec_gbps{};
+  double call_us = 0;      // n = 1 on a tiny cache-resident weight: fixed cost of one call (fork-join, quantise)
+  // GFLOP/s (2 * n * out * in per call) at n = kMatmulRows[i], cache-resident 2048 x 2048 weight.
+  std::array<double, 4> matmul_gflops{};
+};
+// Weight GB/s of a matvec with rows of `in` values (log-linear between the probed row lengths,
+// constant outside them).
+double matvec_gbps_at(const KernelRates& k, int64_t in);
+
+struct ThreadRates {
+  int threads = 1;
+  double mem_read_gbps = 0;                        // plain read of a 512 MiB buffer, GB/s (1e9)
+  std::array<KernelRates, kLinearKinds> kernels{};  // indexed by LinearKind
+  // kernels::sparse_attention of one query: time = attn_call_us + 4 heads entries head_dim / rate,
+  // fitted from a large (16 heads x 512, 640 entries) and a small (8 x 128, 128 entries) query.
+  double attn_gflops = 0, attn_call_us = 0;
+  // kernels::index_scores of one query: time = index_call_us + 2 heads dim keys / rate, fitted from
+  // 32 heads x 128 against 4096 and against 256 keys.
+  double index_gflops = 0, index_call_us = 0;
+  // One mHC sublayer's elementwise work per residual value (kernels hc_pre + rms_norm + hc_post over
+  // [n, 4, dim]): ns per value at n = 64 (prefill) and n = 1 (decode).
+  double sublayer_ns_prefill = 0, sublayer_ns_decode = 0;
+  // kernels::swiglu: ns per hidden value at n = 64 rows.
+  double swiglu_ns = 0;
+};
+
+// A directory's storage, read through a temporary file of `file_bytes`.
+struct DiskProfile {
+  bool measured = false;
+  std::string dir;                     // the directory measured (the model's)
+  uint64_t device = 0;                 // st_dev of dir (a cached profile applies to the same device)
+  uint64_t file_bytes = 0;
+  bool direct_supported = false;       // O_DIRECT opens and reads on this filesystem
+  bool io_uring = false;               // false: a thread per queue slot issued pread instead
+  double seq_gbps_direct = 0;          // 1 MiB reads, queue depth 8, GB/s
+  double seq_gbps_buffered = 0;        // 1 MiB reads, queue depth 8, through the page cache (file evicted first)
+  double seq_gbps_pread = 0;           // 1 MiB pread in order, one thread (how the resident store loads)
+  double iops_qd1_direct = 0, iops_qd32_direct = 0;      // 4 KiB random reads
+  double iops_qd1_buffered = 0, iops_qd32_buffered = 0;  // 4 KiB random reads, readahead off
+  std::string note;                    // why something was not measured
+};
+
+struct GpuInfo {
+  std::string name;
+  uint64_t vram_total = 0, vram_free = 0;  // bytes
+};
+
+struct MachineProfile {
+  static constexpr const char* kFormat = "strata-probe/2";
+  std::string date;          // when measured, ISO 8601 UTC ("2026-11-29T19:30:00Z")
+  std::string hostname, cpu_model, simd, kernel_level;
+  int logical_cores = 0, physical_cores = 0;
+  uint64_t ram_total = 0;      // bytes (MemTotal, or the cgroup limit when lower)
+  uint64_t ram_available = 0;  // bytes (MemAvailable, capped by the cgroup's headroom)
+  std::vector<ThreadRates> threads;  // ascending thread counts; threads[0] is 1 thread
+  double topk_ns_per_elem = 0;  // kernels::topk_ascending over 4096 scores, k = 512: ns per score
+  // std::vector<float> of 4 MiB allocated, zero-filled and freed in a loop (what the forward pass
+  // does for its per-layer activations): GB/s of zero-filled bytes, one thread.
+  double alloc_gbps = 0;
+  DiskProfile disk;
+  std::vector<GpuInfo> gpus;   // empty: no GPU (nvidia-smi absent or found none)
+
+  // The rates measured at the largest thread count <= `t` (threads[0] when t < 1).
+  const ThreadRates& at_threads(int t) const;
+  // Age in days relative to now (negative or huge when the date does not parse).
+  double age_days() const;
+
+  std::string to_json() const;
+  [[nodiscard]] static Result<MachineProfile> from_json(const std::string& text, const std::string& what);
+  // Writes atomically (temp file + rename), creating the parent directory.
+  [[nodiscard]] Status save(const std::string& path) const;
+  [[nodiscard]] static Result<MachineProfile> load(const std::string& path);
+};
+
+struct ProbeOptions {
+  std::string disk_dir;             // directory whose storage to measure; empty = skip the disk
+  uint64_t disk_file_bytes = 1ull << 30;  // temporary test file (capped at a quarter of free space)
+  int max_threads = 0;              // 0 = every logical core
+  double seconds_per_test = 0.25;   // target time of each kernel / memory measurement
+  double disk_seconds = 1.0;        // cap of each random-read test
+  bool kernels = true;              // kernel, attention and top-k rates (the slow part)
+  ProgressFn progress;              // task "probe", unit "steps"
+  const Logger* logger = nullptr;
+
+  [[nodiscard]] Status validate() const;
+};
+
+// Measures this machine. Errors: bad options (kInvalidArgument); the disk directory missing or not
+// writable (kNotFound / kIOError, naming it). A failed sub-measurement (e.g. O_DIRECT refused)
+// is recorded in disk.note rather than failing the whole probe.
+[[nodiscard]] Result<MachineProfile> measure_machine(const ProbeOptions& o);
+
+// Parts of the probe, exposed for tests.
+uint64_t read_meminfo_field(const std::string& meminfo_text, const std::string& field);  // bytes; 0 if absent
+std::vector<GpuInfo> parse_nvidia_smi(const std::string& csv);  // "name, total MiB, free MiB" lines
+std::vector<GpuInfo> detect_gpus();                              // runs nvidia-smi if present
+[[nodiscard]] Result<DiskProfile> measure_disk(const std::string& dir, uint64_t file_bytes, double seconds,
+                                               const Logger* logger);
+
+}  // namespace strata::tools
