@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
   app.add_option("-m,--model", dir, "checkpoint directory")->required();
   app.add_option("--lengths", lengths_s, "speed: prompt lengths (comma separated; empty = skip)");
   app.add_option("--reps", reps, "speed: runs per length (median)");
-  app.add_option("--tokens", tokens_file, "quality: JSON file with an \"ids\" array (e.g. the v41-tiny tokens.json)");
+  app.add_option("--tokens", tokens_file,
+                 "quality: JSON token ids: an array, or {\"ids\": [...]} (the v41-tiny tokens.json)");
   app.add_option("--decode", decode, "quality: greedy steps after each prefix");
   app.add_option("--long", long_n, "long: prompt length (0 = skip)");
   app.add_option("--long-mode", long_mode, "long: exact or replay");
@@ -162,8 +163,12 @@ int main(int argc, char** argv) {
     std::stringstream ss;
     ss << f.rdbuf();
     auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.contains("ids")) return std::fprintf(stderr, "%s: no \"ids\" array\n", tokens_file.c_str()), 1;
-    const auto ids = j["ids"].get<std::vector<int32_t>>();
+    // Either {"ids": [...]} (a fixture's tokens.json) or a bare array (`strata tokenize` output).
+    if (!j.is_discarded() && j.is_object() && j.contains("ids")) j = j["ids"];
+    const auto is_id = [](const nlohmann::json& v) { return v.is_number_integer(); };
+    if (j.is_discarded() || !j.is_array() || j.empty() || !std::all_of(j.begin(), j.end(), is_id))
+      return std::fprintf(stderr, "%s: expected a JSON array of token ids or {\"ids\": [...]}\n", tokens_file.c_str()), 1;
+    const auto ids = j.get<std::vector<int32_t>>();
     std::printf("\n| prompt prefix | KL prefill (nats) | top-1 prefill | mean KL over %d decode steps | max KL | top-1 agreement (decode) |\n", decode);
     std::printf("|---:|---:|---:|---:|---:|---:|\n");
     double kl_sum = 0;

@@ -4,11 +4,14 @@
 # stats (--stats-json) and the disk's own figures (bench/disk_read_bench) to divide by.
 #
 # Usage: bench/stream_bench.sh --model DIR [--text FILE] [--out DIR] [--build DIR] [--decode N]
-#          [--prompts "512 2048"] [--modes "stream mmap"] [--cold] [--threads T] [-- extra strata flags]
+#          [--prompts "512 2048"] [--modes "stream mmap"] [--cold] [--threads T] [--no-disk]
+#          [--timeout S] [-- extra strata flags]
 #   --model DIR     checkpoint (e.g. strata synth --preset scaled --target-gb 48 --routing-skew 1.5)
 #   --text FILE     prompt source text; its first N tokens are the N-token prompt (default: the
 #                   GPL-3 and MPL-2.0 license texts plus stdio.h, prose then code then prose)
 #   --cold          drop the page cache before every run (needs root: /proc/sys/vm/drop_caches)
+#   --no-disk       keep the disk figures of an earlier run in --out (disk.json) instead of measuring
+#   --timeout S     stop a run that takes longer than S seconds (its row is left out of the table)
 #   extra flags     passed to every `strata logits` run (e.g. --direct-io, --ram-budget 16G)
 # Output: one stats JSON per run in --out, disk.json, and a summary table (summary.md) with the
 # figures docs/performance.md reports: tok/s, bytes read per token, hit rates, the I/O roofline
@@ -26,6 +29,8 @@ prompts="512 2048"
 modes="stream mmap"
 cold=0
 threads=0
+no_disk=0
+timeout_s=0
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -38,6 +43,8 @@ while [[ $# -gt 0 ]]; do
     --modes) modes="$2"; shift 2 ;;
     --cold) cold=1; shift ;;
     --threads) threads="$2"; shift 2 ;;
+    --no-disk) no_disk=1; shift ;;
+    --timeout) timeout_s="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stream_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -62,8 +69,10 @@ drop_caches() {
 
 # Disk figures first, from the checkpoint's own shards (O_DIRECT, so the page cache does not matter
 # except for the buffered random-read line).
-drop_caches
-"$diskb" --seconds 5 --json "$model"/*.safetensors > "$out/disk.json"
+if [[ $no_disk -eq 0 || ! -s "$out/disk.json" ]]; then
+  drop_caches
+  "$diskb" --seconds 5 --json "$model"/*.safetensors > "$out/disk.json"
+fi
 cat "$out/disk.json"
 
 "$strata" tokenize -m "$model" --file "$text" > "$out/all_ids.json"
@@ -82,10 +91,13 @@ for mode in $modes; do
   for p in $prompts; do
     drop_caches
     echo "== $mode, $p-token prompt, $decode decode steps" >&2
-    /usr/bin/time -v "$strata" logits -m "$model" --tokens "$out/ids_$p.json" --out "$out/logits.f32" \
+    limit=()
+    [[ "$timeout_s" != 0 ]] && limit=(timeout "$timeout_s")
+    /usr/bin/time -v "${limit[@]}" "$strata" logits -m "$model" --tokens "$out/ids_$p.json" --out "$out/logits.f32" \
       --positions $((p - 1)) --decode "$decode" -t "$threads" --load-mode "$mode" \
       --stats --stats-json "$out/${mode}_$p.json" "${extra[@]}" > "$out/${mode}_$p.tokens" 2> "$out/${mode}_$p.log" ||
-      { echo "stream_bench.sh: run failed, see $out/${mode}_$p.log" >&2; tail -5 "$out/${mode}_$p.log" >&2; exit 1; }
+      { echo "stream_bench.sh: run failed or timed out, see $out/${mode}_$p.log" >&2; tail -5 "$out/${mode}_$p.log" >&2;
+        rm -f "$out/${mode}_$p.json"; continue; }
     grep -E "placement|Maximum resident" "$out/${mode}_$p.log" >&2 || true
   done
 done

@@ -46,8 +46,9 @@ Status RenderOptions::validate() const {
 }
 
 Json tool_arguments_from_text(std::string_view text) {
-  Json v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_string()) v = Json::parse(v.get_ref<const std::string&>(), nullptr, false);
+  // Nesting deeper than kMaxJsonNesting counts as "not JSON": kept as the raw string.
+  Json v = parse_json_bounded(text);
+  if (v.is_string()) v = parse_json_bounded(v.get_ref<const std::string&>());
   if (v.is_object()) return v;
   Json wrapped = Json::object();
   wrapped["arguments"] = std::string(text);

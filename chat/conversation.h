@@ -54,7 +54,8 @@ struct RenderOptions {
 
 // §2.7: historical tool-call arguments given as JSON text. Parsed; a string result is parsed once
 // more (double-encoded arguments); anything that is still not an object becomes
-// {"arguments": <the raw text>} (vLLM's tolerance; the official encoder raises).
+// {"arguments": <the raw text>} (vLLM's tolerance; the official encoder raises). So does text
+// nested deeper than kMaxJsonNesting (the renderer recurses per level).
 Json tool_arguments_from_text(std::string_view text);
 
 // True when `name` matches ^[A-Za-z0-9_.:-]{1,64}$ (a tool name that cannot break the DSML markup).

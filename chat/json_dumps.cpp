@@ -135,6 +135,29 @@ std::string python_float_repr(double v) {
   return out;
 }
 
+Json parse_json_bounded(std::string_view text, int max_depth) {
+  // Brackets inside strings do not count; escapes inside strings are skipped.
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return Json(Json::value_t::discarded);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 std::string json_dumps(const Json& value) {
   std::string out;
   dump(value, &out);

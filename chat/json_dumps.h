@@ -28,6 +28,14 @@ std::string json_dumps(const Json& value);
 // Appends json.dumps of one string (with its quotes) to `out`.
 void json_dumps_string(std::string_view s, std::string* out);
 
+// Deepest nesting accepted from JSON text that is rendered or re-serialized (json_dumps and the
+// renderer recurse once per level; text from a client or the model must not exhaust the stack).
+inline constexpr int kMaxJsonNesting = 128;
+
+// nlohmann's parse(text, nullptr, /*allow_exceptions=*/false), except that text nested deeper than
+// `max_depth` arrays/objects is refused the same way as invalid JSON: the result is_discarded().
+Json parse_json_bounded(std::string_view text, int max_depth = kMaxJsonNesting);
+
 // Python repr() of a double ("0.1", "1e-05", "1e+16", "-0.0", "inf" is written as Infinity).
 std::string python_float_repr(double v);
 

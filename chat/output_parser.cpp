@@ -397,9 +397,9 @@ void OutputParser::process_tools(std::vector<Delta>* out) {
         if (param_string_ == "true") {
           json_dumps_string(value, &frag);
         } else {
-          const Json v = Json::parse(value, nullptr, /*allow_exceptions=*/false);
+          const Json v = parse_json_bounded(value);
           if (v.is_discarded()) {
-            json_dumps_string(value, &frag);  // invalid JSON: the raw text as a string
+            json_dumps_string(value, &frag);  // invalid (or too deeply nested) JSON: the raw text as a string
           } else {
             frag += json_dumps(v);
           }

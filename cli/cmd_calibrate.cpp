@@ -1,7 +1,10 @@
 // strata calibrate -m DIR -f TEXT --out hot.json [--max-tokens N] [--chunk N] [-t T] [placement flags]
+//                  [--stats-json FILE]
 // Runs a text through the model and writes the routed experts ranked by how often the router picks
 // them (tools/calibrate.h). `strata run --hot hot.json` then pins the top of the ranking in the
 // expert cache. Prints a summary: tokens, and the share of picks the top 10% / 25% of experts get.
+// With --chunk 1 the text runs token by token, as decode would see it (teacher forcing), so
+// --stats-json (one phase, "calibrate") measures an expert cache policy on a real text's routing.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -12,6 +15,7 @@
 #include "cli/common.h"
 #include "cli/progress_bar.h"
 #include "cli/placement_flags.h"
+#include "cli/stats_report.h"
 #include "io/file.h"
 #include "tools/calibrate.h"
 
@@ -25,6 +29,7 @@ struct CalibrateOptions {
   int64_t chunk = 2048;
   int threads = 0;
   PlacementFlags placement;
+  std::string stats_json;
 };
 
 int run_calibrate(const CalibrateOptions& o) {
@@ -38,6 +43,7 @@ int run_calibrate(const CalibrateOptions& o) {
   std::vector<int32_t> ids = lm->tok->encode(*text, /*special=*/false);
   if (ids.empty()) return fail(InvalidArgument(o.text_file + ": the text has no tokens"));
   if (o.max_tokens > 0 && static_cast<int64_t>(ids.size()) > o.max_tokens) ids.resize(static_cast<size_t>(o.max_tokens));
+  const StatsMark mark0 = StatsMark::take(*lm->model);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar;  // on stderr when it is a terminal
   auto r = tools::calibrate(*lm->model, ids, o.chunk, [&](int64_t done) {
@@ -45,10 +51,16 @@ int run_calibrate(const CalibrateOptions& o) {
   });
   bar.clear();
   if (!r.ok()) return fail(r.error());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const StatsMark mark1 = StatsMark::take(*lm->model);
   r->model = o.model_dir;
   const std::string js = tools::hot_json(*r);
   if (Status s = io::write_file_atomic(o.out_file, js.data(), js.size()); !s.ok()) return fail(s);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!o.stats_json.empty()) {
+    const std::string sj = stats_json({phase_between("calibrate", mark0, mark1, r->tokens, secs)}, o.model_dir,
+                                      lm->model->store().describe());
+    if (Status s = io::write_file_atomic(o.stats_json, sj.data(), sj.size()); !s.ok()) return fail(s);
+  }
   std::printf("strata calibrate: %lld tokens in %.1f s, %llu picks over %lld experts in %d layers -> %s\n",
               static_cast<long long>(r->tokens), secs, static_cast<unsigned long long>(r->picks),
               static_cast<long long>(r->n_experts_total), r->n_layers, o.out_file.c_str());
@@ -70,6 +82,8 @@ Command register_calibrate(CLI::App& app) {
   app.add_option("--chunk", o->chunk, "tokens per forward pass")->check(in_range(1, 1 << 20));
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   add_placement_flags(app, &o->placement);
+  app.add_option("--stats-json", o->stats_json,
+                 "write placement stats of the calibration run (hit rates, bytes read) as JSON to FILE");
   return [o]() { return run_calibrate(*o); };
 }
 

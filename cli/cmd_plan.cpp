@@ -1,6 +1,6 @@
 // strata plan (-m DIR | --config FILE) [--ram SIZE] [--vram SIZE] [--reserve SIZE] [-t N] [--ctx N]
 //   [--prompt 512,2048,8192] [--gen N] [--chunk N] [--load-mode auto|resident|stream|mmap]
-//   [--prefill exact|replay] [--hit-rate X] [--disk-gbps X] [--iops X] [--direct-io] [--no-overlap]
+//   [--prefill exact|replay] [--hit-rate X] [--hot FILE] [--disk-gbps X] [--iops X] [--direct-io] [--no-overlap]
 //   [--probe FILE] [--json]
 // From config.json alone (no weights are read): the size of every component by dtype, KV bytes per
 // token and at 8K / 128K / 1M, Engram bytes per token, active weights per token; then, for the
@@ -27,7 +27,8 @@ namespace {
 struct PlanCliOptions {
   tools::PlanOptions plan;
   std::string model_dir, config, probe = default_probe_cache();
-  std::string ram, vram, reserve, prefill = "exact";
+  std::string ram, vram, reserve, prefill = "exact", hot;
+  tools::RoutingCounts routing;
   std::vector<int64_t> prompts;
   bool json = false, direct_io = false, no_overlap = false, reprobe = false;
 };
@@ -55,6 +56,12 @@ int run_plan(PlanCliOptions& o) {
     auto v = tools::parse_size(*text_value, flag);
     if (!v.ok()) return fail(v.error());
     *out = *v;
+  }
+  if (!o.hot.empty()) {
+    auto r = tools::read_routing_counts(o.hot);
+    if (!r.ok()) return fail(r.error());
+    o.routing = std::move(*r);
+    po.routing = &o.routing;
   }
   if (Status v = po.validate(); !v.ok()) return fail(v);
 
@@ -97,7 +104,7 @@ Command register_plan(CLI::App& app) {
   app.add_option("--config", o->config, "a config.json (HF release layout or flat inference config)");
   app.add_option("--ram", o->ram, "RAM strata may use, e.g. 24G (default: the probe's available RAM)");
   app.add_option("--vram", o->vram, "GPU memory, e.g. 24G (reported only: no GPU backend yet)");
-  app.add_option("--reserve", o->reserve, "RAM left to the OS and page cache (default: max(1G, 5%))");
+  app.add_option("--reserve", o->reserve, "RAM kept outside the store for KV, activations and the OS (default: max(1G, 10%))");
   app.add_option("-t,--threads", o->plan.threads, "threads (default: physical cores)")->check(in_range(0, 256));
   app.add_option("--ctx", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
       ->check(in_range(0, 1 << 30));
@@ -113,6 +120,8 @@ Command register_plan(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--hit-rate", o->plan.expert_hit_rate, "expert cache hit rate in [0, 1] (default: uniform routing)")
       ->check(in_range(0, 1));
+  app.add_option("--hot", o->hot,
+                 "routing measured by strata calibrate (its hot file): hit rate = share of picks of the experts that fit");
   app.add_option("--disk-gbps", o->plan.disk_gbps, "sequential read GB/s of the model's disk (default: probed)")
       ->check(non_negative());
   app.add_option("--iops", o->plan.iops, "4 KiB random reads per second at depth 32 (default: probed)")->check(non_negative());

@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "io/checkpoint.h"
+#include "kernels/linear.h"
 #include "model/attention.h"
 #include "model/engram.h"
 #include "model/mhc.h"
@@ -244,7 +245,16 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
     hc_pre(c_, xs.data(), pm.data(), m, h.data());
     for (int64_t i = 0; i < m; ++i) rms_norm(h.data() + i * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + i * dim);
     if (obs && req.kind == LogitsRequest::Kind::kAll) obs->tensor("final_norm_out", -1, h, {m, dim});
-    if (n_out > 0 && logits) w_.head.apply(h.data(), m, logits, pool_.get());
+    if (n_out > 0 && logits) {
+      // DECISION: the logits feed no rounding point (only the sampler), so a BF16 head runs in free
+      // summation order: kernels::linear_bf16_any_order streams it at about twice the rate of the
+      // bit-exact order (docs/performance.md, "CPU kernels"); the fixture logits stay within tolerance.
+      if (w_.head.kind == Linear::Kind::kBf16) {
+        kernels::linear_bf16_any_order(h.data(), m, w_.head.bf16, logits, pool_.get());
+      } else {
+        w_.head.apply(h.data(), m, logits, pool_.get());
+      }
+    }
   }
 
   cache.n_past += n;

@@ -57,6 +57,7 @@ uint64_t finish(uint64_t h, const uint8_t* p, size_t n) {
 Xxh64::Xxh64(uint64_t seed) : v_{seed + kP1 + kP2, seed + kP2, seed, seed - kP1}, seed_(seed) {}
 
 void Xxh64::update(const void* data, size_t n) {
+  if (n == 0) return;  // data may be null for an empty span; memcpy(…, nullptr, 0) is UB
   const auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
   if (buf_n_ + n < 32) {

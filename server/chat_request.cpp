@@ -35,6 +35,7 @@ ApiError read_content(const Json& m, const std::string& path, std::string* out) 
     if (ApiError e = read_string(part, "type", pp + ".type", &type); !e.ok()) return e;
     if (type == "text" || type == "input_text" || type == "output_text") {
       std::string text;
+      if (!field(part, "text")) return bad_request(pp + ".text: required for a " + type + " part", pp + ".text");
       if (ApiError e = read_string(part, "text", pp + ".text", &text); !e.ok()) return e;
       if (k > 0) joined += "\n\n";
       joined += text;
@@ -64,7 +65,13 @@ ApiError read_tool_calls(const Json& m, const std::string& path, std::vector<cha
     const Json* f = field(tc, "function");
     if (!f || !f->is_object()) return bad_request(p + ".function: expected an object with name and arguments", p + ".function");
     if (ApiError e = read_string(*f, "name", p + ".function.name", &call.name); !e.ok()) return e;
-    if (call.name.empty()) return bad_request(p + ".function.name: required", p + ".function.name");
+    // The name is written into the DSML markup unescaped, so it must not be able to end the tag. Any
+    // name the output parser can return passes (a hallucinated name sent back must not fail the next
+    // turn): non-empty, no '"', '<' or '\n' (chat::OutputParser's rule).
+    if (call.name.empty() || call.name.find_first_of("\"<\n") != std::string::npos)
+      return bad_request(p + ".function.name: '" + call.name +
+                             "' is not a function name (non-empty, without '\"', '<' or line breaks)",
+                         p + ".function.name");
     // §2.7: arguments as JSON text (or an object); the tolerance lives in chat::tool_arguments_from_text.
     const Json* a = field(*f, "arguments");
     if (!a) {

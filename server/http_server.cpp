@@ -464,7 +464,8 @@ Status HttpServer::start() {
     } else {
       const int st = res.status;
       send_error(res, ApiError{st, "invalid_request_error",
-                               "The HTTP request could not be read (a POST needs a JSON body with Content-Length)",
+                               "The HTTP request could not be read (malformed request line or headers, headers too large, or "
+                               "a body that does not match its Content-Length)",
                                "", ""});
     }
   });

@@ -91,6 +91,8 @@ ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::st
   if (!v) return {};
   if (v->is_string()) {
     if (v->get_ref<const std::string&>().empty()) return bad_request(path + ": stop strings must not be empty", path);
+    if (v->get_ref<const std::string&>().size() > kMaxStopBytes)
+      return bad_request(path + ": a stop string may have at most " + std::to_string(kMaxStopBytes) + " bytes", path);
     out->push_back(v->get<std::string>());
     return {};
   }
@@ -101,6 +103,8 @@ ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::st
     const std::string p = path + "[" + std::to_string(i) + "]";
     if (!s.is_string()) return bad_request(p + ": expected a string, got " + type_name(s), p);
     if (s.get_ref<const std::string&>().empty()) return bad_request(p + ": stop strings must not be empty", p);
+    if (s.get_ref<const std::string&>().size() > kMaxStopBytes)
+      return bad_request(p + ": a stop string may have at most " + std::to_string(kMaxStopBytes) + " bytes", p);
     out->push_back(s.get<std::string>());
   }
   return {};

@@ -27,7 +27,7 @@ const Json* field(const Json& obj, const char* key);
 [[nodiscard]] ApiError read_int(const Json& obj, const char* key, const std::string& path, int64_t lo, int64_t hi,
                                 int64_t* out);
 [[nodiscard]] ApiError read_string(const Json& obj, const char* key, const std::string& path, std::string* out);
-// `stop`: a string or an array of at most 16 non-empty strings.
+// `stop`: a string or an array of at most 16 non-empty strings of at most kMaxStopBytes bytes.
 [[nodiscard]] ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::string>* out);
 
 // The sampling fields shared by both endpoints (§6.1).
@@ -46,6 +46,11 @@ struct SamplingFields {
 // Checks that fields strata does not implement are absent or harmless: n (must be 1), logprobs
 // (must be false/absent), top_logprobs (must be null/absent), and for chat modalities/audio.
 [[nodiscard]] ApiError check_unsupported(const Json& body, bool chat);
+
+// Longest stop string accepted, in bytes. The output parser holds back any content suffix that could
+// still become a stop string and rescans it on every generated token, on the model thread: the bound
+// keeps one request from slowing every stream.
+inline constexpr size_t kMaxStopBytes = 1024;
 
 // Deepest nesting accepted in a request body (tool schemas are rendered recursively).
 inline constexpr int kMaxJsonDepth = 128;

@@ -152,6 +152,7 @@ void Scheduler::admit_locked() {
 
 void Scheduler::run() {
   last_tick_ = clock_type::now();
+  std::vector<std::shared_ptr<Job>> dropped;
   for (;;) {
     bool active = false;
     for (const Slot& s : slots_) active = active || s.job != nullptr;
@@ -167,8 +168,21 @@ void Scheduler::run() {
         cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
       }
       if (stop_) break;
+      // Jobs whose client left while they waited end here, without taking a slot (a slot's live
+      // session is worth more than a job nobody reads) and without holding a queue place.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->first->cancel.load()) {
+          dropped.push_back(std::move(it->first));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
       admit_locked();
     }
+    for (std::shared_ptr<Job>& job : dropped)
+      job->on_finish(JobEnd::kCancelled, Cancelled("the client went away while queued"), JobStats{});
+    dropped.clear();
     for (Slot& s : slots_)
       if (s.job) step(s);
     if (opt_.tick && seconds(clock_type::now() - last_tick_) >= opt_.tick_interval_s) {

@@ -16,6 +16,7 @@
 //
 // Cancellation: a job whose `cancel` flag is set or whose client_gone() probe returns true is ended
 // before its next step (within one decode step, or one prefill chunk), and its slot is free again.
+// A queued job whose `cancel` flag is set leaves the queue at the next turn without taking a slot.
 // Thread safety: submit() and the gauges may be called from any thread; Job callbacks run on the
 // worker thread.
 #pragma once

@@ -44,12 +44,26 @@ Status MmapStore::check_shard(int shard) const {
   return Status();
 }
 
-Result<TensorView> MmapStore::resident(const std::string& name) {
+Result<TensorView> MmapStore::mapped(const std::string& name) const {
   const io::TensorInfo* t = ck_->find(name);
   if (!t) return NotFound(ck_->dir() + ": tensor '" + name + "' is missing from the checkpoint");
   const Map& m = maps_[static_cast<size_t>(t->shard)];
   // The header parser checked offset + nbytes against the file size at open.
   return TensorView{static_cast<const uint8_t*>(m.base) + t->offset, t->dtype, t->shape};
+}
+
+Result<TensorView> MmapStore::resident(const std::string& name) {
+  STRATA_ASSIGN_OR_RETURN(TensorView v, mapped(name));
+  const size_t elem = dtype_size(v.dtype);
+  if (elem <= 1 || reinterpret_cast<uintptr_t>(v.data) % elem == 0) return v;
+  std::lock_guard<std::mutex> lock(copies_mu_);
+  auto it = copies_.find(name);
+  if (it == copies_.end()) {
+    AlignedArray<uint8_t> copy(v.nbytes());
+    std::memcpy(copy.data(), v.data, v.nbytes());
+    it = copies_.emplace(name, std::move(copy)).first;
+  }
+  return TensorView{it->second.data(), v.dtype, v.shape};
 }
 
 Result<std::unique_ptr<ExpertLease>> MmapStore::acquire_expert(int layer, int expert) {
@@ -61,7 +75,7 @@ Result<std::unique_ptr<ExpertLease>> MmapStore::acquire_expert(int layer, int ex
     const io::TensorInfo* t = ck_->find(p + names[i]);
     if (!t) return NotFound(ck_->dir() + ": tensor '" + p + names[i] + "' is missing from the checkpoint");
     STRATA_RETURN_IF_ERROR(check_shard(t->shard));
-    STRATA_ASSIGN_OR_RETURN(*parts[i], resident(p + names[i]));
+    STRATA_ASSIGN_OR_RETURN(*parts[i], mapped(p + names[i]));
   }
   return std::make_unique<ExpertLease>(v);
 }

@@ -2,16 +2,22 @@
 //
 // The naive baseline the tiered store is measured against (docs/performance.md): no budget, no
 // prefetch, no control over what stays in RAM; a page fault per 4 KiB miss (plus the kernel's
-// readahead) instead of reads at queue depth. Tensors are views into the mappings.
+// readahead) instead of reads at queue depth. Tensors are views into the mappings, except resident
+// tensors whose file offset is not aligned for their dtype (safetensors aligns offsets only to the
+// data section, which starts at 8 + header length): those are copied once into aligned memory, since
+// a misaligned float load is undefined behaviour and the kernels expect natural alignment.
 // A shard that shrinks under a mapping would raise SIGBUS on access, so acquire_expert and
 // read_engram_rows compare each shard's size with its size at load first (kCorruption).
 // Thread safety: safe for concurrent use after construction.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "store/weight_store.h"
 
 namespace strata::store {
@@ -31,6 +37,8 @@ class MmapStore final : public WeightStore {
  private:
   MmapStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) : ck_(std::move(ck)), n_layers_(n_layers) {}
   Status check_shard(int shard) const;
+  // The tensor as a view into its mapping (no alignment fix-up).
+  Result<TensorView> mapped(const std::string& name) const;
 
   std::unique_ptr<io::Checkpoint> ck_;
   int n_layers_;
@@ -39,6 +47,8 @@ class MmapStore final : public WeightStore {
     size_t size = 0;
   };
   std::vector<Map> maps_;
+  std::mutex copies_mu_;                               // guards copies_
+  std::map<std::string, AlignedArray<uint8_t>> copies_;  // aligned copies of misaligned resident tensors
 };
 
 }  // namespace strata::store

@@ -119,6 +119,7 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
   const uint64_t rb0 = os_read_bytes(), mf0 = major_faults();
   const store::PlacementStats st0 = m.store().stats();
+  const model::ForwardProfile fp0 = m.profile();
   const auto t0 = clock_type::now();
   const std::span<const int32_t> all(prompt);
   for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(chunk)) {
@@ -131,6 +132,10 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   int32_t tok = sampler.sample(logits);
   r.ttft_s = seconds_since(t0);
   report_progress(progress, ProgressEvent{"prefill", "tokens", prompt.size(), prompt.size(), "", true});
+  const model::ForwardProfile fp1 = m.profile();
+  const store::PlacementStats st1 = m.store().stats().since(st0);
+  r.prefill_expert_acquires = st1.expert_acquires;
+  r.prefill_expert_hits = st1.expert_hits;
   const auto t1 = clock_type::now();
   for (int64_t i = 1; i < gen; ++i) {
     const int32_t one[1] = {tok};
@@ -138,6 +143,11 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
     tok = sampler.sample(logits);
   }
   r.decode_s = gen > 1 ? seconds_since(t1) : 0;
+  const model::ForwardProfile pp = fp1.since(fp0), dp = m.profile().since(fp1);
+  r.prefill_moe_s = static_cast<double>(pp.moe_ns) * 1e-9;
+  r.prefill_engram_s = static_cast<double>(pp.engram_ns) * 1e-9;
+  r.decode_moe_s = static_cast<double>(dp.moe_ns) * 1e-9;
+  r.decode_engram_s = static_cast<double>(dp.engram_ns) * 1e-9;
   r.os_read_bytes = os_read_bytes() - rb0;
   r.major_faults = major_faults() - mf0;
   r.kv_bytes = s.cache().bytes();
@@ -376,11 +386,17 @@ std::string BenchReport::to_json() const {
                       {"expert_acquires", r.expert_acquires},
                       {"expert_hits", r.expert_hits},
                       {"expert_loads", r.expert_loads},
+                      {"prefill_expert_acquires", r.prefill_expert_acquires},
+                      {"prefill_expert_hits", r.prefill_expert_hits},
                       {"store_bytes_read", r.store_bytes_read},
                       {"engram_rows_read", r.engram_rows_read},
                       {"io_wait_s", r.io_wait_s},
                       {"prefetch_issued", r.prefetch_issued},
-                      {"prefetch_used", r.prefetch_used}});
+                      {"prefetch_used", r.prefetch_used},
+                      {"prefill_moe_s", r.prefill_moe_s},
+                      {"prefill_engram_s", r.prefill_engram_s},
+                      {"decode_moe_s", r.decode_moe_s},
+                      {"decode_engram_s", r.decode_engram_s}});
     pj["runs"] = runs;
     pts.push_back(pj);
   }
@@ -407,24 +423,29 @@ std::string BenchReport::to_text() const {
     o << line;
   }
   o << "  store: " << store << "\n";
-  std::snprintf(line, sizeof line, "  %-5s %8s %22s %22s %22s %9s %8s %8s\n", "phase", "prompt", "prefill tok/s (min-max)",
-                "TTFT s (min-max)", "decode tok/s (min-max)", "disk MB", "hit %", "I/O s");
+  std::snprintf(line, sizeof line, "  %-5s %8s %22s %22s %22s %9s %8s %8s %9s\n", "phase", "prompt", "prefill tok/s (min-max)",
+                "TTFT s (min-max)", "decode tok/s (min-max)", "disk MB", "hit %", "I/O s", "MoE % p/d");
   o << line;
   for (const BenchPoint& p : points) {
     uint64_t rd = 0, acq = 0, hits = 0;
-    double wait = 0;
+    double wait = 0, pf_s = 0, pf_moe = 0, dc_s = 0, dc_moe = 0;
     for (const BenchRun& r : p.runs) {
+      pf_s += r.prefill_s;
+      pf_moe += r.prefill_moe_s;
+      dc_s += r.decode_s;
+      dc_moe += r.decode_moe_s;
       rd += std::max(r.os_read_bytes, r.store_bytes_read);
       acq += r.expert_acquires;
       hits += r.expert_hits;
       wait += r.io_wait_s;
     }
     const double runs = static_cast<double>(std::max<size_t>(1, p.runs.size()));
-    std::snprintf(line, sizeof line, "  %-5s %8lld %9.1f (%5.1f-%5.1f) %9.3f (%5.3f-%5.3f) %9.2f (%5.2f-%5.2f) %9.1f %8.1f %8.2f\n",
+    std::snprintf(line, sizeof line, "  %-5s %8lld %9.1f (%5.1f-%5.1f) %9.3f (%5.3f-%5.3f) %9.2f (%5.2f-%5.2f) %9.1f %8.1f %8.2f %4.0f/%-4.0f\n",
                   p.cold ? "cold" : "warm", static_cast<long long>(p.prompt), p.prefill_tok_s.median, p.prefill_tok_s.min,
                   p.prefill_tok_s.max, p.ttft_s.median, p.ttft_s.min, p.ttft_s.max, p.decode_tok_s.median,
                   p.decode_tok_s.min, p.decode_tok_s.max, static_cast<double>(rd) / 1e6 / runs,
-                  acq ? 100.0 * static_cast<double>(hits) / static_cast<double>(acq) : 100.0, wait / runs);
+                  acq ? 100.0 * static_cast<double>(hits) / static_cast<double>(acq) : 100.0, wait / runs,
+                  pf_s > 0 ? 100 * pf_moe / pf_s : 0.0, dc_s > 0 ? 100 * dc_moe / dc_s : 0.0);
     o << line;
   }
   std::snprintf(line, sizeof line, "  peak RSS %.2f GB\n", static_cast<double>(peak_rss_bytes) / 1e9);

@@ -62,10 +62,24 @@ struct BenchRun {
   uint64_t kv_bytes = 0;       // the session's cache after the run
   // The weight store's counters over the run (store::PlacementStats).
   uint64_t expert_acquires = 0, expert_hits = 0, expert_loads = 0;
+  uint64_t prefill_expert_acquires = 0, prefill_expert_hits = 0;  // of which during prefill
+  // Expert cache hit rate of the decode steps alone (1 when nothing was acquired: all resident).
+  double decode_hit_rate() const {
+    const uint64_t a = expert_acquires - prefill_expert_acquires;
+    return a ? static_cast<double>(expert_hits - prefill_expert_hits) / static_cast<double>(a) : 1.0;
+  }
+  double prefill_hit_rate() const {
+    return prefill_expert_acquires ? static_cast<double>(prefill_expert_hits) / static_cast<double>(prefill_expert_acquires)
+                                   : 1.0;
+  }
   uint64_t store_bytes_read = 0;   // expert + Engram bytes the store read from disk
   uint64_t engram_rows_read = 0;
   double io_wait_s = 0;            // time the forward pass was blocked on reads
   uint64_t prefetch_issued = 0, prefetch_used = 0;
+  // Where the forward passes spent their time (model::ForwardProfile): MoE sublayers (router,
+  // routed + shared experts, waits for expert reads) and Engram sublayers (incl. row reads), seconds.
+  double prefill_moe_s = 0, prefill_engram_s = 0;
+  double decode_moe_s = 0, decode_engram_s = 0;
 };
 
 // Median / min / max of a quantity over runs.

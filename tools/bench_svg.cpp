@@ -139,8 +139,10 @@ std::string bench_svg(const BenchReport& r, const std::vector<PredictedSpeed>& p
       s << "<circle cx=\"" << num(px) << "\" cy=\"" << num(pl.py(v.median)) << "\" r=\"4\" fill=\"" << kWarm << "\"/>\n";
       char lab[32];
       std::snprintf(lab, sizeof lab, v.median >= 100 ? "%.0f" : "%.1f", v.median);
-      s << "<text x=\"" << num(px + 7) << "\" y=\"" << num(pl.py(v.median) - 7) << "\" fill=\"" << kWarm << "\">" << lab
-        << "</text>\n";
+      // Near the right edge the label goes left of the point, so it stays inside the image.
+      const bool right_edge = px > pl.x0 + pl.w - 40;
+      s << "<text x=\"" << num(right_edge ? px - 7 : px + 7) << "\" y=\"" << num(pl.py(v.median) - 7) << "\" fill=\""
+        << kWarm << "\"" << (right_edge ? " text-anchor=\"end\"" : "") << ">" << lab << "</text>\n";
     }
     if (!warm_pts.empty())
       s << "<polyline fill=\"none\" stroke=\"" << kWarm << "\" stroke-width=\"2\" points=\"" << warm_pts << "\"/>\n";

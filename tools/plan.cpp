@@ -5,8 +5,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "io/file.h"
 
 namespace strata::tools {
 
@@ -70,6 +73,14 @@ uint64_t scratch_bytes(const model::ModelConfig& c, int64_t n, int64_t context) 
   return static_cast<uint64_t>(b);
 }
 
+// The expert cache's hit rate: given, from measured routing (the most picked experts fill the
+// slots), or uniform routing (slots / experts).
+double hit_rate(const PlanOptions& o, const Placement& pl) {
+  if (o.expert_hit_rate >= 0) return o.expert_hit_rate;
+  if (o.routing) return o.routing->coverage(pl.expert_slots);
+  return static_cast<double>(pl.expert_slots) / static_cast<double>(std::max<int64_t>(1, pl.total_experts));
+}
+
 IoModel io_model(const Plan& p) {
   IoModel io;
   const Placement& pl = p.placement;
@@ -96,6 +107,44 @@ ojson cost_json(const Cost& c) {
 }
 
 }  // namespace
+
+double RoutingCounts::coverage(int64_t slots) const {
+  if (picks == 0) return 0;
+  uint64_t covered = 0;
+  for (size_t i = 0; i < counts.size() && static_cast<int64_t>(i) < slots; ++i) covered += counts[i];
+  return std::min(1.0, static_cast<double>(covered) / static_cast<double>(picks));
+}
+
+Result<RoutingCounts> read_routing_counts(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(path, 256u << 20));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(path + ": not a JSON object (expected a strata calibrate hot file)");
+  if (j.value("format", std::string()) != "strata-hot-experts")
+    return InvalidArgument(path + ": field 'format' is not \"strata-hot-experts\" (write one with strata calibrate)");
+  RoutingCounts r;
+  r.source = path;
+  auto picks = j.find("picks");
+  auto tokens = j.find("tokens");
+  auto experts = j.find("experts");
+  if (picks == j.end() || !picks->is_number_unsigned()) return InvalidArgument(path + ": field 'picks' missing or not a count");
+  if (tokens == j.end() || !tokens->is_number_integer()) return InvalidArgument(path + ": field 'tokens' missing or not an integer");
+  if (experts == j.end() || !experts->is_array()) return InvalidArgument(path + ": field 'experts' missing or not an array");
+  r.picks = picks->get<uint64_t>();
+  r.tokens = tokens->get<int64_t>();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < experts->size(); ++i) {
+    const nlohmann::json& e = (*experts)[i];
+    if (!e.is_array() || e.size() != 3 || !e[2].is_number_unsigned())
+      return InvalidArgument(path + ": experts[" + std::to_string(i) + "] is not [layer, expert, count]");
+    r.counts.push_back(e[2].get<uint64_t>());
+    sum += r.counts.back();
+  }
+  if (sum != r.picks)
+    return InvalidArgument(path + ": the expert counts add up to " + std::to_string(sum) + ", field 'picks' says " +
+                           std::to_string(r.picks));
+  std::sort(r.counts.begin(), r.counts.end(), std::greater<>());
+  return r;
+}
 
 std::string format_bytes(double b) {
   if (b < 1024) return fmt("%.0f B", b);
@@ -209,8 +258,7 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
                          format_bytes(static_cast<double>(fixed + c.n_activated_experts * slot)) +
                          ", the RAM budget is " + format_bytes(static_cast<double>(pl.budget_bytes)));
     }
-    pl.expert_hit_rate = o.expert_hit_rate >= 0 ? o.expert_hit_rate
-                                                : static_cast<double>(pl.expert_slots) / static_cast<double>(pl.total_experts);
+    pl.expert_hit_rate = hit_rate(o, pl);
     // Whole layers that would fit pinned (--pin-layers 0-N), leaving two tokens' top-k experts of
     // every other layer to the cache (the one in use and a prefetch in flight).
     int64_t slots = pl.expert_slots;
@@ -224,13 +272,18 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
     const uint64_t left = pl.budget_bytes > pl.dense_bytes ? pl.budget_bytes - pl.dense_bytes : 0;
     pl.expert_cache_bytes = std::min(left, f.routed_bytes);
     pl.expert_slots = static_cast<int64_t>(pl.expert_cache_bytes / std::max<uint64_t>(1, f.expert_bytes));
-    pl.expert_hit_rate = o.expert_hit_rate >= 0 ? o.expert_hit_rate
-                                                : static_cast<double>(pl.expert_slots) / static_cast<double>(pl.total_experts);
+    pl.expert_hit_rate = hit_rate(o, pl);
     pl.notes.push_back("mmap: misses are page faults, no prefetch overlap");
   }
+  if (o.routing && o.expert_hit_rate < 0 && pl.load_mode != "resident")
+    pl.notes.push_back("expert hit rate from the routing of " + o.routing->source + " (" + std::to_string(o.routing->tokens) +
+                       " tokens): the " + std::to_string(pl.expert_slots) + " most picked experts get " +
+                       fmt("%.1f%%", 100 * pl.expert_hit_rate) + " of the picks");
   if (pl.expert_hit_rate < 1)
     pl.streams.push_back("routed experts: " + fmt("%.1f%%", 100 * (1 - pl.expert_hit_rate)) + " of uses read from disk (" +
-                         (o.expert_hit_rate >= 0 ? "given hit rate" : "uniform routing estimate") + ", " +
+                         (o.expert_hit_rate >= 0 ? std::string("given hit rate")
+                          : o.routing ? "routing of " + o.routing->source + ", " + std::to_string(o.routing->tokens) + " tokens"
+                                      : std::string("uniform routing estimate")) + ", " +
                          format_bytes(static_cast<double>(f.expert_bytes)) + " per expert)");
   if (pl.engram_bytes > 0 && !pl.engram_resident)
     pl.streams.push_back("Engram rows: " + std::to_string(f.engram_rows_per_token) + " per token, " +
@@ -261,6 +314,8 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
     s.decode = decode_token_cost(c, f, p.machine, p.threads, prompt + o.gen / 2, io);
     s.decode_tok_s = 1.0 / s.decode.total_s;
     s.decode_bottleneck = s.decode.bottleneck;
+    s.disk_unknown = (io.expert_hit_rate < 1 && io.expert_read_gbps <= 0) || (io.engram_from_disk && io.engram_iops <= 0);
+    if (s.disk_unknown) s.prefill_bottleneck = s.decode_bottleneck = "disk (not measured)";
     p.speeds.push_back(std::move(s));
   }
   return p;
@@ -336,7 +391,8 @@ std::string plan_text(const Plan& p) {
   o << "  " << r.threads << " threads: memory read " << fmt("%.1f", r.mem_read_gbps)
     << " GB/s; matvec GB/s at rows of 4096: fp8 " << fmt("%.1f", r.kernels[0].matvec_gbps[2]) << ", fp4 "
     << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
-    << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << "\n";
+    << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
+    << "\n";
   if (m.disk.measured)
     o << "  disk " << m.disk.dir << ": sequential " << fmt("%.2f", m.disk.seq_gbps_direct) << " GB/s O_DIRECT, "
       << fmt("%.2f", m.disk.seq_gbps_buffered) << " GB/s buffered, " << fmt("%.2f", m.disk.seq_gbps_pread)
@@ -362,7 +418,9 @@ std::string plan_text(const Plan& p) {
     o << "\n  pinning: " << (pl.pinned_layers > 0 ? "--pin-layers 0-" + std::to_string(pl.pinned_layers - 1) +
                                                        " would fit (whole encoder-first layers; same hit rate under uniform routing)"
                                                  : std::string("no whole layer fits beside the working set"));
-  if (pl.load_cold_s > 0) o << "\n  cold load: ~" << seconds_str(pl.load_cold_s) << " reading the resident tensors from disk";
+  if (pl.load_cold_s > 0)
+    o << "\n  cold load: at least " << seconds_str(pl.load_cold_s)
+      << " reading the resident tensors from disk (disk time only: validation, widening and index building not modelled)";
   o << "\n  Engram tables: " << (pl.engram_bytes == 0 ? "none" : pl.engram_resident ? "in RAM (page cache)" : "on disk")
     << "\n";
   o << "  streams from disk:" << (pl.streams.empty() ? " nothing" : "") << "\n";
@@ -377,11 +435,12 @@ std::string plan_text(const Plan& p) {
   o << line;
   for (const SpeedPrediction& s : p.speeds) {
     std::snprintf(line, sizeof line, "  %8s %12s %10s  %-24s %12s  %s\n", tokens_str(s.prompt).c_str(),
-                  rate_str(s.prefill_tok_s).c_str(), seconds_str(s.ttft_s).c_str(), s.prefill_bottleneck.c_str(),
-                  rate_str(s.decode_tok_s).c_str(), s.decode_bottleneck.c_str());
+                  s.disk_unknown ? "n/a" : rate_str(s.prefill_tok_s).c_str(),
+                  s.disk_unknown ? "n/a" : seconds_str(s.ttft_s).c_str(), s.prefill_bottleneck.c_str(),
+                  s.disk_unknown ? "n/a" : rate_str(s.decode_tok_s).c_str(), s.decode_bottleneck.c_str());
     o << line;
   }
-  if (!p.speeds.empty()) {
+  if (!p.speeds.empty() && !p.speeds.front().disk_unknown) {
     const SpeedPrediction& s = p.speeds.front();
     o << "  decode time per token at " << tokens_str(s.prompt) << " (" << seconds_str(s.decode.total_s) << "): ";
     for (size_t i = 0; i < s.decode.terms.size() && i < 6; ++i)
@@ -468,10 +527,12 @@ std::string plan_json(const Plan& p) {
   for (const SpeedPrediction& s : p.speeds) {
     ojson sj;
     sj["prompt"] = s.prompt;
-    sj["prefill_tok_s"] = s.prefill_tok_s;
-    sj["ttft_s"] = s.ttft_s;
+    sj["disk_unknown"] = s.disk_unknown;
+    auto num = [&](double v) { return s.disk_unknown ? ojson(nullptr) : ojson(v); };
+    sj["prefill_tok_s"] = num(s.prefill_tok_s);
+    sj["ttft_s"] = num(s.ttft_s);
     sj["prefill_bottleneck"] = s.prefill_bottleneck;
-    sj["decode_tok_s"] = s.decode_tok_s;
+    sj["decode_tok_s"] = num(s.decode_tok_s);
     sj["decode_context"] = s.prompt + p.options.gen / 2;
     sj["decode_bottleneck"] = s.decode_bottleneck;
     sj["prefill"] = cost_json(s.prefill);

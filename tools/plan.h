@@ -32,6 +32,21 @@
 
 namespace strata::tools {
 
+// How often the router picked each routed expert on some text: the counts of a `strata calibrate`
+// hot file (tools/calibrate.h), highest first. With it the plan's expert hit rate is the share of
+// picks that the experts fitting in the cache receive (a frequency-keeping cache holds the most
+// picked ones), instead of the uniform-routing estimate.
+struct RoutingCounts {
+  std::string source;            // the hot file
+  int64_t tokens = 0;            // tokens calibrated
+  uint64_t picks = 0;            // all token-expert picks (counts sum to this)
+  std::vector<uint64_t> counts;  // per (layer, expert), descending; never-picked experts omitted
+  // Share of picks that the `slots` most picked experts receive, in [0, 1].
+  double coverage(int64_t slots) const;
+};
+// Reads the counts of a hot file. Errors name the file and what is wrong.
+[[nodiscard]] Result<RoutingCounts> read_routing_counts(const std::string& path);
+
 struct PlanOptions {
   int threads = 0;                  // 0 = physical cores (the engine's default)
   uint64_t ram_bytes = 0;           // RAM strata may use; 0 = the probe's available RAM
@@ -43,7 +58,8 @@ struct PlanOptions {
   int64_t prefill_chunk = 2048;     // tokens per prefill forward (runtime::GenerateOptions)
   std::string load_mode = "auto";   // auto | resident | stream
   bool replay = false;              // bounded-replay prefill (encoder for all tokens)
-  double expert_hit_rate = -1;      // < 0: uniform-routing estimate
+  double expert_hit_rate = -1;      // < 0: from `routing` when given, else the uniform-routing estimate
+  const RoutingCounts* routing = nullptr;  // measured routing (strata plan --hot); may be null
   double disk_gbps = 0;             // > 0 overrides the probed sequential read GB/s
   double iops = 0;                  // > 0 overrides the probed 4 KiB random-read IOPS at depth 32
   bool direct_io = false;           // streamed expert reads use O_DIRECT (--direct-io; the store's default)
@@ -83,6 +99,9 @@ struct SpeedPrediction {
   std::string prefill_bottleneck;
   double decode_tok_s = 0;      // at context prompt + gen / 2
   std::string decode_bottleneck;
+  // The prediction needs disk rates the profile lacks (no `strata probe -m DIR`, no --disk-gbps /
+  // --iops): speeds are unknown (printed "n/a", JSON null) and the bottleneck says so.
+  bool disk_unknown = false;
   Cost prefill, decode;
 };
 

@@ -19,6 +19,7 @@ const char* linear_term(const LinearUse& u) {
     case LinearKind::kFp4: return "fp4 linears";
     case LinearKind::kBf16: return "bf16 linears";
     case LinearKind::kF32: return "f32 linears (mHC)";
+    case LinearKind::kBf16Any: return "bf16 linears (free order)";
   }
   return "linears";
 }
@@ -168,13 +169,17 @@ void Cost::finish(bool overlap) {
   compute_s = io_s = 0;
   const CostTerm* biggest = nullptr;
   const CostTerm* biggest_io = nullptr;
+  const CostTerm* biggest_compute = nullptr;
   for (const CostTerm& t : terms) {
     (t.io ? io_s : compute_s) += t.seconds;
     if (!biggest || t.seconds > biggest->seconds) biggest = &t;
-    if (t.io && (!biggest_io || t.seconds > biggest_io->seconds)) biggest_io = &t;
+    const CostTerm*& side = t.io ? biggest_io : biggest_compute;
+    if (!side || t.seconds > side->seconds) side = &t;
   }
   total_s = overlap ? std::max(compute_s, io_s) : compute_s + io_s;
+  // With overlap the slower side sets the time: name its largest term.
   if (overlap && biggest_io && io_s > compute_s) bottleneck = "disk: " + biggest_io->name;
+  else if (overlap && biggest_compute) bottleneck = biggest_compute->name;
   else bottleneck = biggest ? biggest->name : "";
   std::sort(terms.begin(), terms.end(), [](const CostTerm& a, const CostTerm& b) { return a.seconds > b.seconds; });
 }

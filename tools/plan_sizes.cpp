@@ -75,6 +75,7 @@ const char* linear_kind_name(LinearKind k) {
     case LinearKind::kFp4: return "fp4";
     case LinearKind::kBf16: return "bf16";
     case LinearKind::kF32: return "f32";
+    case LinearKind::kBf16Any: return "bf16_any";
   }
   return "?";
 }
@@ -244,6 +245,8 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
       case DType::kBF16: u.kind = LinearKind::kBf16; break;
       default: u.kind = LinearKind::kF32; break;
     }
+    // The LM head's logits feed only the sampler: model.cpp runs a BF16 head in free order.
+    if (u.layer < 0 && u.kind == LinearKind::kBf16) u.kind = LinearKind::kBf16Any;
     if (contains(n, ".attn.wo_a.")) {  // BF16 after load, one call per output group
       u.kind = LinearKind::kBf16;
       u.bytes = 2 * static_cast<uint64_t>(u.out * u.in) / static_cast<uint64_t>(c.o_groups);

@@ -42,10 +42,12 @@ struct VisionShape {
 // kInvalidArgument for malformed JSON or a vision field with a wrong type (naming the field).
 [[nodiscard]] Result<VisionShape> parse_vision_shape(const std::string& config_json, const std::string& what);
 
-// The kernel a linear runs on (kernels/linear.h).
-enum class LinearKind : uint8_t { kFp8, kFp4, kBf16, kF32 };
-inline constexpr int kLinearKinds = 4;
-const char* linear_kind_name(LinearKind k);  // "fp8", "fp4", "bf16", "f32"
+// The kernel a linear runs on (kernels/linear.h). kBf16Any: BF16 in free summation order
+// (kernels::linear_bf16_any_order), what the model runs the LM head with (its logits feed no
+// rounding point); kBf16 is the bit-exact order every other BF16 linear needs.
+enum class LinearKind : uint8_t { kFp8, kFp4, kBf16, kF32, kBf16Any };
+inline constexpr int kLinearKinds = 5;
+const char* linear_kind_name(LinearKind k);  // "fp8", "fp4", "bf16", "f32", "bf16_any"
 
 // One linear a token runs. Routed experts appear once per layer (expert 0's shapes) with
 // `routed` set: a token runs n_active of them.

@@ -100,6 +100,9 @@ struct AnyWeight {
       case LinearKind::kBf16:
         kernels::linear_bf16(x, n, kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in}, y, pool);
         break;
+      case LinearKind::kBf16Any:
+        kernels::linear_bf16_any_order(x, n, kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in}, y, pool);
+        break;
       case LinearKind::kF32:
         kernels::linear_f32(x, n, kernels::F32Weight{reinterpret_cast<const float*>(w), out, in}, y, pool);
         break;
@@ -112,7 +115,8 @@ size_t weight_bytes(LinearKind k, int64_t out, int64_t in) {
   switch (k) {
     case LinearKind::kFp8: return static_cast<size_t>(out * in);
     case LinearKind::kFp4: return static_cast<size_t>(out * in / 2);
-    case LinearKind::kBf16: return static_cast<size_t>(out * in * 2);
+    case LinearKind::kBf16:
+    case LinearKind::kBf16Any: return static_cast<size_t>(out * in * 2);
     case LinearKind::kF32: return static_cast<size_t>(out * in * 4);
   }
   return 0;
@@ -137,7 +141,7 @@ struct WeightSet {
       uint8_t* wp = w.back().data();
       if (k == LinearKind::kFp8) fill_bytes(wp, wb, 2 * i + 1, finite_e4m3);
       else if (k == LinearKind::kFp4) fill_bytes(wp, wb, 2 * i + 1, [](uint8_t c) { return c; });
-      else if (k == LinearKind::kBf16) fill_bf16(reinterpret_cast<uint16_t*>(wp), wb / 2, 2 * i + 1);
+      else if (k == LinearKind::kBf16 || k == LinearKind::kBf16Any) fill_bf16(reinterpret_cast<uint16_t*>(wp), wb / 2, 2 * i + 1);
       else fill_f32(reinterpret_cast<float*>(wp), wb / 4, 2 * i + 1);
       fill_bytes(s.back().data(), std::max<size_t>(sb, 1), 2 * i + 2, safe_scale);
     }

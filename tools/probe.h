@@ -77,7 +77,7 @@ struct GpuInfo {
 };
 
 struct MachineProfile {
-  static constexpr const char* kFormat = "strata-probe/2";
+  static constexpr const char* kFormat = "strata-probe/3";  // 3: + the bf16_any kernel
   std::string date;          // when measured, ISO 8601 UTC ("2026-11-29T19:30:00Z")
   std::string hostname, cpu_model, simd, kernel_level;
   int logical_cores = 0, physical_cores = 0;

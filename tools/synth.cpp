@@ -209,7 +209,8 @@ Result<SynthPlan> plan_synth(const SynthOptions& o, int64_t compressed_vocab) {
   if (o.routing_skew >= 0) {
     apply_routing_skew(plan.config, o.seed, o.routing_skew, &plan.tensors);
     notes.push_back("routing skew " + std::to_string(o.routing_skew).substr(0, 4) +
-                    ": Zipf expert popularity + topic routing (tools/synth_skew.h)");
+                    (o.routing_skew > 0 ? ": Zipf expert popularity + topic routing (tools/synth_skew.h)"
+                                        : ": unbiased routers, about uniform expert use (tools/synth_skew.h)"));
   }
   const SizeBreakdown s = size_of(plan.tensors);
   plan.total_bytes = s.total;

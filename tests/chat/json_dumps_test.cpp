@@ -49,6 +49,16 @@ TEST(JsonDumps, FloatsAsPythonRepr) {
   EXPECT_EQ(python_float_repr(std::nan("")), "NaN");
 }
 
+TEST(JsonDumps, BoundedParse) {
+  EXPECT_EQ(json_dumps(parse_json_bounded(R"({"a": [1, {"b": "[[[["}]})")), R"({"a": [1, {"b": "[[[["}]})");
+  EXPECT_TRUE(parse_json_bounded("{oops").is_discarded());
+  // Depth counts arrays and objects, not brackets inside strings (escaped quotes included).
+  EXPECT_FALSE(parse_json_bounded(std::string(3, '[') + std::string(3, ']'), 3).is_discarded());
+  EXPECT_TRUE(parse_json_bounded(std::string(4, '[') + std::string(4, ']'), 3).is_discarded());
+  EXPECT_FALSE(parse_json_bounded(R"([["\"[[[[[[", "]"]])", 2).is_discarded());
+  EXPECT_TRUE(parse_json_bounded(std::string(100000, '[') + std::string(100000, ']')).is_discarded());
+}
+
 TEST(JsonDumps, DiffersFromNlohmannDump) {
   // The reason this serializer exists: nlohmann writes {"a":1.0e-05} style output.
   const Json v = Json::parse(R"({"a": 1e-05, "b": "é"})");

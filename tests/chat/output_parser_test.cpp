@@ -192,6 +192,19 @@ TEST(OutputParser, ParameterValueForms) {
   EXPECT_EQ(Json::parse(p.tool_calls()[0].arguments)["s"], "again");
 }
 
+// A string="false" value nested deeper than kMaxJsonNesting is kept as the raw text (a JSON string),
+// never handed to the recursive serializer.
+TEST(OutputParser, DeeplyNestedValueStaysText) {
+  REQUIRE_TOKENIZER();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  OutputParser p(*testing::v41_tokenizer(), opts(ParseStart::kContent, true));
+  run(p, "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter name=\"v\" string=\"false\">" + deep +
+             "</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
+      4096);
+  ASSERT_EQ(p.tool_calls().size(), 1u);
+  EXPECT_EQ(p.tool_calls()[0].arguments, "{\"v\": \"" + deep + "\"}");
+}
+
 // A long argument value (a file an agent writes) split into many small pieces: the closing-tag
 // search only looks at new bytes, so this stays linear (quadratic would take minutes here).
 TEST(OutputParser, LongParameterValue) {

@@ -188,6 +188,13 @@ TEST(RenderConversation, ToolArgumentsTolerance) {
   EXPECT_EQ(json_dumps(tool_arguments_from_text(R"("{\"a\": 1}")")), R"({"a": 1})");  // double-encoded
   EXPECT_EQ(json_dumps(tool_arguments_from_text("not json")), R"({"arguments": "not json"})");
   EXPECT_EQ(json_dumps(tool_arguments_from_text("[1]")), R"({"arguments": "[1]"})");
+  // Nesting beyond kMaxJsonNesting is kept as text, not parsed (the renderer recurses per level).
+  const std::string deep = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const Json kept = tool_arguments_from_text(deep);
+  ASSERT_TRUE(kept.contains("arguments"));
+  EXPECT_EQ(kept["arguments"], deep);
+  const std::string ok_depth = "{\"a\": " + std::string(kMaxJsonNesting - 1, '[') + std::string(kMaxJsonNesting - 1, ']') + "}";
+  EXPECT_FALSE(tool_arguments_from_text(ok_depth).contains("arguments"));
 }
 
 TEST(RenderConversation, ForcedToolCall) {

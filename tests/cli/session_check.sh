@@ -3,6 +3,7 @@
 #  - with --temp 0, a run saved after k tokens (--save-session) and continued (--load-session -n N)
 #    prints the same text as one uninterrupted run of k+N tokens, in both prefill modes;
 #  - continuing with -p adds a user turn (the run succeeds and the session grows);
+#  - --stats reports the global KV bytes per token of the config;
 #  - a corrupted, truncated or missing session file, a session of another model and a bad
 #    --prefill value fail with one clear error line and a non-zero exit.
 # Exit 77 = fixture missing (skip).
@@ -34,6 +35,13 @@ for mode in exact replay; do
   fi
   grep -q "prompt 0 tokens" "$tmp/b.txt"
 done
+
+# --stats reports the config's global KV per token: KV sources 2, 4 (ratio 2) and 5 (ratio 1), each
+# entry 36 B (64 E2M1 + 4 E4M3 scales) + 17 B of index key (32 E2M1 + 1 ue8m0): 53/2 + 53/2 + 53 = 106.
+"$strata" run -m "$ck" -p "$prompt" --temp 0 -n 2 --stats > /dev/null 2> "$tmp/stats.err"
+if ! grep -q "kv cache: .* global KV 106.0 B/token" "$tmp/stats.err"; then
+  echo "FAIL: --stats does not report 106.0 B/token of global KV" >&2; cat "$tmp/stats.err" >&2; exit 1
+fi
 
 # A new user turn after the loaded session; the session saved again is longer.
 "$strata" run -m "$ck" --load-session "$tmp/s.strata" -p "And then?" --temp 0 -n 3 \

@@ -79,7 +79,9 @@ TEST_F(ReplayTiny, GlobalCachesEqualExactPrefillAndDecoderRingsHoldOnlyTheTail) 
     // Rings hold the last W positions everywhere (what decode needs) ...
     EXPECT_EQ(a.window_pos, b.window_pos) << "layer " << l;
     // ... with the same bytes up to the first decoder layer, whose input is the encoder output.
-    if (l <= 5) EXPECT_EQ(a.window, b.window) << "window ring, layer " << l;
+    if (l <= 5) {
+      EXPECT_EQ(a.window, b.window) << "window ring, layer " << l;
+    }
   }
   // Later decoder layers saw tail tokens without their earlier window: their KV differs.
   EXPECT_NE(exact.layers[7].window, replay.layers[7].window);

@@ -110,6 +110,8 @@ TEST(ChatRequest, RolesAndContent) {
   EXPECT_NE(e.message.find("unsupported content type"), std::string::npos);
   e = err(body("", R"([{"role":"user","content":5}])"));
   EXPECT_EQ(e.param, "messages[0].content");
+  e = err(body("", R"([{"role":"user","content":[{"type":"text"}]}])"));  // a text part needs its text
+  EXPECT_EQ(e.param, "messages[0].content[0].text");
   EXPECT_EQ(err(body("", "[]")).param, "messages");
   EXPECT_EQ(err(R"({"model":"deepseek-v4.1-flash"})").param, "messages");
 }
@@ -153,6 +155,15 @@ TEST(ChatRequest, ToolsAndToolChoice) {
   r = ok(body("", R"([{"role":"user","content":"q"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"\"{\\\"a\\\": 1}\""}},{"id":"d","type":"function","function":{"name":"g","arguments":"oops"}}]},{"role":"tool","tool_call_id":"c","content":"r"}])"));
   EXPECT_EQ(chat::json_dumps(r.messages[1].tool_calls[0].arguments), R"({"a": 1})");
   EXPECT_EQ(chat::json_dumps(r.messages[1].tool_calls[1].arguments), R"({"arguments": "oops"})");
+  // Historical call names go into the markup unescaped: a name that could end the tag is rejected,
+  // but any name the output parser can return (even a hallucinated one with a space) is accepted.
+  auto history = [](const std::string& name) {
+    return R"([{"role":"user","content":"q"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":)" +
+           name + R"(,"arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}])";
+  };
+  for (const char* bad : {R"("a\">x")", R"("a<b")", R"("a\nb")", R"("")"})
+    EXPECT_EQ(err(body("", history(bad))).param, "messages[1].tool_calls[0].function.name") << bad;
+  EXPECT_EQ(ok(body("", history(R"("get weather")"))).messages[1].tool_calls[0].name, "get weather");
 }
 
 TEST(ChatRequest, FieldsAndRanges) {
@@ -191,6 +202,11 @@ TEST(ChatRequest, FieldsAndRanges) {
   std::string many = R"("stop":[)";
   for (int i = 0; i < 17; ++i) many += std::string(i ? "," : "") + "\"s" + std::to_string(i) + "\"";
   EXPECT_EQ(err(body(many + "]")).param, "stop");
+  // Stop strings are bounded (the parser rescans a held-back suffix on the model thread).
+  const std::string longest(kMaxStopBytes, 'x');
+  EXPECT_EQ(ok(body(R"("stop":")" + longest + "\"")).stop[0].size(), kMaxStopBytes);
+  EXPECT_EQ(err(body(R"("stop":")" + longest + "y\"")).param, "stop");
+  EXPECT_EQ(err(body(R"("stop":["a",")" + longest + "y\"]")).param, "stop[1]");
   EXPECT_EQ(err(body(R"("n":2)")).code, "unsupported_parameter");
 }
 

@@ -651,6 +651,56 @@ TEST_F(Serve, KeepAliveWhileQueued) {
   EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
 }
 
+// A long prefill (here: one token per forward) sends SSE comments too, and only before the first
+// token: after the role chunk, before any generated text.
+TEST_F(Serve, KeepAliveDuringLongPrefill) {
+  ServerOptions o;
+  o.parallel = 1;
+  o.keep_alive_s = 0.01;
+  o.prefill_chunk = 1;
+  start(o);
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "word ";
+  RawConn c(srv_->port());
+  c.post("/v1/chat/completions", req(user(text), {{"max_tokens", 2}, {"stream", true}, {"thinking", false},
+                                                  {"strata_test_output", "ab"}}).dump());
+  const std::string got = c.read_for(60000ms, "data: [DONE]");
+  ASSERT_NE(got.find("data: [DONE]"), std::string::npos) << got;
+  const size_t role = got.find("data: {");
+  const size_t first_token = got.find("\"content\":\"a", role);
+  ASSERT_NE(role, std::string::npos);
+  ASSERT_NE(first_token, std::string::npos) << got;
+  const size_t ka = got.find(": keep-alive\n\n", role);
+  ASSERT_NE(ka, std::string::npos) << "no keep-alive during the prefill: " << got;
+  EXPECT_LT(ka, first_token);
+  EXPECT_EQ(got.find(": keep-alive\n\n", first_token), std::string::npos) << "keep-alive after the first token";
+  EXPECT_EQ(metric("strata_requests_waiting"), 0);  // it was prefilling, not queued
+}
+
+// A queued request whose client leaves gives its queue place back at once (it never takes a slot).
+TEST_F(Serve, QueuedClientLeavingFreesItsPlace) {
+  ServerOptions o;
+  o.parallel = 1;
+  o.max_queue = 1;
+  start(o);
+  RawConn busy(srv_->port());
+  busy.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 100000}, {"stream", true}}).dump());
+  ASSERT_EQ(wait_metric("strata_requests_running", 1), 1);
+  {
+    RawConn queued(srv_->port());
+    queued.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 2}}).dump());
+    ASSERT_EQ(wait_metric("strata_requests_waiting", 1), 1);
+    EXPECT_EQ(chat(req(user("Hi"), {{"max_tokens", 1}}), 503)["error"]["code"], "overloaded");
+  }  // hangs up
+  EXPECT_EQ(wait_metric("strata_requests_waiting", 0), 0);
+  EXPECT_EQ(metric("strata_requests_running"), 1);  // the busy stream still runs
+  RawConn next(srv_->port());
+  next.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 2}, {"stream", true}}).dump());
+  EXPECT_EQ(wait_metric("strata_requests_waiting", 1), 1);  // queued, not refused
+  busy.close();
+  EXPECT_NE(next.read_for(30000ms, "data: [DONE]").find("data: [DONE]"), std::string::npos);
+}
+
 TEST_F(Serve, TwoConcurrentStreams) {
   ServerOptions o;
   o.parallel = 2;

@@ -56,6 +56,9 @@ const rss1 = srv.rssKiB();
 // what it holds is allowed growth, anything beyond it is a leak.
 const cacheKiB = (await metric(srv.port, 'strata_prefix_cache_bytes')) / 1024;
 assert.ok(cacheKiB <= 64 * 1024, `prefix cache holds ${cacheKiB} KiB, over its 64 MiB budget`);
+// The storage-tier counters are exported too (cli/cmd_serve.cpp); a resident demo reads nothing.
+for (const name of ['strata_store_bytes_read_total', 'strata_expert_cache_hit_rate', 'strata_store_io_wait_seconds_total'])
+  assert.ok(Number.isFinite(await metric(srv.port, name)), `/metrics lacks ${name}`);
 const health = await fetch(`http://127.0.0.1:${srv.port}/health`);
 const total = Number(nClients) * Number(nRequests);
 console.log(`load: ${total} requests in ${seconds.toFixed(1)} s: ${counts.ok} ok, ${counts.aborted} aborted by the client, ` +

@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "io/file.h"
+#include "tests/support/files.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/npy.h"
 #include "tools/synth.h"
 
@@ -221,6 +224,27 @@ TEST(PlanCost, StreamingExpertsAreBoundByTheDisk) {
   EXPECT_NEAR(serial.total_s, serial.compute_s + serial.io_s, 1e-12);
 }
 
+TEST(PlanCost, OverlappedIoIsNotTheBottleneckWhenComputeIsSlower) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto f = model_footprint(l.config);
+  ASSERT_TRUE(f.ok());
+  // Slow compute (1 GB/s), a fast disk: expert reads are the largest single term serially but run
+  // under compute with overlap, so the bottleneck is the largest compute term.
+  const MachineProfile m = fake_machine(1.0, 10.0, 1ull << 40);
+  IoModel io;
+  io.expert_hit_rate = 0.0;
+  io.expert_read_gbps = 0.5;
+  io.overlap = true;
+  const Cost c = decode_token_cost(l.config, *f, m, 1, 1000, io);
+  ASSERT_LT(c.io_s, c.compute_s);
+  double biggest = 0;
+  for (const CostTerm& t : c.terms) biggest = std::max(biggest, t.seconds);
+  EXPECT_GT(c.io_s, 0.5 * biggest) << "the test needs expert reads among the largest terms";
+  EXPECT_EQ(c.total_s, c.compute_s);
+  EXPECT_EQ(c.bottleneck, "fp8 linears");
+}
+
 TEST(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
   STRATA_REQUIRE_FIXTURE(kRealConfig);
   const Loaded l = load_config(kRealConfig);
@@ -316,6 +340,86 @@ TEST(Plan, TextAndJsonCarryTheFigures) {
   const std::string json = plan_json(*p);
   EXPECT_NE(json.find("\"bytes_per_token\": 890"), std::string::npos);
   EXPECT_NE(json.find("\"predicted\""), std::string::npos);
+}
+
+TEST(Plan, MeasuredRoutingSetsTheHitRate) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  testing::TempDir dir;
+  // A hot file as strata calibrate writes it: 3 experts got 90 of 100 picks, 10 others one each.
+  std::string experts = "[[0,5,50],[3,1,30],[7,2,10]";
+  for (int e = 0; e < 10; ++e) experts += ",[1," + std::to_string(e) + ",1]";
+  experts += "]";
+  const std::string hot = dir.file("hot.json");
+  testing::write_all(hot, "{\"format\":\"strata-hot-experts\",\"version\":1,\"model\":\"m\",\"tokens\":10,"
+                          "\"n_layers\":40,\"picks\":100,\"experts\":" + experts + "}");
+  auto r = read_routing_counts(hot);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->picks, 100u);
+  EXPECT_DOUBLE_EQ(r->coverage(0), 0.0);
+  EXPECT_DOUBLE_EQ(r->coverage(1), 0.5);
+  EXPECT_DOUBLE_EQ(r->coverage(3), 0.9);
+  EXPECT_DOUBLE_EQ(r->coverage(1000), 1.0);
+
+  // In a plan: hit rate = coverage of the expert slots (far more than 13 at 64 GiB: every pick).
+  const MachineProfile m = fake_machine(20.0, 200.0, 64ull << 30, 4);
+  PlanOptions o;
+  o.ram_bytes = 64ull << 30;
+  o.routing = &*r;
+  auto p = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->placement.load_mode, "stream");
+  EXPECT_DOUBLE_EQ(p->placement.expert_hit_rate, 1.0);
+  EXPECT_NE(plan_text(*p).find("routing of " + hot), std::string::npos) << plan_text(*p);
+  // A given hit rate wins over the routing.
+  o.expert_hit_rate = 0.25;
+  auto given = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(given.ok());
+  EXPECT_DOUBLE_EQ(given->placement.expert_hit_rate, 0.25);
+
+  // Bad files name the file and the problem.
+  const std::string bad = dir.file("bad.json");
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"[1,2]", "not a JSON object"},
+           {"{\"format\":\"other\"}", "strata-hot-experts"},
+           {"{\"format\":\"strata-hot-experts\",\"tokens\":1,\"experts\":[]}", "'picks'"},
+           {"{\"format\":\"strata-hot-experts\",\"tokens\":1,\"picks\":2,\"experts\":[[0,1]]}", "experts[0]"},
+           {"{\"format\":\"strata-hot-experts\",\"tokens\":1,\"picks\":5,\"experts\":[[0,1,2]]}", "add up to 2"}}) {
+    testing::write_all(bad, text);
+    auto e = read_routing_counts(bad);
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_NE(e.error().message().find(bad), std::string::npos) << e.error().to_string();
+    EXPECT_NE(e.error().message().find(want), std::string::npos) << e.error().to_string();
+  }
+  EXPECT_FALSE(read_routing_counts(dir.file("missing.json")).ok());
+}
+
+TEST(Plan, StreamingWithoutDiskNumbersSaysSoInsteadOfPredicting) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  MachineProfile m = fake_machine(20.0, 200.0, 24ull << 30, 2);
+  m.disk = DiskProfile{};  // `strata probe --no-disk`
+  auto p = make_plan(l.config, l.vision, m, PlanOptions{}, kRealConfig);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->placement.load_mode, "stream");
+  for (const SpeedPrediction& s : p->speeds) {
+    EXPECT_TRUE(s.disk_unknown);
+    EXPECT_EQ(s.decode_bottleneck, "disk (not measured)");
+  }
+  const std::string text = plan_text(*p);
+  EXPECT_NE(text.find("n/a"), std::string::npos) << text;
+  EXPECT_NE(text.find("--disk-gbps"), std::string::npos) << text;
+  EXPECT_NE(plan_json(*p).find("\"decode_tok_s\": null"), std::string::npos);
+  // Given rates make it predictable again.
+  PlanOptions o;
+  o.disk_gbps = 2.0;
+  o.iops = 50000;
+  auto given = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(given.ok());
+  for (const SpeedPrediction& s : given->speeds) {
+    EXPECT_FALSE(s.disk_unknown);
+    EXPECT_GT(s.decode_tok_s, 0);
+  }
 }
 
 }  // namespace
