@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -79,8 +80,18 @@ int run_plan(PlanCliOptions& o) {
       std::fprintf(stderr, "strata: warning: the profile's disk numbers are for %s, another device than %s (run strata probe -m %s)\n",
                    machine.disk.dir.c_str(), o.model_dir.c_str(), o.model_dir.c_str());
   } else {
-    if (cached.error().code() != StatusCode::kNotFound)
+    if (cached.error().code() != StatusCode::kNotFound) {
+      // Only a strata profile (an older format, or a damaged one) is measured again and replaced;
+      // any other file at --probe is the user's and is never overwritten.
+      std::ifstream in(o.probe, std::ios::binary);
+      std::string head(4096, '\0');
+      in.read(head.data(), static_cast<std::streamsize>(head.size()));
+      head.resize(static_cast<size_t>(in.gcount()));
+      if (head.find("strata-probe/") == std::string::npos)
+        return fail(InvalidArgument("--probe " + o.probe + ": exists and is not a strata machine profile (" +
+                                    cached.error().to_string() + "); refusing to overwrite it"));
       std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
+    }
     std::fprintf(stderr, "strata: no machine profile at %s: measuring this machine (strata probe)...\n", o.probe.c_str());
     tools::ProbeOptions pr;
     pr.disk_dir = o.model_dir;

@@ -6,6 +6,18 @@ namespace strata::server {
 
 namespace {
 
+// A read error or a shard that changed under the store (issue #3, "Bad input and faults"): only
+// the request that hit it fails — its session is discarded at finish() — and the server stays
+// healthy, so the next request runs (and fails the same way while the file stays damaged).
+// Any other failure of a forward pass is a bug and marks the backend unhealthy.
+bool storage_error(const Status& st) {
+  return st.code() == StatusCode::kIOError || st.code() == StatusCode::kCorruption;
+}
+
+}  // namespace
+
+namespace {
+
 using clock_type = std::chrono::steady_clock;
 
 double seconds(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -250,7 +262,7 @@ void Scheduler::step(Slot& s) {
     s.stats.prefill_s += seconds(dt);
     if (metrics_) metrics_->prefill_ns += static_cast<uint64_t>(std::chrono::nanoseconds(dt).count());
     if (!st.ok()) {
-      if (!ses.valid()) failures_.fetch_add(1);
+      if (!ses.valid() && !storage_error(st)) failures_.fetch_add(1);
       finish(s, JobEnd::kError, st);
       return;
     }
@@ -294,7 +306,7 @@ void Scheduler::step(Slot& s) {
     ++metrics_->decode_forwards;
   }
   if (!st.ok()) {
-    if (!ses.valid()) failures_.fetch_add(1);
+    if (!ses.valid() && !storage_error(st)) failures_.fetch_add(1);
     finish(s, JobEnd::kError, st);
   }
 }

@@ -2,10 +2,10 @@
 //
 // The naive baseline the tiered store is measured against (docs/performance.md): no budget, no
 // prefetch, no control over what stays in RAM; a page fault per 4 KiB miss (plus the kernel's
-// readahead) instead of reads at queue depth. Tensors are views into the mappings, except resident
-// tensors whose file offset is not aligned for their dtype (safetensors aligns offsets only to the
-// data section, which starts at 8 + header length): those are copied once into aligned memory, since
-// a misaligned float load is undefined behaviour and the kernels expect natural alignment.
+// readahead) instead of reads at queue depth. Routed experts and Engram rows are views into the
+// mappings; resident tensors are copied once into aligned memory at bind time (safetensors aligns
+// offsets only to the data section, so a view could be misaligned for its dtype, and a view into a
+// shard truncated after load would fault with SIGBUS instead of failing with an error).
 // A shard that shrinks under a mapping would raise SIGBUS on access, so acquire_expert and
 // read_engram_rows compare each shard's size with its size at load first (kCorruption).
 // Thread safety: safe for concurrent use after construction.
@@ -48,7 +48,7 @@ class MmapStore final : public WeightStore {
   };
   std::vector<Map> maps_;
   std::mutex copies_mu_;                               // guards copies_
-  std::map<std::string, AlignedArray<uint8_t>> copies_;  // aligned copies of misaligned resident tensors
+  std::map<std::string, AlignedArray<uint8_t>> copies_;  // aligned copies of the resident tensors
 };
 
 }  // namespace strata::store

@@ -45,6 +45,11 @@ if [[ -d "$ck" ]]; then
   expect_error "run bad top-p" "top_p" -- "$strata" run -m "$ck" -p hi --top-p 1.5
   expect_error "run missing document" "no such file" -- "$strata" run -m "$ck" -f "$tmp/nope.txt" -p hi
   expect_error "run thinking with a V3 tokenizer" "NotFound" -- "$strata" run -m "$ck" -p hi --think
+  # plan never overwrites a file at --probe that is not a strata machine profile
+  printf 'my notes\n' > "$tmp/notes.txt"
+  expect_error "plan --probe on a foreign file" "not a strata machine profile" -- \
+    "$strata" plan --config "$ck/config.json" --probe "$tmp/notes.txt"
+  if [[ "$(cat "$tmp/notes.txt")" != "my notes" ]]; then echo "FAIL plan overwrote --probe file"; fail=1; fi
   # tokenize works and prints a JSON array
   out=$("$strata" tokenize -m "$ck" --text "Hello world")
   if [[ "$out" != "[19923, 2058]" ]]; then echo "FAIL tokenize output: $out"; fail=1; else echo "ok   tokenize: $out"; fi
