@@ -35,21 +35,6 @@ void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, 
 
 }  // namespace
 
-int topk_ascending(const float* scores, int64_t n, int k, int32_t* out) {
-  std::vector<int32_t> idx;
-  idx.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    if (scores[i] != -INFINITY) idx.push_back(static_cast<int32_t>(i));
-  const int m = std::min<int>(k, static_cast<int>(idx.size()));
-  // Highest score first; an exact tie goes to the lower id (torch.topk leaves ties unspecified; the
-  // fixtures were chosen free of ties at every boundary).
-  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
-  std::partial_sort(idx.begin(), idx.begin() + m, idx.end(), better);
-  std::sort(idx.begin(), idx.begin() + m);
-  for (int i = 0; i < k; ++i) out[i] = i < m ? idx[static_cast<size_t>(i)] : -1;
-  return m;
-}
-
 void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
                              uint8_t* keep) {
   std::fill(keep, keep + width, 0);

@@ -74,8 +74,4 @@ int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& 
 void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
                              uint8_t* keep);
 
-// Top-k of one query's index scores (entries that are -inf excluded), ascending ids into out[0..k),
-// the rest -1. Returns how many were selected.
-int topk_ascending(const float* scores, int64_t n, int k, int32_t* out);
-
 }  // namespace strata::model
