@@ -11,30 +11,13 @@
 
 #include "tests/support/npy.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/tiny_suite.h"
 
 namespace strata::model {
 namespace {
 
-class ReplayTiny : public ::testing::Test {
+class ReplayTiny : public testing::TinyModelSuite<ReplayTiny> {
  protected:
-  static void SetUpTestSuite() {
-    if (!std::ifstream(testing::tiny_dir() + "/tokens.json")) return;
-    auto m = testing::load_model(testing::tiny_dir() + "/checkpoint");
-    ASSERT_TRUE(m.ok()) << m.error().to_string();
-    model_ = std::move(*m).release();
-    std::ifstream f(testing::tiny_dir() + "/tokens.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids_ = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
-    ASSERT_NE(model_, nullptr);
-  }
   static std::vector<float> last_logits(KvCache& cache, std::span<const int32_t> t, int64_t tail) {
     std::vector<float> l(static_cast<size_t>(model_->config().vocab_size));
     LogitsRequest req;  // kLast
@@ -48,11 +31,7 @@ class ReplayTiny : public ::testing::Test {
       if (std::memcmp(a.row(i), b.row(i), static_cast<size_t>(a.row_bytes())) != 0) return false;
     return true;
   }
-  static Model* model_;
-  static std::vector<int32_t> ids_;
 };
-Model* ReplayTiny::model_ = nullptr;
-std::vector<int32_t> ReplayTiny::ids_;
 
 TEST_F(ReplayTiny, BoundaryIsTheFirstRatioOneLayer) {
   auto b = model_->decoder_boundary();

@@ -17,6 +17,7 @@
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/tiny_suite.h"
 
 namespace strata::runtime {
 namespace {
@@ -44,28 +45,14 @@ TEST(Xxh64, StreamingEqualsOneShot) {
     }
 }
 
-class SessionFileTiny : public ::testing::Test {
+class SessionFileTiny : public testing::TinyModelSuite<SessionFileTiny> {
  protected:
   static void SetUpTestSuite() {
-    if (!std::ifstream(testing::tiny_dir() + "/tokens.json")) return;
-    auto m = testing::load_model(testing::tiny_dir() + "/checkpoint");
-    ASSERT_TRUE(m.ok()) << m.error().to_string();
-    model_ = std::move(*m).release();
-    std::ifstream f(testing::tiny_dir() + "/tokens.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids_ = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
+    TinyModelSuite::SetUpTestSuite();
+    if (model_ == nullptr) return;
     auto id = model_identity(testing::tiny_dir() + "/checkpoint");
     ASSERT_TRUE(id.ok()) << id.error().to_string();
     id_ = *id;
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
-    ASSERT_NE(model_, nullptr);
   }
   // A session with history crossing the window and compressor groups at odd positions, ending
   // with a decoded token (compressor partial groups are non-empty).
@@ -93,13 +80,9 @@ class SessionFileTiny : public ::testing::Test {
     EXPECT_TRUE(save_session(s, id_, p).ok());
     return p;
   }
-  static model::Model* model_;
-  static std::vector<int32_t> ids_;
   static ModelIdentity id_;
   testing::TempDir dir_;
 };
-model::Model* SessionFileTiny::model_ = nullptr;
-std::vector<int32_t> SessionFileTiny::ids_;
 ModelIdentity SessionFileTiny::id_;
 
 TEST_F(SessionFileTiny, LoadedSessionDecodesBitIdentically) {

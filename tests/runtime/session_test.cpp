@@ -13,38 +13,17 @@
 #include "runtime/generator.h"
 #include "tests/support/npy.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/tiny_suite.h"
 
 namespace strata::runtime {
 namespace {
 
-class SessionTiny : public ::testing::Test {
+class SessionTiny : public testing::TinyModelSuite<SessionTiny> {
  protected:
-  static void SetUpTestSuite() {
-    if (!std::ifstream(testing::tiny_dir() + "/tokens.json")) return;
-    auto m = testing::load_model(testing::tiny_dir() + "/checkpoint");
-    ASSERT_TRUE(m.ok()) << m.error().to_string();
-    model_ = std::move(*m).release();
-    std::ifstream f(testing::tiny_dir() + "/tokens.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids_ = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
-    ASSERT_NE(model_, nullptr);
-  }
   static bool same(std::span<const float> a, std::span<const float> b) {
     return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
   }
-  static model::Model* model_;
-  static std::vector<int32_t> ids_;
 };
-model::Model* SessionTiny::model_ = nullptr;
-std::vector<int32_t> SessionTiny::ids_;
 
 TEST_F(SessionTiny, AppendsSplitAnywhereGiveTheSameLogits) {
   AppendOptions o;
