@@ -53,18 +53,12 @@ Result<TensorView> MmapStore::mapped(const std::string& name) const {
 }
 
 Result<TensorView> MmapStore::resident(const std::string& name) {
-  STRATA_ASSIGN_OR_RETURN(TensorView v, mapped(name));
-  // Resident tensors (everything but routed experts and Engram tables) are copied once: they are
-  // read every token, so paging them buys nothing, and a view into the mapping would turn a shard
-  // truncated after load into SIGBUS on the next token instead of the size check's clear error.
-  std::lock_guard<std::mutex> lock(copies_mu_);
-  auto it = copies_.find(name);
-  if (it == copies_.end()) {
-    AlignedArray<uint8_t> copy(v.nbytes());
-    std::memcpy(copy.data(), v.data, v.nbytes());
-    it = copies_.emplace(name, std::move(copy)).first;
-  }
-  return TensorView{it->second.data(), v.dtype, v.shape};
+  // Resident tensors (everything but routed experts and Engram tables) are read once into aligned
+  // RAM: they are used every token, so paging them buys nothing; a view into the mapping could be
+  // misaligned for its dtype, and would turn a shard truncated after load into SIGBUS on the next
+  // token instead of the size check's clear error.
+  std::lock_guard<std::mutex> lock(tensors_mu_);
+  return tensors_.get(*ck_, name);
 }
 
 Result<std::unique_ptr<ExpertLease>> MmapStore::acquire_expert(int layer, int expert) {
@@ -91,15 +85,7 @@ Status MmapStore::read_engram_rows(int layer, std::span<const int64_t> rows, uin
   const int64_t n_rows = wt->shape[0], hd = wt->shape[1], ns = st->shape[1];
   const auto* wb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(wt->shard)].base) + wt->offset;
   const auto* sb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(st->shard)].base) + st->offset;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int64_t r = rows[i];
-    if (r < 0 || r >= n_rows)
-      return InvalidArgument("Engram row " + std::to_string(r) + " out of range for '" + p + "weight' with " +
-                             std::to_string(n_rows) + " rows");
-    std::memcpy(weight_out + i * hd, wb + r * hd, static_cast<size_t>(hd));
-    std::memcpy(scale_out + i * ns, sb + r * ns, static_cast<size_t>(ns));
-  }
-  return Status();
+  return gather_engram_rows(p + "weight", wb, sb, n_rows, hd, ns, rows, weight_out, scale_out);
 }
 
 std::string MmapStore::describe() const {

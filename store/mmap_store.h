@@ -11,13 +11,12 @@
 // Thread safety: safe for concurrent use after construction.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "core/aligned_buffer.h"
+#include "store/resident_tensors.h"
 #include "store/weight_store.h"
 
 namespace strata::store {
@@ -47,8 +46,8 @@ class MmapStore final : public WeightStore {
     size_t size = 0;
   };
   std::vector<Map> maps_;
-  std::mutex copies_mu_;                               // guards copies_
-  std::map<std::string, AlignedArray<uint8_t>> copies_;  // aligned copies of the resident tensors
+  std::mutex tensors_mu_;    // guards tensors_
+  ResidentTensors tensors_;  // resident tensors, read once into aligned RAM
 };
 
 }  // namespace strata::store

@@ -10,18 +10,7 @@ std::string layer_prefix(int layer, int n_layers) {
 
 ResidentStore::ResidentStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) : ck_(std::move(ck)), n_layers_(n_layers) {}
 
-Result<TensorView> ResidentStore::resident(const std::string& name) {
-  const io::TensorInfo* t = ck_->find(name);
-  if (!t) return NotFound(ck_->dir() + ": tensor '" + name + "' is missing from the checkpoint");
-  auto it = loaded_.find(name);
-  if (it == loaded_.end()) {
-    AlignedBytes buf(std::max<uint64_t>(t->nbytes, 1));
-    STRATA_RETURN_IF_ERROR(ck_->read(*t, buf.data()));
-    resident_bytes_ += t->nbytes;
-    it = loaded_.emplace(name, std::move(buf)).first;
-  }
-  return TensorView{it->second.data(), t->dtype, t->shape};
-}
+Result<TensorView> ResidentStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
 
 Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, int expert) {
   const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
@@ -41,17 +30,7 @@ Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows,
   STRATA_ASSIGN_OR_RETURN(TensorView w, resident(p + "weight"));
   STRATA_ASSIGN_OR_RETURN(TensorView s, resident(p + "scale"));
   const int64_t n_rows = w.shape[0], hd = w.shape[1], ns = s.shape[1];
-  const auto* wb = w.as<uint8_t>();
-  const auto* sb = s.as<uint8_t>();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int64_t r = rows[i];
-    if (r < 0 || r >= n_rows)
-      return InvalidArgument("Engram row " + std::to_string(r) + " out of range for '" + p + "weight' with " +
-                             std::to_string(n_rows) + " rows");
-    std::memcpy(weight_out + i * hd, wb + r * hd, static_cast<size_t>(hd));
-    std::memcpy(scale_out + i * ns, sb + r * ns, static_cast<size_t>(ns));
-  }
-  return Status();
+  return gather_engram_rows(p + "weight", w.as<uint8_t>(), s.as<uint8_t>(), n_rows, hd, ns, rows, weight_out, scale_out);
 }
 
 }  // namespace strata::store

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/aligned_buffer.h"
+#include "store/resident_tensors.h"
 #include "store/weight_store.h"
 
 namespace strata::store {
@@ -28,13 +29,12 @@ class ResidentStore final : public WeightStore {
                           uint8_t* scale_out) override;
 
   // Bytes held in RAM so far.
-  uint64_t resident_bytes() const { return resident_bytes_; }
+  uint64_t resident_bytes() const { return tensors_.bytes(); }
 
  private:
   std::unique_ptr<io::Checkpoint> ck_;
   int n_layers_;
-  std::map<std::string, AlignedBytes> loaded_;
-  uint64_t resident_bytes_ = 0;
+  ResidentTensors tensors_;
 };
 
 }  // namespace strata::store

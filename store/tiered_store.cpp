@@ -36,18 +36,7 @@ Result<std::unique_ptr<TieredStore>> TieredStore::open(std::unique_ptr<io::Check
   return s;
 }
 
-Result<TensorView> TieredStore::resident(const std::string& name) {
-  const io::TensorInfo* t = ck_->find(name);
-  if (!t) return NotFound(ck_->dir() + ": tensor '" + name + "' is missing from the checkpoint");
-  auto it = loaded_.find(name);
-  if (it == loaded_.end()) {
-    AlignedBytes buf(std::max<uint64_t>(t->nbytes, 1));
-    STRATA_RETURN_IF_ERROR(ck_->read(*t, buf.data()));
-    resident_bytes_ += t->nbytes;
-    it = loaded_.emplace(name, std::move(buf)).first;
-  }
-  return TensorView{it->second.data(), t->dtype, t->shape};
-}
+Result<TensorView> TieredStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
 
 Result<std::unique_ptr<ExpertLease>> TieredStore::acquire_expert(int layer, int expert) {
   const int id = catalog_.id(layer, expert);
@@ -103,7 +92,7 @@ std::string TieredStore::describe() const {
                 "stream: RAM budget %s%s; resident tensors %s; expert cache %lld slots x %s = %s (%lld of %d experts, "
                 "%s, %lld pinned); Engram %s in RAM; io_uring depth %d, %s",
                 format_bytes(cfg_.budget_bytes).c_str(), cfg_.budget_note.c_str(),
-                format_bytes(resident_bytes_).c_str(), static_cast<long long>(cache_->n_slots()),
+                format_bytes(tensors_.bytes()).c_str(), static_cast<long long>(cache_->n_slots()),
                 format_bytes(cache_->slot_bytes()).c_str(), format_bytes(cache_bytes).c_str(),
                 static_cast<long long>(std::min<int64_t>(cache_->n_slots(), catalog_.size())), catalog_.size(),
                 cache_policy_name(cfg_.cache.policy), static_cast<long long>(cfg_.pinned_ids.size()),

@@ -23,6 +23,7 @@
 #include "store/engram_rows.h"
 #include "store/expert_cache.h"
 #include "store/expert_catalog.h"
+#include "store/resident_tensors.h"
 #include "store/weight_store.h"
 
 namespace strata::store {
@@ -62,7 +63,7 @@ class TieredStore final : public WeightStore {
   std::string describe() const override;
 
   const ExpertCatalog& catalog() const { return catalog_; }
-  uint64_t resident_bytes() const { return resident_bytes_; }
+  uint64_t resident_bytes() const { return tensors_.bytes(); }
 
  private:
   TieredStore(std::unique_ptr<io::Checkpoint> ck, ExpertCatalog catalog, const TieredConfig& config);
@@ -74,8 +75,7 @@ class TieredStore final : public WeightStore {
   std::vector<io::FdHandle> direct_fds_;  // per shard, with direct_io
   std::unique_ptr<ExpertCache> cache_;
   std::unique_ptr<EngramRowStore> engram_;
-  std::map<std::string, AlignedBytes> loaded_;
-  uint64_t resident_bytes_ = 0;
+  ResidentTensors tensors_;
   std::vector<int> ids_scratch_;
   std::vector<uint32_t> uses_scratch_;
   std::atomic<uint64_t> predicted_{0}, predicted_correct_{0};
