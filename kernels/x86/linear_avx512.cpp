@@ -9,6 +9,7 @@
 #include "kernels/x86/common.h"
 #include "kernels/x86/f32_engine.h"
 #include "kernels/x86/quant_x86.h"
+#include "kernels/x86/simd.h"
 
 namespace strata::kernels::x86 {
 namespace {
@@ -59,32 +60,8 @@ struct V512 {
     *lo = _mm512_permutexvar_ps(b, t);  // VPERMPS reads the low 4 bits of each index
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
   }
-  // In-place 16 x 16 transpose: r[i] lane c <- r[c] lane i (64 shuffles).
-  static void transpose(F* r) {
-    F t[16], u[16];
-    for (int i = 0; i < 8; ++i) {
-      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    // u[4g + j], 128-bit lane L: column 4L + j of rows 4g .. 4g + 3.
-    for (int g = 0; g < 4; ++g) {
-      const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
-      const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
-      u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    // Column 4L + j gathers lane L of u[j], u[4 + j], u[8 + j], u[12 + j].
-    for (int j = 0; j < 4; ++j) {
-      const F s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
-      const F s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
-      r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-      r[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
-      r[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-      r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
-    }
-  }
+  // In-place 16 x 16 transpose: r[i] lane c <- r[c] lane i (the one in simd.h).
+  static void transpose(F* r) { VF16::transpose(r); }
   static void interleave(F lo, F hi, F* a, F* b) {
     *a = _mm512_permutex2var_ps(lo, _mm512_load_si512(kInterleaveLo), hi);
     *b = _mm512_permutex2var_ps(lo, _mm512_load_si512(kInterleaveHi), hi);
