@@ -47,6 +47,9 @@ Command register_synth(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();
   app.add_option("--seed", o->synth.seed, "random seed; the same preset, seed and target give identical bytes")
+      ->check(CLI::Validator(  // an unsigned option would otherwise wrap -1 to 2^64 - 1
+          [](std::string& v) { return v.starts_with("-") ? std::string("must be a non-negative integer") : std::string(); },
+          "UINT"))
       ->capture_default_str();
   app.add_option("--routing-skew", o->synth.routing_skew,
                  "router skew: 0 = unbiased routers (about uniform expert use); > 0 = Zipf expert popularity plus "
