@@ -135,7 +135,7 @@ std::string python_float_repr(double v) {
   return out;
 }
 
-Json parse_json_bounded(std::string_view text, int max_depth) {
+bool json_nests_deeper_than(std::string_view text, int max_depth) {
   // Brackets inside strings do not count; escapes inside strings are skipped.
   int depth = 0;
   bool in_string = false;
@@ -150,11 +150,16 @@ Json parse_json_bounded(std::string_view text, int max_depth) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return Json(Json::value_t::discarded);
+      if (++depth > max_depth) return true;
     } else if (c == ']' || c == '}') {
       --depth;
     }
   }
+  return false;
+}
+
+Json parse_json_bounded(std::string_view text, int max_depth) {
+  if (json_nests_deeper_than(text, max_depth)) return Json(Json::value_t::discarded);
   return Json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 

@@ -1,5 +1,7 @@
 #include "server/request_fields.h"
 
+#include "chat/json_dumps.h"
+
 #include <cmath>
 
 namespace strata::server {
@@ -166,27 +168,9 @@ ApiError check_unsupported(const Json& body, bool chat) {
 
 ApiError parse_body(const std::string& body, Json* out) {
   // Nesting is bounded before anything recursive (the serializer, the renderer) walks the value.
-  // The scan ignores brackets inside strings.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
-        return bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
-                           "invalid_json");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  if (chat::json_nests_deeper_than(body, kMaxJsonDepth))
+    return bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
+                       "invalid_json");
   *out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded())
     return bad_request("the request body is not valid JSON (UTF-8)", "", "invalid_json");
