@@ -51,14 +51,6 @@ float f16_to_f32(uint16_t h) {
   return sign ? -v : v;
 }
 
-float e4m3_to_f32(uint8_t code) {
-  const int e = (code >> 3) & 0xF;
-  const int m = code & 7;
-  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
-  return (code & 0x80) ? -mag : mag;
-}
-
 uint8_t f32_to_e4m3(float x) {
   if (std::isnan(x)) return 0x7F;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;

@@ -57,6 +57,16 @@ void linear_at(KernelLevel level, const float* x, int64_t n, const W& w, float* 
   else detail::run_linear(*t, x, n, w, y, pool);
 }
 
+template <class W, class Ref>
+void linear_batch_at(KernelLevel level, std::span<const LinearJob<W>> jobs, ThreadPool* pool, Ref ref_fn) {
+  const detail::LevelKernels* t = table(level);
+  if (t == nullptr) {
+    for (const LinearJob<W>& j : jobs) ref_fn(j.x, j.n, j.w, j.y);
+  } else {
+    detail::run_linear_batch(*t, jobs, pool);
+  }
+}
+
 }  // namespace
 
 const char* kernel_level_name(KernelLevel level) {
@@ -92,6 +102,13 @@ void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadP
   linear_at(level, x, n, w, y, pool, [](const float* a, int64_t m, const F32Weight& b, float* c) { ref::linear_f32(a, m, b, c); });
 }
 
+void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level) {
+  linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Fp8Weight& b, float* c) { ref::linear_fp8(a, m, b, c); });
+}
+void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level) {
+  linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Fp4Weight& b, float* c) { ref::linear_fp4(a, m, b, c); });
+}
+
 void act_quant_fp8_inplace(float* x, int64_t n, int block) { act_quant_fp8_inplace(x, n, block, best_kernel_level()); }
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
   linear_fp8(x, n, w, y, pool, best_kernel_level());
@@ -101,6 +118,12 @@ void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadP
 }
 void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool) {
   linear_bf16(x, n, w, y, pool, best_kernel_level());
+}
+void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool) {
+  linear_fp8_batch(jobs, pool, best_kernel_level());
+}
+void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool) {
+  linear_fp4_batch(jobs, pool, best_kernel_level());
 }
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool) {
   linear_f32(x, n, w, y, pool, best_kernel_level());

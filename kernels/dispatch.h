@@ -40,5 +40,7 @@ void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, Threa
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level);
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
                            KernelLevel level);
+void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level);
+void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level);
 
 }  // namespace strata::kernels

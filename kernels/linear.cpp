@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "core/status.h"
 #include "kernels/detail/kernel_table.h"
@@ -160,7 +161,91 @@ void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float
   else run_gemm(level, f, x, n, w, y, pool);
 }
 
+// A range of weight rows of one batched job, for the shared pool pass.
+struct BatchChunk {
+  size_t job;
+  int64_t r0, r1;
+};
+
+template <class W>
+void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, ThreadPool* pool) {
+  const FormatKernels<W>& f = format_of<W>(level);
+  // Decode-sized jobs this level computes itself share the pass; the rest run one by one.
+  std::vector<size_t> vec;
+  int64_t total_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const LinearJob<W>& job = jobs[j];
+    if (job.n <= 0 || job.w.out <= 0) continue;
+    const bool here = f.supports == nullptr || f.supports(job.w, job.n);
+    if (here && (job.n < f.gemm_min_rows || f.engine == nullptr)) {
+      STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
+      vec.push_back(j);
+      total_bytes += job.w.out * weight_row_bytes(job.w);
+    } else {
+      run(level, job.x, job.n, job.w, job.y, pool);
+    }
+  }
+  if (vec.empty()) return;
+
+  // Prepared activations: one per distinct (x, n, in); w1 and w3 of an expert share theirs.
+  std::vector<size_t> act_offset(vec.size());
+  std::vector<size_t> owner(vec.size());  // index into vec of the job whose preparation is used
+  size_t act_total = 0;
+  for (size_t i = 0; i < vec.size(); ++i) {
+    const LinearJob<W>& job = jobs[vec[i]];
+    owner[i] = i;
+    for (size_t k = 0; k < i; ++k) {
+      const LinearJob<W>& o = jobs[vec[k]];
+      if (owner[k] == k && o.x == job.x && o.n == job.n && o.w.in == job.w.in) {
+        owner[i] = k;
+        break;
+      }
+    }
+    if (owner[i] == i) {
+      act_offset[i] = act_total;
+      act_total += (f.vec_act_bytes(job.w.in) + 63) / 64 * 64 * static_cast<size_t>(job.n);
+    }
+  }
+  Scratch act = make_scratch(act_total);
+  for (size_t i = 0; i < vec.size(); ++i) {
+    if (owner[i] != i) continue;
+    const LinearJob<W>& job = jobs[vec[i]];
+    const size_t stride = (f.vec_act_bytes(job.w.in) + 63) / 64 * 64;
+    for (int64_t r = 0; r < job.n; ++r) f.vec_prep(job.x + r * job.w.in, job.w.in, act.get() + act_offset[i] + r * stride);
+  }
+
+  // Row chunks over all jobs: about 4 per thread of the batch's bytes, none below kMinChunkBytes
+  // (unless a job is smaller), each a whole number of the level's row units.
+  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
+  const int64_t chunk_bytes = std::max(kMinChunkBytes, total_bytes / (4 * n_threads));
+  std::vector<BatchChunk> chunks;
+  for (size_t i = 0; i < vec.size(); ++i) {
+    const LinearJob<W>& job = jobs[vec[i]];
+    const int64_t unit = f.vec_row_unit;
+    const int64_t rows = unit * std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(1, unit * weight_row_bytes(job.w)));
+    for (int64_t r0 = 0; r0 < job.w.out; r0 += rows) chunks.push_back({i, r0, std::min(job.w.out, r0 + rows)});
+  }
+  run_range(pool, static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const BatchChunk& ch = chunks[static_cast<size_t>(c)];
+      const LinearJob<W>& job = jobs[vec[ch.job]];
+      const size_t stride = (f.vec_act_bytes(job.w.in) + 63) / 64 * 64;
+      const unsigned char* a = act.get() + act_offset[owner[ch.job]];
+      for (int64_t i = 0; i < job.n; i += f.max_nx)
+        f.matvec(a + static_cast<size_t>(i) * stride, std::min(f.max_nx, job.n - i), stride, job.w, ch.r0, ch.r1,
+                 job.y + i * job.w.out, job.w.out);
+    }
+  });
+}
+
 }  // namespace
+
+void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool) {
+  run_batch(level, jobs, pool);
+}
+void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool) {
+  run_batch(level, jobs, pool);
+}
 
 void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
   run(level, x, n, w, y, pool);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.h"
 
@@ -60,6 +61,24 @@ void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadP
 void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool);
 // y[n, out] = x[n, in] . W^T in f32.
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
+
+// One linear of a batch: y[n, out] = x[n, in] . W^T. Jobs of one batch write disjoint y.
+template <class W>
+struct LinearJob {
+  const float* x = nullptr;  // [n, in]
+  int64_t n = 0;
+  W w;
+  float* y = nullptr;  // [n, out]
+};
+
+// Runs each job exactly as linear_fp8 / linear_fp4 would (bit for bit), but the decode-sized jobs
+// (n below the GEMM threshold) share one pass over the pool: one hand-off for all of them and one
+// activation preparation per distinct x, instead of one of each per call. Decode calls these for the
+// top-k routed experts of a layer (w1 and w3 of every expert, then every w2) and for the shared
+// expert's w1/w3: at dim 1024 a routed expert matrix is ~0.25 MB, so per-call costs were as large
+// as the weight streaming. Jobs with larger n (prefill) run one after another through the GEMM.
+void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
+void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
 
 // y[n, out] = x[n, in] . W^T like linear_bf16, but with the summation order free (several FMA
 // accumulators per output, as the FP8/FP4 paths): for outputs that feed no rounding point, such as

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "kernels/activation.h"
 #include "model/ops.h"
@@ -122,34 +123,80 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   store.prefetch_experts(w.layer, used, store::PrefetchKind::kDemand, uses);
   if (ahead) lookahead(c, w, store, x, n, r, ahead, pool);
 
+  // Routed experts in batches: each batch's w1/w3 products share one pass over the pool, then its w2
+  // products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer
+  // instead of three per expert. A batch holds at most top-k leases (the store guarantees one layer's
+  // working set) and at most max(n, 64) token rows (prefill keeps the buffers of one expert at a time).
+  // Results are added to `out` in expert order, as before batching: bit-identical.
+  struct Batched {
+    int e;
+    std::unique_ptr<store::ExpertLease> lease;
+    const float* x;  // the expert's token rows: `x` itself when they are all tokens in order
+    int64_t row, m;  // first row in the batch buffers, rows
+  };
+  const int64_t cap_rows = std::max<int64_t>(n, 64);
+  std::vector<Batched> batch;
   std::vector<float> xs, g, u, act, y, scale;
-  for (int e = 0; e < w.n_experts; ++e) {
-    const auto& slots = by_expert[static_cast<size_t>(e)];
-    if (slots.empty()) continue;
-    auto lease = store.acquire_expert(w.layer, e);
-    if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(w.layer) + " expert " + std::to_string(e));
-    const store::ExpertView& ev = (*lease)->view();
-    const int64_t m = static_cast<int64_t>(slots.size());
-    xs.resize(static_cast<size_t>(m * dim));
-    scale.resize(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t t = slots[static_cast<size_t>(i)] / k;
-      std::copy_n(x + t * dim, dim, xs.data() + i * dim);
-      scale[static_cast<size_t>(i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
+  std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
+  size_t next = 0;
+  while (next < used.size()) {
+    // Take experts while they fit.
+    batch.clear();
+    int64_t rows = 0, gathered = 0;
+    for (; next < used.size() && static_cast<int>(batch.size()) < k; ++next) {
+      const auto& slots = by_expert[static_cast<size_t>(used[next])];
+      const int64_t m = static_cast<int64_t>(slots.size());
+      if (!batch.empty() && rows + m > cap_rows) break;
+      bool in_order = m == n;
+      for (int64_t i = 0; in_order && i < m; ++i) in_order = slots[static_cast<size_t>(i)] / k == i;
+      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows, m});
+      if (!in_order) gathered += m;
+      rows += m;
     }
-    g.resize(static_cast<size_t>(m * inter));
-    u.resize(static_cast<size_t>(m * inter));
-    act.resize(static_cast<size_t>(m * inter));
-    y.resize(static_cast<size_t>(m * dim));
-    kernels::linear_fp4(xs.data(), m, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim}, g.data(), pool);
-    kernels::linear_fp4(xs.data(), m, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim}, u.data(), pool);
-    // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward).
-    swiglu(c, g.data(), u.data(), scale.data(), m, inter, act.data());
-    kernels::linear_fp4(act.data(), m, kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter}, y.data(), pool);
-    for (int64_t i = 0; i < m; ++i) {
-      float* o = out + (slots[static_cast<size_t>(i)] / k) * dim;
-      const float* yi = y.data() + i * dim;
-      for (int64_t d = 0; d < dim; ++d) o[d] += yi[d];
+    xs.resize(static_cast<size_t>(gathered * dim));
+    scale.resize(static_cast<size_t>(rows));
+    g.resize(static_cast<size_t>(rows * inter));
+    u.resize(static_cast<size_t>(rows * inter));
+    act.resize(static_cast<size_t>(rows * inter));
+    y.resize(static_cast<size_t>(rows * dim));
+    int64_t xs_row = 0;
+    for (Batched& b : batch) {
+      auto lease = store.acquire_expert(w.layer, b.e);
+      if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(w.layer) + " expert " + std::to_string(b.e));
+      b.lease = std::move(*lease);
+      const auto& slots = by_expert[static_cast<size_t>(b.e)];
+      if (b.x == nullptr) {
+        float* dst = xs.data() + xs_row * dim;
+        for (int64_t i = 0; i < b.m; ++i) std::copy_n(x + (slots[static_cast<size_t>(i)] / k) * dim, dim, dst + i * dim);
+        b.x = dst;
+        xs_row += b.m;
+      }
+      for (int64_t i = 0; i < b.m; ++i)
+        scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
+    }
+    jobs.clear();
+    for (const Batched& b : batch) {
+      const store::ExpertView& ev = b.lease->view();
+      jobs.push_back({b.x, b.m, {ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim}, g.data() + b.row * inter});
+      jobs.push_back({b.x, b.m, {ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim}, u.data() + b.row * inter});
+    }
+    kernels::linear_fp4_batch(jobs, pool);
+    // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
+    swiglu(c, g.data(), u.data(), scale.data(), rows, inter, act.data());
+    jobs.clear();
+    for (const Batched& b : batch) {
+      const store::ExpertView& ev = b.lease->view();
+      jobs.push_back({act.data() + b.row * inter, b.m, {ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter},
+                      y.data() + b.row * dim});
+    }
+    kernels::linear_fp4_batch(jobs, pool);
+    for (const Batched& b : batch) {
+      const auto& slots = by_expert[static_cast<size_t>(b.e)];
+      for (int64_t i = 0; i < b.m; ++i) {
+        float* o = out + (slots[static_cast<size_t>(i)] / k) * dim;
+        const float* yi = y.data() + (b.row + i) * dim;
+        for (int64_t d = 0; d < dim; ++d) o[d] += yi[d];
+      }
     }
   }
 
@@ -158,8 +205,14 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   u.resize(static_cast<size_t>(n * inter));
   act.resize(static_cast<size_t>(n * inter));
   y.resize(static_cast<size_t>(n * dim));
-  w.shared_w1.apply(x, n, g.data(), pool);
-  w.shared_w3.apply(x, n, u.data(), pool);
+  if (w.shared_w1.kind == Linear::Kind::kFp8 && w.shared_w3.kind == Linear::Kind::kFp8) {
+    const kernels::LinearJob<kernels::Fp8Weight> shared[] = {{x, n, w.shared_w1.fp8, g.data()},
+                                                             {x, n, w.shared_w3.fp8, u.data()}};
+    kernels::linear_fp8_batch(shared, pool);
+  } else {
+    w.shared_w1.apply(x, n, g.data(), pool);
+    w.shared_w3.apply(x, n, u.data(), pool);
+  }
   swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data());
   w.shared_w2.apply(act.data(), n, y.data(), pool);
   for (int64_t i = 0; i < n * dim; ++i) out[i] += y[static_cast<size_t>(i)];

@@ -13,15 +13,21 @@ ResidentStore::ResidentStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) :
 Result<TensorView> ResidentStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
 
 Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, int expert) {
-  const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
-  ExpertView v;
-  STRATA_ASSIGN_OR_RETURN(v.w1, resident(p + "w1.weight"));
-  STRATA_ASSIGN_OR_RETURN(v.w1_scale, resident(p + "w1.scale"));
-  STRATA_ASSIGN_OR_RETURN(v.w2, resident(p + "w2.weight"));
-  STRATA_ASSIGN_OR_RETURN(v.w2_scale, resident(p + "w2.scale"));
-  STRATA_ASSIGN_OR_RETURN(v.w3, resident(p + "w3.weight"));
-  STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
-  return std::make_unique<ExpertLease>(v);
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
+  std::lock_guard<std::mutex> lock(experts_mu_);
+  auto it = experts_.find(key);
+  if (it == experts_.end()) {
+    const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
+    ExpertView v;
+    STRATA_ASSIGN_OR_RETURN(v.w1, resident(p + "w1.weight"));
+    STRATA_ASSIGN_OR_RETURN(v.w1_scale, resident(p + "w1.scale"));
+    STRATA_ASSIGN_OR_RETURN(v.w2, resident(p + "w2.weight"));
+    STRATA_ASSIGN_OR_RETURN(v.w2_scale, resident(p + "w2.scale"));
+    STRATA_ASSIGN_OR_RETURN(v.w3, resident(p + "w3.weight"));
+    STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
+    it = experts_.emplace(key, v).first;
+  }
+  return std::make_unique<ExpertLease>(it->second);
 }
 
 Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/linear.h"
 
@@ -86,5 +87,8 @@ void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4W
 void run_linear(const LevelKernels& level, const float* x, int64_t n, const Bf16Weight& w, float* y,
                 ThreadPool* pool);
 void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
+// Runs a batch of linears as run_linear would, decode-sized jobs in one shared pool pass.
+void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
+void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
 
 }  // namespace strata::kernels::detail

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -52,6 +53,19 @@ TEST(DType, E4M3DecodeAllCodes) {
     uint8_t back = f32_to_e4m3(v);
     if (c == 0x80) EXPECT_EQ(back, 0x00);  // -0 encodes as +0
     else EXPECT_EQ(back, c) << "code " << c;
+  }
+}
+
+TEST(DType, E4M3TableMatchesTheFormula) {
+  // The decode table against the format's definition, (-1)^s * 2^(e-7) * (1 + m/8) (subnormals
+  // 2^-6 * m/8), written independently with ldexp; bit for bit, so -0 stays -0.
+  for (int c = 0; c < 256; ++c) {
+    const int e = (c >> 3) & 0xF, m = c & 7;
+    if (e == 15 && m == 7) continue;
+    const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+    const float want = static_cast<float>((c & 0x80) ? -mag : mag);
+    EXPECT_EQ(std::bit_cast<uint32_t>(e4m3_to_f32(static_cast<uint8_t>(c))), std::bit_cast<uint32_t>(want))
+        << "code " << c;
   }
 }
 

@@ -281,6 +281,59 @@ TEST_P(LinearLevel, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// A batch computes every job exactly as its own call would: shared activations (two jobs on one x),
+// mixed shapes, a job over the GEMM threshold, an empty job, and wide scales that send the BF16
+// level's jobs to its fallback.
+TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
+  std::mt19937 rng(700);
+  ThreadPool pool(3);
+  struct Spec {
+    int64_t n, out, in;
+    int x;  // which activation
+    bool wide;
+  };
+  const std::vector<Spec> specs = {{1, 256, 512, 0, false}, {1, 256, 512, 0, false}, {1, 5, 512, 0, true},
+                                   {3, 100, 256, 1, false}, {1, 1024, 256, 2, false}, {40, 64, 256, 3, false},
+                                   {0, 64, 256, 2, false},  {1, 33, 512, 0, false}};
+  std::vector<Buf<float>> xs;
+  xs.push_back(make_x(1, 512, 0, rng));
+  xs.push_back(make_x(3, 256, 0, rng));
+  xs.push_back(make_x(1, 256, 0, rng));
+  xs.push_back(make_x(40, 256, 0, rng));
+  std::vector<std::vector<uint8_t>> wq, ws;
+  std::vector<LinearJob<Fp8Weight>> j8;
+  std::vector<LinearJob<Fp4Weight>> j4;
+  std::vector<std::vector<float>> y8, y4, want8, want4;
+  for (const Spec& sp : specs) {
+    wq.emplace_back(static_cast<size_t>(sp.out * sp.in));
+    ws.emplace_back(static_cast<size_t>(sp.out * sp.in / 32));
+    for (auto& c : wq.back()) c = random_e4m3(rng);
+    for (auto& c : ws.back()) c = random_scale(rng, sp.wide);
+    const size_t ny = static_cast<size_t>(std::max<int64_t>(sp.n, 1) * sp.out);
+    y8.emplace_back(ny, -1.0f), y4.emplace_back(ny, -1.0f), want8.emplace_back(ny, -1.0f), want4.emplace_back(ny, -1.0f);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Spec& sp = specs[i];
+    const float* x = xs[static_cast<size_t>(sp.x)].data();
+    const Fp8Weight w8{wq[i].data(), ws[i].data(), sp.out, sp.in};
+    const Fp4Weight w4{wq[i].data(), ws[i].data(), sp.out, sp.in};
+    j8.push_back({x, sp.n, w8, y8[i].data()});
+    j4.push_back({x, sp.n, w4, y4[i].data()});
+    linear_fp8(x, sp.n, w8, want8[i].data(), &pool, level());
+    linear_fp4(x, sp.n, w4, want4[i].data(), &pool, level());
+  }
+  linear_fp8_batch(j8, &pool, level());
+  linear_fp4_batch(j4, &pool, level());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(0, std::memcmp(y8[i].data(), want8[i].data(), y8[i].size() * sizeof(float))) << "fp8 job " << i;
+    EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float))) << "fp4 job " << i;
+  }
+  // Serial (no pool) gives the same bits too.
+  linear_fp4_batch(j4, nullptr, level());
+  for (size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float))) << "fp4 serial job " << i;
+}
+
 TEST_P(LinearLevel, EmptyInputsAreNoOps) {
   float y = 7.0f;
   const uint8_t wq[32] = {}, ws[1] = {127};
