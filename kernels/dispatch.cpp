@@ -108,6 +108,9 @@ void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* po
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level) {
   linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Fp4Weight& b, float* c) { ref::linear_fp4(a, m, b, c); });
 }
+void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool, KernelLevel level) {
+  linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Bf16Weight& b, float* c) { ref::linear_bf16(a, m, b, c); });
+}
 
 void act_quant_fp8_inplace(float* x, int64_t n, int block) { act_quant_fp8_inplace(x, n, block, best_kernel_level()); }
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
@@ -124,6 +127,9 @@ void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* po
 }
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool) {
   linear_fp4_batch(jobs, pool, best_kernel_level());
+}
+void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool) {
+  linear_bf16_batch(jobs, pool, best_kernel_level());
 }
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool) {
   linear_f32(x, n, w, y, pool, best_kernel_level());

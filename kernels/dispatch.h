@@ -42,5 +42,6 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
                            KernelLevel level);
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level);
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level);
+void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool, KernelLevel level);
 
 }  // namespace strata::kernels

@@ -178,7 +178,9 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
     if (job.n <= 0 || job.w.out <= 0) continue;
     const bool here = f.supports == nullptr || f.supports(job.w, job.n);
     if (here && (job.n < f.gemm_min_rows || f.engine == nullptr)) {
-      STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
+      if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
+        STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
+      }
       vec.push_back(j);
       total_bytes += job.w.out * weight_row_bytes(job.w);
     } else {
@@ -187,11 +189,16 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
   }
   if (vec.empty()) return;
 
-  // Prepared activations: one per distinct (x, n, in); w1 and w3 of an expert share theirs.
+  // Prepared activations: one per distinct (x, n, in); w1 and w3 of an expert share theirs. Formats
+  // whose matvec reads x itself (vec_act_bytes null: bf16, f32) use the rows of x.
+  const bool prep = f.vec_act_bytes != nullptr;
+  auto stride_of = [&](const LinearJob<W>& job) {
+    return prep ? (f.vec_act_bytes(job.w.in) + 63) / 64 * 64 : static_cast<size_t>(job.w.in) * sizeof(float);
+  };
   std::vector<size_t> act_offset(vec.size());
   std::vector<size_t> owner(vec.size());  // index into vec of the job whose preparation is used
   size_t act_total = 0;
-  for (size_t i = 0; i < vec.size(); ++i) {
+  for (size_t i = 0; i < vec.size() && prep; ++i) {
     const LinearJob<W>& job = jobs[vec[i]];
     owner[i] = i;
     for (size_t k = 0; k < i; ++k) {
@@ -203,15 +210,15 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
     }
     if (owner[i] == i) {
       act_offset[i] = act_total;
-      act_total += (f.vec_act_bytes(job.w.in) + 63) / 64 * 64 * static_cast<size_t>(job.n);
+      act_total += stride_of(job) * static_cast<size_t>(job.n);
     }
   }
   Scratch act = make_scratch(act_total);
-  for (size_t i = 0; i < vec.size(); ++i) {
+  for (size_t i = 0; i < vec.size() && prep; ++i) {
     if (owner[i] != i) continue;
     const LinearJob<W>& job = jobs[vec[i]];
-    const size_t stride = (f.vec_act_bytes(job.w.in) + 63) / 64 * 64;
-    for (int64_t r = 0; r < job.n; ++r) f.vec_prep(job.x + r * job.w.in, job.w.in, act.get() + act_offset[i] + r * stride);
+    for (int64_t r = 0; r < job.n; ++r)
+      f.vec_prep(job.x + r * job.w.in, job.w.in, act.get() + act_offset[i] + r * stride_of(job));
   }
 
   // Row chunks over all jobs: about 4 per thread of the batch's bytes, none below kMinChunkBytes
@@ -229,8 +236,8 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
     for (int64_t c = c0; c < c1; ++c) {
       const BatchChunk& ch = chunks[static_cast<size_t>(c)];
       const LinearJob<W>& job = jobs[vec[ch.job]];
-      const size_t stride = (f.vec_act_bytes(job.w.in) + 63) / 64 * 64;
-      const unsigned char* a = act.get() + act_offset[owner[ch.job]];
+      const size_t stride = stride_of(job);
+      const unsigned char* a = prep ? act.get() + act_offset[owner[ch.job]] : reinterpret_cast<const unsigned char*>(job.x);
       for (int64_t i = 0; i < job.n; i += f.max_nx)
         f.matvec(a + static_cast<size_t>(i) * stride, std::min(f.max_nx, job.n - i), stride, job.w, ch.r0, ch.r1,
                  job.y + i * job.w.out, job.w.out);
@@ -244,6 +251,9 @@ void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp8We
   run_batch(level, jobs, pool);
 }
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool) {
+  run_batch(level, jobs, pool);
+}
+void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool) {
   run_batch(level, jobs, pool);
 }
 

@@ -79,6 +79,8 @@ struct LinearJob {
 // as the weight streaming. Jobs with larger n (prefill) run one after another through the GEMM.
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
+// The same for linear_bf16 (bit-exact order): the o_groups parts of attn.wo_a in one pass.
+void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool);
 
 // y[n, out] = x[n, in] . W^T like linear_bf16, but with the summation order free (several FMA
 // accumulators per output, as the FP8/FP4 paths): for outputs that feed no rounding point, such as

@@ -243,7 +243,15 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
 
   // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
   std::vector<float> qr(static_cast<size_t>(n * qrank));
-  w.wq_a.apply(x, n, qr.data(), ctx.pool);
+  std::vector<float> kv(static_cast<size_t>(n * D));
+  if (w.wq_a.kind == Linear::Kind::kFp8 && w.wkv.kind == Linear::Kind::kFp8) {
+    // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both.
+    const kernels::LinearJob<kernels::Fp8Weight> first[] = {{x, n, w.wq_a.fp8, qr.data()}, {x, n, w.wkv.fp8, kv.data()}};
+    kernels::linear_fp8_batch(first, ctx.pool);
+  } else {
+    w.wq_a.apply(x, n, qr.data(), ctx.pool);
+    w.wkv.apply(x, n, kv.data(), ctx.pool);
+  }
   rms_norm_rows(qr.data(), n, qrank, w.q_norm, c.norm_eps);
   std::vector<float> q(static_cast<size_t>(n * H * D));
   w.wq_b.apply(qr.data(), n, q.data(), ctx.pool);
@@ -253,9 +261,7 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector. The chunk attends
   // to the decoded codes, which are what the ring keeps.
   const int64_t wrow = window_row_bytes(D);
-  std::vector<float> kv(static_cast<size_t>(n * D));
   std::vector<uint8_t> kvq(static_cast<size_t>(n * wrow));
-  w.wkv.apply(x, n, kv.data(), ctx.pool);
   rms_norm_rows(kv.data(), n, D, w.kv_norm, c.norm_eps);
   for (int64_t t = 0; t < n; ++t) {
     ctx.rope.apply(kv.data() + t * D + D - rd, start + t);
@@ -370,7 +376,18 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
   // then wo_b (FP8).
   const int G = c.o_groups;
   const int64_t gin = H * D / G, R = c.o_lora_rank;
-  std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R)), ocat(static_cast<size_t>(n * G * R));
+  std::vector<float> ocat(static_cast<size_t>(n * G * R));
+  if (n == 1 && w.wo_a.kind == Linear::Kind::kBf16) {
+    // Decode: group g's heads are a contiguous slice of o and its output one of ocat, so the groups
+    // run as one batch (one pool pass instead of o_groups); same bits as the loop below.
+    std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
+    for (int g = 0; g < G; ++g)
+      parts.push_back({o.data() + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin}, ocat.data() + g * R});
+    kernels::linear_bf16_batch(parts, ctx.pool);
+    w.wo_b.apply(ocat.data(), n, out, ctx.pool);
+    return;
+  }
+  std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R));
   for (int g = 0; g < G; ++g) {
     for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * H * D + g * gin, gin, og.data() + t * gin);
     Linear part = w.wo_a;

@@ -250,7 +250,9 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
     // ROUNDING: f32 product of the two weights, as model.py Engram.forward forms it once.
     for (size_t i = 0; i < q.size(); ++i) e.qk_weight[i] = q[i] * k[i];
   }
-  return Status();
+  // Validated: a store that keeps experts and Engram tables in RAM reads them now, so no token waits
+  // for a first use.
+  return b.s_.preload_layer(layer, m.n_experts);
 }
 
 }  // namespace

@@ -30,6 +30,16 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
   return std::make_unique<ExpertLease>(it->second);
 }
 
+Status ResidentStore::preload_layer(int layer, int n_experts) {
+  for (int e = 0; e < n_experts; ++e) STRATA_RETURN_IF_ERROR(acquire_expert(layer, e).status());
+  const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
+  if (ck_->find(p + "weight") != nullptr) {
+    STRATA_RETURN_IF_ERROR(resident(p + "weight").status());
+    STRATA_RETURN_IF_ERROR(resident(p + "scale").status());
+  }
+  return Status();
+}
+
 Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                                        uint8_t* scale_out) {
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";

@@ -85,6 +85,12 @@ class WeightStore {
   [[nodiscard]] virtual Result<std::unique_ptr<EngramFetch>> start_engram_rows(int layer,
                                                                                std::span<const int64_t> rows);
 
+  // Called once per layer while binding, after the experts' headers were validated: a store that
+  // holds every routed expert and Engram table in RAM reads experts [0, n_experts) of `layer` and
+  // the layer's Engram table (if any) now, so generation never waits for a first use
+  // (ResidentStore). Default: nothing (tiered stores read on demand).
+  [[nodiscard]] virtual Status preload_layer(int layer, int n_experts) { return Status(); }
+
   // Non-blocking hint that `experts` of `layer` will (kDemand) or may (kPredict) be acquired soon;
   // a store with a slower tier starts reading them. `uses` (kDemand, optional): how many tokens
   // each expert serves, so a frequency-based cache counts a prefill chunk's heavy experts as such

@@ -332,6 +332,21 @@ TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
   linear_fp4_batch(j4, nullptr, level());
   for (size_t i = 0; i < specs.size(); ++i)
     EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float))) << "fp4 serial job " << i;
+
+  // BF16 (bit-exact order, x read in place): the wo_a groups of a decode step, slices of one x.
+  const int64_t groups = 8, rank = 40, gin = 96;
+  Buf<float> xo = make_x(1, groups * gin, 0, rng);
+  std::vector<uint16_t> wb(static_cast<size_t>(groups * rank * gin));
+  for (auto& b : wb) b = f32_to_bf16(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+  std::vector<float> yb(static_cast<size_t>(groups * rank), -1.0f), wantb(yb.size(), -1.0f);
+  std::vector<LinearJob<Bf16Weight>> jb;
+  for (int64_t g = 0; g < groups; ++g) {
+    const Bf16Weight part{wb.data() + g * rank * gin, rank, gin};
+    jb.push_back({xo.data() + g * gin, 1, part, yb.data() + g * rank});
+    linear_bf16(xo.data() + g * gin, 1, part, wantb.data() + g * rank, &pool, level());
+  }
+  linear_bf16_batch(jb, &pool, level());
+  EXPECT_EQ(0, std::memcmp(yb.data(), wantb.data(), yb.size() * sizeof(float))) << "bf16 batch";
 }
 
 TEST_P(LinearLevel, EmptyInputsAreNoOps) {
