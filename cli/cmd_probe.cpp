@@ -103,6 +103,7 @@ Command register_probe(CLI::App& app) {
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);
     if (o->quick) {
       po.seconds_per_test = 0.08;
+      po.rounds = 1;
       po.disk_seconds = 0.4;
       po.disk_file_bytes = std::min<uint64_t>(po.disk_file_bytes, 256ull << 20);
     }

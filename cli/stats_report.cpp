@@ -60,6 +60,12 @@ void print_stats(std::FILE* out, const std::vector<PhaseStats>& phases) {
   row("MoE s (share)", [&](const PhaseStats& p) {
     return f("%.3f", s_of(p.profile.moe_ns)) + f(" (%.1f%%)", 100 * per(s_of(p.profile.moe_ns), p.wall_s));
   });
+  row("attention s (share)", [&](const PhaseStats& p) {
+    return f("%.3f", s_of(p.profile.attention_ns)) + f(" (%.1f%%)", 100 * per(s_of(p.profile.attention_ns), p.wall_s));
+  });
+  row("LM head s (share)", [&](const PhaseStats& p) {
+    return f("%.3f", s_of(p.profile.head_ns)) + f(" (%.1f%%)", 100 * per(s_of(p.profile.head_ns), p.wall_s));
+  });
   row("blocked on I/O s (share)", [&](const PhaseStats& p) {
     return f("%.3f", s_of(p.store.io_wait_ns())) + f(" (%.1f%%)", 100 * per(s_of(p.store.io_wait_ns()), p.wall_s));
   });
@@ -93,7 +99,8 @@ std::string stats_json(const std::vector<PhaseStats>& phases, const std::string&
                    {"time_s", s_of(p.profile.engram_ns)},       {"share_of_wall", per(s_of(p.profile.engram_ns), p.wall_s)}};
     o["io_wait_s"] = s_of(s.io_wait_ns());
     o["profile"] = {{"forwards", p.profile.forwards}, {"forward_s", s_of(p.profile.forward_ns)},
-                    {"moe_s", s_of(p.profile.moe_ns)}, {"engram_s", s_of(p.profile.engram_ns)}};
+                    {"moe_s", s_of(p.profile.moe_ns)}, {"engram_s", s_of(p.profile.engram_ns)},
+                    {"attention_s", s_of(p.profile.attention_ns)}, {"head_s", s_of(p.profile.head_ns)}};
     ph[p.name] = std::move(o);
   }
   j["phases"] = std::move(ph);

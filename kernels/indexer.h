@@ -31,12 +31,20 @@ struct IndexScoreArgs {
 void index_scores(const IndexScoreArgs& a, ThreadPool* pool);
 void index_scores(const IndexScoreArgs& a, ThreadPool* pool, KernelLevel level);
 
+// Decodes one index key stored packed (model/kv_cache.h): dim/2 bytes of E2M1 codes (element 2i in
+// the low nibble of byte i), then dim/32 E8M0 scales; out[d] = e2m1 * scale, exact (power-of-two
+// scales; E8M0 code 0 is 2^-127). dim is a multiple of 32. Decode runs it over every visible key of
+// every index layer each step, so it is vectorised (a permute of the 16-entry code table).
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out);
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out, KernelLevel level);
+
 // Writes the ids of the k best of scores[0..n) in ascending order to out[0..k) (-1 after the last
 // one) and returns how many were chosen. O(n) (radix select); equal to ref::topk_ascending.
 int topk_ascending(const float* scores, int64_t n, int k, int32_t* out);
 
 namespace ref {
 void index_scores(const IndexScoreArgs& a);
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out);
 // The definition: sort by (score descending, id ascending), keep k, sort the ids.
 int topk_ascending(const float* scores, int64_t n, int k, int32_t* out);
 }  // namespace ref

@@ -222,6 +222,15 @@ void index_scores(const IndexScoreArgs& a, ThreadPool* pool, KernelLevel level) 
 }
 void index_scores(const IndexScoreArgs& a, ThreadPool* pool) { index_scores(a, pool, best_kernel_level()); }
 
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out, KernelLevel level) {
+  const detail::OpsKernels* t = ops_of(level);
+  if (t == nullptr) ref::dequant_index_key(row, dim, out);
+  else t->dequant_fp4_e8m0_row(row, dim, out);
+}
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out) {
+  dequant_index_key(row, dim, out, best_kernel_level());
+}
+
 namespace {
 // Order-preserving key of a score, branch-free (score signs are random): a larger score has a larger
 // key; -0 and +0 share one key (they compare equal). -inf maps to kNegInfKey, below every other

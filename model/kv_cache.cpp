@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kernels/indexer.h"
 #include "kernels/quant.h"
 
 namespace strata::model {
@@ -103,17 +104,7 @@ void encode_index_key_row(const float* x, int64_t n, uint8_t* row) {
   }
 }
 
-void decode_index_key_row(const uint8_t* row, int64_t n, float* out) {
-  const uint8_t* sc = row + n / 2;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float s = e8m0_to_f32(sc[b]);
-    for (int j = 0; j < 32; j += 2) {
-      const uint8_t v = row[(b * 32 + j) / 2];
-      out[b * 32 + j] = kE2M1Values[v & 0xF] * s;
-      out[b * 32 + j + 1] = kE2M1Values[v >> 4] * s;
-    }
-  }
-}
+void decode_index_key_row(const uint8_t* row, int64_t n, float* out) { kernels::dequant_index_key(row, n, out); }
 
 // ---- memory math ----------------------------------------------------------------------------------
 

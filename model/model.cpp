@@ -107,7 +107,10 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
   const RopeTable& rope = c_.compress_ratio(layer) > 0 ? rope_compressed_ : rope_window_;
   AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
-  attention_forward(actx, layer, bw.attn, u.data(), n, start, f.data());
+  {
+    ScopedNs timer(&profile_.attention_ns);
+    attention_forward(actx, layer, bw.attn, u.data(), n, start, f.data());
+  }
   if (obs) obs->tensor("attn_out", layer, f, {n, dim});
   hc_post(c_, f.data(), attn_mix, n, x);
 
@@ -216,6 +219,7 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
   const int64_t n_out = req.count(n);
   const int64_t skipped = n - n_run;
   if (n_run > 0 && (n_out > 0 || obs)) {
+    ScopedNs head_timer(&profile_.head_ns);
     std::vector<int64_t> rows;
     if (req.kind == LogitsRequest::Kind::kLast) rows = {n_run - 1};
     else if (req.kind == LogitsRequest::Kind::kAll || obs) {

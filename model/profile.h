@@ -17,10 +17,14 @@ struct ForwardProfile {
   uint64_t forward_ns = 0;    // whole forward() calls
   uint64_t engram_ns = 0;     // Engram sublayers, incl. waiting for rows
   uint64_t moe_ns = 0;        // MoE sublayers (router, prefetch, routed + shared experts), incl. waits
+  uint64_t attention_ns = 0;  // attention sublayers (projections, compressor, indexer, attention, wo_a/wo_b)
+  uint64_t head_ns = 0;       // final norm and LM head
+  // The rest of forward_ns: embedding, mHC mixing and norms, buffers.
 
   ForwardProfile since(const ForwardProfile& e) const {
-    return ForwardProfile{forwards - e.forwards, tokens - e.tokens, forward_ns - e.forward_ns, engram_ns - e.engram_ns,
-                          moe_ns - e.moe_ns};
+    return ForwardProfile{forwards - e.forwards,   tokens - e.tokens,   forward_ns - e.forward_ns,
+                          engram_ns - e.engram_ns, moe_ns - e.moe_ns,   attention_ns - e.attention_ns,
+                          head_ns - e.head_ns};
   }
 };
 

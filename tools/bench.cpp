@@ -148,6 +148,12 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   r.prefill_engram_s = static_cast<double>(pp.engram_ns) * 1e-9;
   r.decode_moe_s = static_cast<double>(dp.moe_ns) * 1e-9;
   r.decode_engram_s = static_cast<double>(dp.engram_ns) * 1e-9;
+  r.prefill_attention_s = static_cast<double>(pp.attention_ns) * 1e-9;
+  r.prefill_head_s = static_cast<double>(pp.head_ns) * 1e-9;
+  r.prefill_forward_s = static_cast<double>(pp.forward_ns) * 1e-9;
+  r.decode_attention_s = static_cast<double>(dp.attention_ns) * 1e-9;
+  r.decode_head_s = static_cast<double>(dp.head_ns) * 1e-9;
+  r.decode_forward_s = static_cast<double>(dp.forward_ns) * 1e-9;
   r.os_read_bytes = os_read_bytes() - rb0;
   r.major_faults = major_faults() - mf0;
   r.kv_bytes = s.cache().bytes();
@@ -396,7 +402,13 @@ std::string BenchReport::to_json() const {
                       {"prefill_moe_s", r.prefill_moe_s},
                       {"prefill_engram_s", r.prefill_engram_s},
                       {"decode_moe_s", r.decode_moe_s},
-                      {"decode_engram_s", r.decode_engram_s}});
+                      {"decode_engram_s", r.decode_engram_s},
+                      {"prefill_attention_s", r.prefill_attention_s},
+                      {"prefill_head_s", r.prefill_head_s},
+                      {"prefill_forward_s", r.prefill_forward_s},
+                      {"decode_attention_s", r.decode_attention_s},
+                      {"decode_head_s", r.decode_head_s},
+                      {"decode_forward_s", r.decode_forward_s}});
     pj["runs"] = runs;
     pts.push_back(pj);
   }

@@ -27,12 +27,13 @@ const char* linear_term(const LinearUse& u) {
 // Seconds of `calls` applications of a linear to `rows` rows (one weight read per application):
 // the measured matvec rate at one row; from kMatmulRows[0] rows on, the slower of streaming the
 // weight and the measured matmul rate; in between, linear in the row count.
-double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, double* overhead) {
+double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, double* overhead, double passes) {
   const double calls = u.calls;
-  *overhead += calls * k.call_us * 1e-6;
+  *overhead += passes * k.call_us * 1e-6;
   const double read = static_cast<double>(u.bytes) / (matvec_gbps_at(k, u.in) * 1e9);
   auto at = [&](double n) {
-    return std::max(read, 2.0 * n * static_cast<double>(u.out * u.in) / (matmul_gflops_at(k, n) * 1e9));
+    const double elems = static_cast<double>(u.out * u.in);
+    return std::max(read, 2.0 * n * elems / (matmul_gflops_at(k, n, elems) * 1e9));
   };
   const double n0 = kMatmulRows.front();
   double t;
@@ -40,6 +41,24 @@ double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, dou
   else if (rows < n0) t = read + (at(n0) - read) * (rows - 1) / (n0 - 1);
   else t = at(rows);
   return calls * t;
+}
+
+bool ends_with(const std::string& s, const char* tail) {
+  const size_t n = std::char_traits<char>::length(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// Pool passes (fork-joins) one application of linear `u` costs when its calls run over `rows` rows
+// (per routed expert: its tokens), as model/ shapes the calls: decode-sized calls of one sublayer
+// share a pass (kernels::linear_*_batch): wkv rides with wq_a, the shared expert's w3 with its w1,
+// the o_groups parts of wo_a go together at one token, and the routed experts' w1 and w3 of a layer
+// share one pass and their w2 another; larger routed calls run one GEMM per touched expert.
+double pool_passes(const LinearUse& u, double rows, int64_t n_tokens, double touched) {
+  const bool small = rows < kMatmulRows.front();
+  if (u.routed) return small ? (ends_with(u.name, ".w2") ? 1.0 : 0.5) : touched * u.calls;
+  if (ends_with(u.name, ".attn.wkv") || ends_with(u.name, ".shared_experts.w3")) return 0;
+  if (ends_with(u.name, ".attn.wo_a") && n_tokens == 1) return 1;
+  return u.calls;
 }
 
 // Entries one query at `pos` attends to in `layer`: the window plus the selected compressed entries.
@@ -75,7 +94,8 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
       const double E = f.experts_per_layer[l], K = c.n_active(u.layer);
       const double uses = static_cast<double>(n) * K;
       const double touched = n == 1 ? K : E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(n)));
-      t[linear_term(u)] += touched * linear_seconds(u, k, uses / touched, &overhead);
+      t[linear_term(u)] += touched * linear_seconds(u, k, uses / touched, &overhead,
+                                                    pool_passes(u, uses / touched, n, touched));
       continue;
     }
     // Applications per chunk: once over n * per_token rows, or (decode of a linear that runs once per
@@ -83,35 +103,45 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
     const double rows = static_cast<double>(n) * u.per_token;
     if (rows < 1) {
       double oh = 0;
-      t[linear_term(u)] += rows * linear_seconds(u, k, 1, &oh);
+      t[linear_term(u)] += rows * linear_seconds(u, k, 1, &oh, pool_passes(u, 1, n, 1));
       overhead += rows * oh;
     } else {
-      t[linear_term(u)] += linear_seconds(u, k, rows, &overhead);
+      t[linear_term(u)] += linear_seconds(u, k, rows, &overhead, pool_passes(u, rows, n, 1));
     }
   }
   // Attention and indexer: per query a fixed cost plus FLOPs at the measured rate.
   const double attn_call = (many ? r1.attn_call_us : r.attn_call_us) * 1e-6;
   const double index_call = (many ? r1.index_call_us : r.index_call_us) * 1e-6;
   double attn_flops = 0, index_flops = 0, topk_elems = 0, attn_queries = 0, index_queries = 0;
+  double index_key_elems = 0, decoded_key_elems = 0;
   int layers_run = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     if (!run[static_cast<size_t>(l)]) continue;
     ++layers_run;
     const int ratio = c.compress_ratio(l);
     attn_queries += static_cast<double>(n);
-    if (ratio > 0 && c.is_index_source(l)) index_queries += static_cast<double>(n);
+    if (ratio > 0 && c.is_index_source(l)) {
+      index_queries += static_cast<double>(n);
+      // The visible packed keys are decoded once per chunk and index layer.
+      decoded_key_elems += static_cast<double>((start + n) / ratio) * static_cast<double>(c.index_head_dim);
+    }
     for (int64_t p = start; p < start + n; ++p) {
       attn_flops += 4.0 * c.n_heads * static_cast<double>(c.head_dim) * attention_entries(c, l, p);
       if (ratio > 0 && c.is_index_source(l)) {
         const double keys = static_cast<double>((p + 1) / ratio);
         index_flops += 2.0 * c.index_n_heads * static_cast<double>(c.index_head_dim) * keys;
+        index_key_elems += keys * static_cast<double>(c.index_head_dim);
         topk_elems += keys * (c.is_candidate_source(l) ? 2 : 1);  // block selection reads them again
       }
     }
   }
   const double par = many ? threads : 1;  // prefill spreads queries over the threads
   t["attention"] += (attn_queries * attn_call + attn_flops / attn_rate) / par;
-  if (index_queries > 0) t["indexer"] += (index_queries * index_call + index_flops / index_rate) / par;
+  if (index_queries > 0) {
+    const double key_ns = many ? r1.index_key_ns : r.index_key_ns;
+    t["indexer"] += (index_queries * index_call + index_flops / index_rate + index_key_elems * key_ns * 1e-9) / par;
+    t["indexer"] += decoded_key_elems * r1.key_decode_ns * 1e-9;  // serial, before the queries
+  }
   if (topk_elems > 0) t["top-k"] += topk_elems * m.topk_ns_per_elem * 1e-9 / topk_div;
   // Elementwise work per token and layer: two mHC sublayers over the hc x dim residual streams,
   // SwiGLU over the routed + shared hidden rows, and the activation buffers each layer allocates
@@ -184,8 +214,9 @@ void Cost::finish(bool overlap) {
   std::sort(terms.begin(), terms.end(), [](const CostTerm& a, const CostTerm& b) { return a.seconds > b.seconds; });
 }
 
-double matmul_gflops_at(const KernelRates& k, double n) {
-  const auto& g = k.matmul_gflops;
+namespace {
+// Log-linear interpolation of rates measured at kMatmulRows, constant outside.
+double rate_at_rows(const std::array<double, 4>& g, double n) {
   const double n0 = kMatmulRows.front();
   if (n <= n0) return std::max(1e-3, g[0]);
   for (size_t i = 0; i + 1 < kMatmulRows.size(); ++i) {
@@ -197,6 +228,17 @@ double matmul_gflops_at(const KernelRates& k, double n) {
   }
   return std::max(1e-3, g.back());
 }
+}  // namespace
+
+double matmul_gflops_at(const KernelRates& k, double n, double elems) {
+  const double large = rate_at_rows(k.matmul_gflops, n);
+  if (elems <= 0) return large;
+  const double small = rate_at_rows(k.matmul_small_gflops, n);
+  const double lo = static_cast<double>(kSmallMatmulOut * kSmallMatmulIn);
+  const double hi = static_cast<double>(kLargeMatmulOut * kLargeMatmulIn);
+  const double w = std::clamp(std::log(elems / lo) / std::log(hi / lo), 0.0, 1.0);
+  return std::max(1e-3, small * (1 - w) + large * w);
+}
 
 Cost decode_token_cost(const model::ModelConfig& c, const ModelFootprint& f, const MachineProfile& m, int threads,
                        int64_t context, const IoModel& io) {
@@ -206,7 +248,7 @@ Cost decode_token_cost(const model::ModelConfig& c, const ModelFootprint& f, con
   const LinearUse head = head_of(f);
   double overhead = 0;
   const KernelRates& k = m.at_threads(threads).kernels[static_cast<size_t>(head.kind)];
-  cost.add("LM head", linear_seconds(head, k, 1, &overhead));
+  cost.add("LM head", linear_seconds(head, k, 1, &overhead, 1));
   cost.add("call overhead", overhead);
   cost.finish(io.overlap);
   return cost;
@@ -236,7 +278,7 @@ Cost prefill_cost(const model::ModelConfig& c, const ModelFootprint& f, const Ma
   const LinearUse head = head_of(f);
   double overhead = 0;
   const KernelRates& k = m.at_threads(threads).kernels[static_cast<size_t>(head.kind)];
-  cost.add("LM head", linear_seconds(head, k, 1, &overhead));
+  cost.add("LM head", linear_seconds(head, k, 1, &overhead, 1));
   cost.add("call overhead", overhead);
   cost.finish(io.overlap);
   return cost;

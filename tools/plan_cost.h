@@ -3,14 +3,17 @@
 //
 // Every term is a measured rate times a count taken from the config:
 //   linear       calls x (call_us + max(bytes / matvec GB/s, 2 n out in / matmul GFLOP/s at n rows))
-//                per kernel kind (fp8, fp4, bf16, f32), with the kernel rates of this build
+//                per kernel kind (fp8, fp4, bf16, f32), with the kernel rates of this build; the
+//                matmul rate also depends on the weight's size (probed on a small and a large one)
 //   routed MoE   decode: n_active experts per layer; prefill: a chunk of n tokens touches
 //                E (1 - (1 - k/E)^n) experts (uniform routing) with n k / touched tokens each, and
 //                model/moe.cpp runs each touched expert once over its tokens
 //   attention    4 heads entries head_dim per query (entries = window + top-k compressed), at the
 //                kernels::sparse_attention rate (prefill: one thread per query, all threads busy)
 //   indexer      2 heads dim per visible key per query at index-source layers, at the
-//                kernels::index_scores rate, plus top-k selection at its measured ns per score
+//                kernels::index_scores rate, plus a per key-dimension cost (keys laid out in lanes),
+//                the decode of the packed keys once per chunk, and top-k selection at its
+//                measured ns per score
 //   expert I/O   routed expert misses x expert bytes / the disk's sequential read GB/s
 //   Engram I/O   rows from disk / 4 KiB random-read IOPS at queue depth 32 (rows of a token or chunk
 //                are known before the first layer and issued together)
@@ -65,7 +68,8 @@ Cost prefill_cost(const model::ModelConfig& c, const ModelFootprint& f, const Ma
                   int64_t prompt, int64_t chunk, bool replay, const IoModel& io);
 
 // Measured GFLOP/s of a kernel kind at n rows (log-linear between the probed row counts, constant
-// outside them).
-double matmul_gflops_at(const KernelRates& k, double n);
+// outside them) for a weight of `elems` = out x in values: log-linear in elems between the small and
+// the large probed weight, constant outside (0: the large weight's rate).
+double matmul_gflops_at(const KernelRates& k, double n, double elems = 0);
 
 }  // namespace strata::tools

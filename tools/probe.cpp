@@ -151,7 +151,7 @@ struct WeightSet {
 
 constexpr size_t kColdBytes = 256u << 20;  // matvec weights rotate through at least this much memory
 
-KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget) {
+KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, bool matmuls) {
   KernelRates r;
   // Decode: matvecs of rows of kMatvecIn[i] values, >= 16 MiB per weight, rotating through >= 256 MiB
   // so the weights come from DRAM.
@@ -168,25 +168,35 @@ KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget) {
         budget / 2);
     r.matvec_gbps[i] = static_cast<double>(per) / s / 1e9;
   }
-  // Fixed cost of a call: a tiny cache-resident matvec.
+  // Fixed cost of a call, as decode meets it: small weights (a small model's expert or projection,
+  // 256 x 512) that are not in cache, one after another; what streaming them at the measured rate
+  // does not explain is per call (the pool hand-off, activation preparation, the tail of the split).
   {
-    WeightSet ws(k, 64, 256, 1);
-    std::vector<float> x(256), y(64);
+    constexpr int64_t out = 256, in = 512;
+    const size_t per = weight_bytes(k, out, in) + scale_bytes(k, out, in);
+    WeightSet ws(k, out, in, std::max<size_t>(2, (64u << 20) / per));
+    std::vector<float> x(in), y(out);
     fill_f32(x.data(), x.size(), 5);
-    r.call_us = time_per_call([&](int64_t) { ws.views[0].apply(x.data(), 1, y.data(), pool); }, budget / 2) * 1e6;
+    const double s = time_per_call(
+        [&](int64_t c) { ws.views[static_cast<size_t>(c) % ws.views.size()].apply(x.data(), 1, y.data(), pool); },
+        budget / 2);
+    r.call_us = std::max(0.0, s - static_cast<double>(per) / (matvec_gbps_at(r, in) * 1e9)) * 1e6;
   }
-  // Prefill: a 2048 x 2048 weight times n rows.
-  {
-    const int64_t out = 2048, in = 2048;
+  // Prefill: a large and a small weight times n rows.
+  auto matmul = [&](int64_t out, int64_t in, std::array<double, 4>* gflops, double share) {
     WeightSet ws(k, out, in, 1);
     const int max_n = kMatmulRows.back();
     std::vector<float> x(static_cast<size_t>(max_n * in)), y(static_cast<size_t>(max_n * out));
     fill_f32(x.data(), x.size(), 7);
     for (size_t i = 0; i < kMatmulRows.size(); ++i) {
       const int n = kMatmulRows[i];
-      const double s = time_per_call([&](int64_t) { ws.views[0].apply(x.data(), n, y.data(), pool); }, budget / 2);
-      r.matmul_gflops[i] = 2.0 * n * static_cast<double>(out * in) / s / 1e9;
+      const double s = time_per_call([&](int64_t) { ws.views[0].apply(x.data(), n, y.data(), pool); }, budget * share);
+      (*gflops)[i] = 2.0 * n * static_cast<double>(out * in) / s / 1e9;
     }
+  };
+  if (matmuls) {
+    matmul(kLargeMatmulOut, kLargeMatmulIn, &r.matmul_gflops, 0.5);
+    matmul(kSmallMatmulOut, kSmallMatmulIn, &r.matmul_small_gflops, 0.25);
   }
   return r;
 }
@@ -288,6 +298,22 @@ void measure_attention(ThreadRates* r, ThreadPool* pool, double budget) {
   const double ibig = 2.0 * 32 * 128 * 4096, ismall = 2.0 * 32 * 128 * 256;
   fit_rate(ismall, index_seconds(32, 128, 256, pool, budget / 2), ibig, index_seconds(32, 128, 4096, pool, budget / 2),
            &r->index_gflops, &r->index_call_us);
+  // Few heads: what the FLOPs at the fitted rate do not explain is per key and dimension.
+  const double few = index_seconds(2, 128, 4096, pool, budget / 4);
+  const double flops_s = 2.0 * 2 * 128 * 4096 / (r->index_gflops * 1e9);
+  r->index_key_ns = std::max(0.0, few - flops_s - r->index_call_us * 1e-6) / (4096.0 * 128) * 1e9;
+  // Packed key decode (kernels::dequant_index_key), serial as the model runs it.
+  const int64_t keys = 4096, dim = 128, row = dim / 2 + dim / 32;
+  std::vector<uint8_t> packed(static_cast<size_t>(keys * row));
+  fill_bytes(packed.data(), packed.size(), 31, [](uint8_t c) { return c; });
+  for (int64_t g = 0; g < keys; ++g) packed[static_cast<size_t>(g * row + dim / 2)] = 120;  // sane scales
+  std::vector<float> out(static_cast<size_t>(keys * dim));
+  const double dec = time_per_call(
+      [&](int64_t) {
+        for (int64_t g = 0; g < keys; ++g) kernels::dequant_index_key(packed.data() + g * row, dim, out.data() + g * dim);
+      },
+      budget / 4);
+  r->key_decode_ns = dec / static_cast<double>(keys * dim) * 1e9;
 }
 
 // One mHC sublayer's elementwise kernels over n tokens of [4, dim] residual streams: ns per value.
@@ -457,6 +483,8 @@ std::string MachineProfile::to_json() const {
     t["attn_call_us"] = r.attn_call_us;
     t["index_gflops"] = r.index_gflops;
     t["index_call_us"] = r.index_call_us;
+    t["index_key_ns"] = r.index_key_ns;
+    t["key_decode_ns"] = r.key_decode_ns;
     t["sublayer_ns_prefill"] = r.sublayer_ns_prefill;
     t["sublayer_ns_decode"] = r.sublayer_ns_decode;
     t["swiglu_ns"] = r.swiglu_ns;
@@ -468,6 +496,7 @@ std::string MachineProfile::to_json() const {
       kj["call_us"] = kr.call_us;
       kj["matmul_rows"] = kMatmulRows;
       kj["matmul_gflops"] = kr.matmul_gflops;
+      kj["matmul_small_gflops"] = kr.matmul_small_gflops;
       t["kernels"][linear_kind_name(static_cast<LinearKind>(k))] = kj;
     }
     ts.push_back(t);
@@ -526,6 +555,8 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
     STRATA_RETURN_IF_ERROR(get_field(t, "attn_call_us", w, &r.attn_call_us));
     STRATA_RETURN_IF_ERROR(get_field(t, "index_gflops", w, &r.index_gflops));
     STRATA_RETURN_IF_ERROR(get_field(t, "index_call_us", w, &r.index_call_us));
+    if (t.contains("index_key_ns")) STRATA_RETURN_IF_ERROR(get_field(t, "index_key_ns", w, &r.index_key_ns));
+    if (t.contains("key_decode_ns")) STRATA_RETURN_IF_ERROR(get_field(t, "key_decode_ns", w, &r.key_decode_ns));
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_prefill", w, &r.sublayer_ns_prefill));
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_decode", w, &r.sublayer_ns_decode));
     STRATA_RETURN_IF_ERROR(get_field(t, "swiglu_ns", w, &r.swiglu_ns));
@@ -554,6 +585,13 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
       STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_gflops", wk, &g));
       if (g.size() != kr.matmul_gflops.size()) return InvalidArgument(wk + ": matmul_gflops has the wrong length");
       std::copy(g.begin(), g.end(), kr.matmul_gflops.begin());
+      kr.matmul_small_gflops = kr.matmul_gflops;  // older profiles: no small-weight rates
+      if (kj->contains("matmul_small_gflops")) {
+        STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_small_gflops", wk, &g));
+        if (g.size() != kr.matmul_small_gflops.size())
+          return InvalidArgument(wk + ": matmul_small_gflops has the wrong length");
+        std::copy(g.begin(), g.end(), kr.matmul_small_gflops.begin());
+      }
     }
     if (!p.threads.empty() && r.threads <= p.threads.back().threads)
       return InvalidArgument(w + ": thread counts must ascend");
@@ -607,6 +645,7 @@ Status ProbeOptions::validate() const {
   if (max_threads < 0 || max_threads > ThreadPool::kMaxThreads)
     return InvalidArgument("probe threads must be in [0, " + std::to_string(ThreadPool::kMaxThreads) + "]");
   if (!(seconds_per_test > 0 && seconds_per_test <= 60)) return InvalidArgument("probe seconds per test must be in (0, 60]");
+  if (rounds < 1 || rounds > 20) return InvalidArgument("probe rounds must be in [1, 20]");
   if (!(disk_seconds > 0 && disk_seconds <= 600)) return InvalidArgument("probe disk seconds must be in (0, 600]");
   if (disk_file_bytes < (16ull << 20)) return InvalidArgument("probe disk test file must be at least 16 MiB");
   return Status();
@@ -690,24 +729,58 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
   auto tick = [&](std::string_view what) {
     report_progress(o.progress, ProgressEvent{"probe", "steps", ++step, n_steps, what, false});
   };
+  // Memory-bound values: `rounds` interleaved passes over every thread count and kind, then the
+  // median of each (compute-bound matmuls and the rest are measured once, in the first pass).
+  const int rounds = std::max(1, o.rounds);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   {
     AlignedBytes buf(512u << 20);
     std::memset(buf.data(), 1, buf.size());
-    for (int t : counts) {
+    std::vector<std::vector<double>> bw(counts.size());
+    for (int round = 0; round < rounds; ++round)
+      for (size_t i = 0; i < counts.size(); ++i) bw[i].push_back(measure_mem_read(buf, counts[i], o.seconds_per_test / rounds));
+    for (size_t i = 0; i < counts.size(); ++i) {
       ThreadRates r;
-      r.threads = t;
-      r.mem_read_gbps = measure_mem_read(buf, t, o.seconds_per_test);
+      r.threads = counts[i];
+      r.mem_read_gbps = median(bw[i]);
       p.threads.push_back(r);
       tick("memory bandwidth");
     }
   }
   if (o.kernels) {
+    // samples[thread index][kind][round]
+    std::vector<std::vector<std::vector<KernelRates>>> samples(
+        p.threads.size(), std::vector<std::vector<KernelRates>>(static_cast<size_t>(kLinearKinds)));
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t i = 0; i < p.threads.size(); ++i) {
+        ThreadPool pool(p.threads[i].threads);
+        for (int k = 0; k < kLinearKinds; ++k) {
+          samples[i][static_cast<size_t>(k)].push_back(
+              measure_kernel(static_cast<LinearKind>(k), &pool, o.seconds_per_test, round == 0));
+          if (round == rounds - 1) tick(linear_kind_name(static_cast<LinearKind>(k)));
+        }
+      }
+    }
+    for (size_t i = 0; i < p.threads.size(); ++i) {
+      for (int k = 0; k < kLinearKinds; ++k) {
+        const std::vector<KernelRates>& v = samples[i][static_cast<size_t>(k)];
+        KernelRates kr = v.front();  // the matmuls
+        for (size_t j = 0; j < kr.matvec_gbps.size(); ++j) {
+          std::vector<double> x;
+          for (const KernelRates& s : v) x.push_back(s.matvec_gbps[j]);
+          kr.matvec_gbps[j] = median(x);
+        }
+        std::vector<double> c;
+        for (const KernelRates& s : v) c.push_back(s.call_us);
+        kr.call_us = median(c);
+        p.threads[i].kernels[static_cast<size_t>(k)] = kr;
+      }
+    }
     for (ThreadRates& r : p.threads) {
       ThreadPool pool(r.threads);
-      for (int k = 0; k < kLinearKinds; ++k) {
-        r.kernels[static_cast<size_t>(k)] = measure_kernel(static_cast<LinearKind>(k), &pool, o.seconds_per_test);
-        tick(linear_kind_name(static_cast<LinearKind>(k)));
-      }
       measure_attention(&r, &pool, o.seconds_per_test);
       r.sublayer_ns_prefill = sublayer_ns(64, &pool, o.seconds_per_test / 2);
       r.sublayer_ns_decode = sublayer_ns(1, &pool, o.seconds_per_test / 2);

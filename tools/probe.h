@@ -26,13 +26,22 @@ namespace strata::tools {
 // Matvec rates depend on the row length (the input size): short rows pay more per byte.
 inline constexpr std::array<int, 4> kMatvecIn = {256, 1024, 4096, 16384};
 inline constexpr std::array<int, 4> kMatmulRows = {8, 32, 128, 512};
+// Weight shapes of the two matmul measurements (out x in).
+inline constexpr int64_t kLargeMatmulOut = 2048, kLargeMatmulIn = 2048;
+inline constexpr int64_t kSmallMatmulOut = 256, kSmallMatmulIn = 512;
 struct KernelRates {
   // n = 1, weight GB/s (codes + scales) with the weights streamed from DRAM (>= 256 MiB working
   // set), for [out, kMatvecIn[i]] weights of >= 16 MiB.
   std::array<double, 4> matvec_gbps{};
-  double call_us = 0;      // n = 1 on a tiny cache-resident weight: fixed cost of one call (fork-join, quantise)
+  // n = 1: fixed cost of one call (fork-join, activation preparation, split tail), measured on cold
+  // 256 x 512 weights called one after another, less their streaming time at matvec_gbps.
+  double call_us = 0;
   // GFLOP/s (2 * n * out * in per call) at n = kMatmulRows[i], cache-resident 2048 x 2048 weight.
   std::array<double, 4> matmul_gflops{};
+  // The same on a small kSmallMatmulOut x kSmallMatmulIn weight (a small model's routed expert or
+  // projection): fewer weight tiles than threads x 4 and more x packing per FLOP, so slower. Profiles
+  // written before it was measured load with it equal to matmul_gflops.
+  std::array<double, 4> matmul_small_gflops{};
 };
 // Weight GB/s of a matvec with rows of `in` values (log-linear between the probed row lengths,
 // constant outside them).
@@ -48,6 +57,10 @@ struct ThreadRates {
   // kernels::index_scores of one query: time = index_call_us + 2 heads dim keys / rate, fitted from
   // 32 heads x 128 against 4096 and against 256 keys.
   double index_gflops = 0, index_call_us = 0;
+  // Per key and dimension beyond the FLOPs: laying keys out in lanes (dominant with few heads; fitted
+  // from 2 heads against 32), and decoding a packed FP4 key (once per chunk and index layer).
+  // Profiles written before these were measured load them as 0.
+  double index_key_ns = 0, key_decode_ns = 0;
   // One mHC sublayer's elementwise work per residual value (kernels hc_pre + rms_norm + hc_post over
   // [n, 4, dim]): ns per value at n = 64 (prefill) and n = 1 (decode).
   double sublayer_ns_prefill = 0, sublayer_ns_decode = 0;
@@ -108,6 +121,9 @@ struct ProbeOptions {
   uint64_t disk_file_bytes = 1ull << 30;  // temporary test file (capped at a quarter of free space)
   int max_threads = 0;              // 0 = every logical core
   double seconds_per_test = 0.25;   // target time of each kernel / memory measurement
+  // Interleaved rounds of the memory-bound measurements (read bandwidth, matvec rates, call cost);
+  // each value is the median of its rounds, so a burst of load from another process moves it less.
+  int rounds = 3;
   double disk_seconds = 1.0;        // cap of each random-read test
   bool kernels = true;              // kernel, attention and top-k rates (the slow part)
   ProgressFn progress;              // task "probe", unit "steps"

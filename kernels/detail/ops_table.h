@@ -43,6 +43,9 @@ struct OpsKernels {
   // y[r] = x . w[r] for BF16 rows [r0, r1) in any summation order (kernels::linear_bf16_any_order).
   void (*bf16_matvec_any)(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) = nullptr;
 
+  // One packed FP4 index-key row decoded (kernels/indexer.h dequant_index_key).
+  void (*dequant_fp4_e8m0_row)(const uint8_t* row, int64_t dim, float* out) = nullptr;
+
   // scores[g] for keys [g0, g1) (kernels/indexer.h).
   void (*index_scores)(const float* q, const float* w, int n_heads, int64_t dim, const float* keys, int64_t stride,
                        int64_t g0, int64_t g1, float* scores) = nullptr;

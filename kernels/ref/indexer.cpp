@@ -5,6 +5,8 @@
 
 #include "kernels/indexer.h"
 
+#include "core/dtype.h"
+
 namespace strata::kernels::ref {
 
 void index_scores(const IndexScoreArgs& a) {
@@ -18,6 +20,18 @@ void index_scores(const IndexScoreArgs& a) {
       s += std::max(dot, 0.0f) * a.w[h];
     }
     a.scores[g] = s;
+  }
+}
+
+void dequant_index_key(const uint8_t* row, int64_t dim, float* out) {
+  const uint8_t* sc = row + dim / 2;
+  for (int64_t b = 0; b < dim / 32; ++b) {
+    const float s = e8m0_to_f32(sc[b]);
+    for (int j = 0; j < 32; j += 2) {
+      const uint8_t v = row[(b * 32 + j) / 2];
+      out[b * 32 + j] = e2m1_to_f32(v & 0xF) * s;
+      out[b * 32 + j + 1] = e2m1_to_f32(v >> 4) * s;
+    }
   }
 }
 

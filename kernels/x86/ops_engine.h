@@ -460,6 +460,18 @@ struct OpsEngine {
     }
   }
 
+  // out[dim] = E2M1 codes x E8M0 scale per 32 of one packed index-key row (dim/2 code bytes, then
+  // dim/32 scales); a power-of-two scale makes every product exact.
+  static void dequant_fp4_e8m0_row(const uint8_t* row, int64_t dim, float* out) {
+    const uint8_t* sc = row + dim / 2;
+    for (int64_t b = 0; b < dim / 32; ++b) {
+      // E8M0: 2^(code-127); code 0 is the subnormal 2^-127, 255 is NaN (core/dtype.h e8m0_to_f32).
+      const uint32_t bits = sc[b] == 0 ? 0x00400000u : sc[b] == 255 ? 0x7FC00000u : static_cast<uint32_t>(sc[b]) << 23;
+      const F s = V::set1(bits_f32(bits));
+      for (int j = 0; j < 32; j += kW) V::storeu(out + b * 32 + j, V::mul(V::e2m1(row + (b * 32 + j) / 2), s));
+    }
+  }
+
   static detail::OpsKernels table() {
     detail::OpsKernels t;
     t.lanes = kW;
@@ -476,6 +488,7 @@ struct OpsEngine {
     t.attn_out = &attn_out;
     t.index_scores = &index_scores;
     t.bf16_matvec_any = &bf16_matvec_any;
+    t.dequant_fp4_e8m0_row = &dequant_fp4_e8m0_row;
     return t;
   }
 };

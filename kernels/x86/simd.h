@@ -34,6 +34,17 @@ struct VF8 {
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   // [x1 x0 x3 x2 ...]: swaps the two lanes of every pair.
   static F swap_pairs(F x) { return _mm256_permute_ps(x, 0xB1); }
+  // The 8 E2M1 values packed in p[0..4) (element 2i in the low nibble of p[i]), exactly.
+  static F e2m1(const uint8_t* p) {
+    int32_t word;
+    __builtin_memcpy(&word, p, 4);
+    const __m128i b = _mm_cvtsi32_si128(word);
+    __m256i v = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));  // byte i in lanes 2i and 2i+1
+    v = _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4)), _mm256_set1_epi32(0xF));
+    const __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f), v);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(8)), 28);
+    return _mm256_or_ps(mag, _mm256_castsi256_ps(sign));
+  }
   // For the any-order kernels only (never on an exact path): fused a*b+c, bf16 widening, lane sum.
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F bf16(const uint16_t* p) {
@@ -112,6 +123,15 @@ struct VF16 {
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F swap_pairs(F x) { return _mm512_permute_ps(x, 0xB1); }
+  // The 16 E2M1 values packed in p[0..8) (element 2i in the low nibble of p[i]), exactly.
+  static F e2m1(const uint8_t* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    __m512i v = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b, b));  // byte i in lanes 2i and 2i+1
+    v = _mm512_and_si512(_mm512_srlv_epi32(v, _mm512_set4_epi32(4, 0, 4, 0)), _mm512_set1_epi32(0xF));
+    const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f,
+                                        -2.0f, -3.0f, -4.0f, -6.0f);
+    return _mm512_permutexvar_ps(v, table);
+  }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F bf16(const uint16_t* p) {
     const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

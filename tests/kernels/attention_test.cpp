@@ -107,6 +107,36 @@ TEST_P(AttentionLevel, IndexScoresMatchRef) {
   }
 }
 
+// Packed index keys decode bit for bit as the reference at every level: every byte value in every
+// nibble position, every E8M0 scale code (0 = 2^-127 subnormal, 255 = NaN), dims 32..512.
+TEST_P(AttentionLevel, DequantIndexKeyMatchesRef) {
+  std::mt19937 rng(12);
+  for (int64_t dim : {32, 64, 128, 512}) {
+    for (int rep = 0; rep < 64; ++rep) {
+      std::vector<uint8_t> row(static_cast<size_t>(dim / 2 + dim / 32));
+      for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(rep * 37 + i * 11 + rng());
+      for (int64_t b = 0; b < dim / 32; ++b) row[static_cast<size_t>(dim / 2 + b)] = static_cast<uint8_t>((rep * 4 + b) % 256);
+      std::vector<float> got(static_cast<size_t>(dim) + 1, -7.0f), want(got.size(), -7.0f);
+      dequant_index_key(row.data(), dim, got.data(), level());
+      ref::dequant_index_key(row.data(), dim, want.data());
+      STRATA_EXPECT_BITS_EQ(got.data(), want.data(), dim + 1, "dequant_index_key dim=" + std::to_string(dim));
+    }
+  }
+}
+
+TEST(Indexer, DequantIndexKeyRefDefinition) {
+  // Codes 0x21 -> (0.5, 1.0), 0x9F -> (-6, -0.5) (sign bit 3 of each nibble); scale code 128 = 2.
+  uint8_t row[16 + 1] = {0x21, 0x9F};
+  row[16] = 128;
+  float out[32];
+  ref::dequant_index_key(row, 32, out);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], -12.0f);
+  EXPECT_EQ(out[3], -1.0f);
+  EXPECT_EQ(out[4], 0.0f);
+}
+
 TEST(Indexer, RefDefinition) {
   const float q[4] = {1.0f, -2.0f, 0.5f, 0.5f};  // 2 heads x 2
   const float w[2] = {2.0f, -1.0f};

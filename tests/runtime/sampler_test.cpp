@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace strata::runtime {
@@ -16,6 +17,35 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   std::vector<float> l{0.1f, 3.0f, -1.0f, 3.0f};
   EXPECT_EQ(s.sample(l), 1);
   EXPECT_EQ(argmax(l), 1);
+}
+
+// argmax against the plain scan over a vocabulary-sized vector: every length mod 8, the maximum in
+// the tail, ties (first wins), NaNs (never win) and an all -inf vector.
+TEST(Sampler, ArgmaxMatchesPlainScan) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  auto plain = [](const std::vector<float>& v) {
+    size_t best = 0;
+    while (best < v.size() && std::isnan(v[best])) ++best;
+    if (best == v.size()) return size_t{0};
+    for (size_t i = best + 1; i < v.size(); ++i)
+      if (v[i] > v[best]) best = i;
+    return best;
+  };
+  for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{1000}, size_t{129280}}) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    EXPECT_EQ(static_cast<size_t>(argmax(v)), plain(v)) << n;
+    v[n - 1] = 100.0f;  // the maximum in the tail
+    EXPECT_EQ(static_cast<size_t>(argmax(v)), n - 1) << n;
+    if (n > 4) {
+      v[n / 2] = 100.0f;  // a tie: the first wins
+      v[0] = NAN;
+      EXPECT_EQ(static_cast<size_t>(argmax(v)), n / 2) << n;
+    }
+  }
+  const std::vector<float> inf(20, -INFINITY);
+  EXPECT_EQ(argmax(inf), 0);
 }
 
 TEST(Sampler, SeedReproducesAndDistributionFollowsSoftmax) {

@@ -149,6 +149,26 @@ TEST_F(TieredTiny, StreamAndMmapLogitsAreBitIdenticalToResident) {
   expect_identical(mm, "mmap");
 }
 
+// Resident placement reads every routed expert and Engram table while loading, so generation never
+// waits for a first use: RAM held after load covers them, and forward passes read nothing more.
+TEST_F(TieredTiny, ResidentReadsExpertsAndEngramTablesAtLoad) {
+  PlacementOptions p;
+  p.mode = LoadMode::kResident;
+  auto m = load_with(p);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  auto* rs = dynamic_cast<ResidentStore*>(&(*m)->store());
+  ASSERT_NE(rs, nullptr);
+  uint64_t lazy = 0;  // the tensors decode used to read on first use
+  for (const auto& [name, t] : rs->checkpoint().tensors())
+    if (name.find(".ffn.experts.") != std::string::npos || name.find(".engram.embed.") != std::string::npos)
+      lazy += t.nbytes;
+  ASSERT_GT(lazy, 0u);
+  const uint64_t after_load = rs->resident_bytes();
+  EXPECT_GE(after_load, lazy);
+  ASSERT_TRUE(run(**m).ok());
+  EXPECT_EQ(rs->resident_bytes(), after_load) << "a forward pass read tensors that load should have read";
+}
+
 TEST_F(TieredTiny, BitIdenticalWhenEveryLayerEvicts) {
   const uint64_t min = minimum_budget();
   ASSERT_GT(min, 0u);

@@ -55,6 +55,7 @@ MachineProfile fake_machine(double gbps, double gflops, uint64_t ram, int thread
     k.matvec_gbps.fill(gbps);
     k.call_us = 0;
     k.matmul_gflops.fill(gflops);
+    k.matmul_small_gflops.fill(gflops);
   }
   r.attn_gflops = 1e9;  // free: the tests below isolate the linears
   r.index_gflops = 1e9;

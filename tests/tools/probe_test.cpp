@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "io/file.h"
 #include "tests/support/temp_dir.h"
+#include "tools/plan_cost.h"
 
 namespace strata::tools {
 namespace {
@@ -30,6 +35,7 @@ MachineProfile sample_profile() {
       r.kernels[static_cast<size_t>(k)].matvec_gbps = {5.0 + k + t, 8.0 + k + t, 10.0 + k + t, 10.5 + k + t};
       r.kernels[static_cast<size_t>(k)].call_us = 1.5;
       r.kernels[static_cast<size_t>(k)].matmul_gflops = {10.0 * t, 40.0 * t, 80.0 * t, 100.0 * t};
+      r.kernels[static_cast<size_t>(k)].matmul_small_gflops = {5.0 * t, 20.0 * t, 50.0 * t, 70.0 * t};
     }
     r.attn_gflops = 5.0 * t;
     r.index_gflops = 6.0 * t;
@@ -116,6 +122,37 @@ TEST(Probe, MeminfoAndNvidiaSmiParsing) {
   EXPECT_EQ(g[0].vram_total, 143771ull << 20);
   EXPECT_EQ(g[1].vram_free, 100ull << 20);
   EXPECT_TRUE(parse_nvidia_smi("").empty());
+}
+
+TEST(Probe, ProfileWithoutSmallMatmulRatesLoads) {
+  // Profiles saved before the small-weight matmul was measured: its rates default to the large ones.
+  MachineProfile p = sample_profile();
+  auto j = nlohmann::json::parse(p.to_json());
+  for (auto& t : j["threads"])
+    for (auto& [name, k] : t["kernels"].items()) k.erase("matmul_small_gflops");
+  testing::TempDir dir;
+  const std::string path = dir.file("old.json");
+  const std::string text = j.dump();
+  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
+  auto q = MachineProfile::load(path);
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  const KernelRates& k = q->threads.at(0).kernels[0];
+  EXPECT_EQ(k.matmul_small_gflops, k.matmul_gflops);
+}
+
+TEST(Probe, MatmulRateByRowsAndWeightSize) {
+  KernelRates k;
+  k.matmul_gflops = {10.0, 40.0, 80.0, 100.0};
+  k.matmul_small_gflops = {5.0, 20.0, 40.0, 60.0};
+  const double small = static_cast<double>(kSmallMatmulOut * kSmallMatmulIn);
+  const double large = static_cast<double>(kLargeMatmulOut * kLargeMatmulIn);
+  EXPECT_DOUBLE_EQ(matmul_gflops_at(k, 8), 10.0) << "no size: the large weight";
+  EXPECT_DOUBLE_EQ(matmul_gflops_at(k, 512, large), 100.0);
+  EXPECT_DOUBLE_EQ(matmul_gflops_at(k, 512, 64.0 * large), 100.0) << "constant above the large weight";
+  EXPECT_DOUBLE_EQ(matmul_gflops_at(k, 512, small), 60.0);
+  EXPECT_DOUBLE_EQ(matmul_gflops_at(k, 512, small / 16), 60.0) << "constant below the small weight";
+  EXPECT_NEAR(matmul_gflops_at(k, 512, std::sqrt(small * large)), 80.0, 1e-9) << "log-linear in size";
+  EXPECT_NEAR(matmul_gflops_at(k, 16, small), 12.5, 1e-9) << "log-linear in rows: halfway from 8 to 32";
 }
 
 TEST(Probe, MatvecRateByRowLength) {
