@@ -10,7 +10,10 @@
 // Both libraries use a persistent thread pool of the same size (ggml: ggml_threadpool_new, as
 // llama.cpp does); both quantise the f32 activations inside the timed call (strata to E4M3, ggml to
 // its vec_dot type). Rounds alternate strata and ggml so machine noise hits both; the median of the
-// per-round times is reported.
+// per-round times is reported. Only one pool is awake at a time: ggml's threadpool is paused
+// (ggml_threadpool_pause) while strata and the bandwidth pass run, and strata's workers go to sleep
+// on their own after ~50 us without work, so on a machine with as many cores as threads neither
+// side's idle workers take cycles from the other's.
 //
 // Usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick]
 // Output: one markdown table on stdout (ratio = ggml time / strata time: > 1 means strata is faster).
@@ -274,17 +277,19 @@ int main(int argc, char** argv) {
         auto run_strata = [&](size_t i) { strata_call(sw, i % copies, x.data(), n, y.data(), pool.get()); };
         auto run_ggml = [&](size_t i) { ggml_call(*gc, i % copies); };
         for (int w = 0; w < 3; ++w) {  // warm-up: page in every copy once, threads spun up
-          for (size_t i = 0; i < copies; ++i) {
-            run_strata(i);
-            run_ggml(i);
-          }
+          ggml_threadpool_pause(tp);
+          for (size_t i = 0; i < copies; ++i) run_strata(i);
+          ggml_threadpool_resume(tp);
+          for (size_t i = 0; i < copies; ++i) run_ggml(i);
         }
         // Per round: the read bandwidth, strata, ggml. Shares of bandwidth are per-round ratios.
         std::vector<double> ts, tg, tb, share_s, share_g;
         const double sbytes = static_cast<double>(sw.bytes()), gbytes = static_cast<double>(gc->weight_bytes);
         for (int r = 0; r < rounds; ++r) {
+          ggml_threadpool_pause(tp);
           if (n == 1) tb.push_back(reader.time_pass(round_ms));
           ts.push_back(time_round(run_strata, round_ms));
+          ggml_threadpool_resume(tp);
           tg.push_back(time_round(run_ggml, round_ms));
           if (n == 1) {
             const double bw = ReadBandwidth::kBytes / tb.back();
