@@ -43,10 +43,25 @@ struct Fp4Weight {
   int64_t out = 0, in = 0;
 };
 
+// Rows per block of the blocked BF16 layout.
+inline constexpr int64_t kBf16BlockRows = 16;
+
 struct Bf16Weight {
-  const uint16_t* w = nullptr;  // [out, in] bf16 bits
+  const uint16_t* w = nullptr;  // [out, in] bf16 bits, row-major; or blocked (below)
   int64_t out = 0, in = 0;
+  // Blocked: rows in blocks of kBf16BlockRows, k-major inside a block, so w(r, k) is at
+  // (r / 16) * 16 * in + k * 16 + r % 16 and one load gives 16 rows' values at one k. The bit-exact
+  // order runs k in order per row; with rows in vector lanes it needs no transposes (attn.wo_a,
+  // model/weights.cpp). REQUIRES out % 16 == 0. linear_bf16 (and its batch) only.
+  bool blocked = false;
+  // w(r, k) as bf16 bits in either layout.
+  uint16_t at(int64_t r, int64_t k) const {
+    return blocked ? w[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows]
+                   : w[r * in + k];
+  }
 };
+// Writes the blocked layout of a row-major [out, in] bf16 matrix (out % 16 == 0) to dst.
+void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst);
 
 struct F32Weight {
   const float* w = nullptr;  // [out, in]

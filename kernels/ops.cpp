@@ -189,7 +189,7 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool) { sparse_a
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
                            KernelLevel level) {
   const detail::OpsKernels* t = ops_of(level);
-  if (t == nullptr || n >= 8) {
+  if (t == nullptr || n >= 8 || w.blocked) {  // the free-order kernel reads row-major weights
     linear_bf16(x, n, w, y, pool, level);
     return;
   }

@@ -382,7 +382,8 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
     // run as one batch (one pool pass instead of o_groups); same bits as the loop below.
     std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
     for (int g = 0; g < G; ++g)
-      parts.push_back({o.data() + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin}, ocat.data() + g * R});
+      parts.push_back({o.data() + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
+                       ocat.data() + g * R});
     kernels::linear_bf16_batch(parts, ctx.pool);
     w.wo_b.apply(ocat.data(), n, out, ctx.pool);
     return;
@@ -392,7 +393,8 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
     for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * H * D + g * gin, gin, og.data() + t * gin);
     Linear part = w.wo_a;
     part.out = R;
-    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin};
+    // Group g is rows [g R, (g+1) R): at the same offset in the blocked layout (R % 16 == 0).
+    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked};
     part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
     part.apply(og.data(), n, yg.data(), ctx.pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);

@@ -54,7 +54,7 @@ struct AttentionWeights {
   std::vector<float> kv_norm;    // [head_dim]
   Linear wo_a;                   // [o_groups * o_lora_rank, n_heads * head_dim / o_groups] stored FP8, used as
                                  // bf16 (convert.py); grouped: rows g*o_lora_rank.. belong to group g
-  std::vector<uint16_t> wo_a_bf16;  // owned bf16 copy backing wo_a
+  std::vector<uint16_t> wo_a_bf16;  // owned bf16 copy backing wo_a (blocked layout when o_lora_rank % 16 == 0)
   Linear wo_b;                   // [dim, o_groups * o_lora_rank] FP8
   // Compressor (kv source layers only).
   Linear comp_wkv;               // [head_dim, dim] BF16 (F32 math)

@@ -90,9 +90,8 @@ void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x + i * w.in;
     for (int64_t r = 0; r < w.out; ++r) {
-      const uint16_t* wr = w.w + r * w.in;
       float acc = 0.0f;
-      for (int64_t k = 0; k < w.in; ++k) acc += xi[k] * bf16_to_f32(wr[k]);
+      for (int64_t k = 0; k < w.in; ++k) acc += xi[k] * bf16_to_f32(w.at(r, k));
       y[i * w.out + r] = acc;
     }
   }
@@ -131,6 +130,13 @@ void dequant_fp4(const Fp4Weight& w, float* out) {
       out[r * w.in + k] = e2m1_to_f32(code) * t.e8m0[w.scale[r * nkb + k / 32]];
     }
   }
+}
+
+void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst) {
+  STRATA_CHECK(out % kBf16BlockRows == 0, "block_bf16_rows: out must be a multiple of 16");
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k)
+      dst[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows] = src[r * in + k];
 }
 
 void dequant_bf16(const uint16_t* w, int64_t n, float* out) {

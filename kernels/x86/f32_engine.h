@@ -194,10 +194,34 @@ struct F32Engine {
       y[i] = a;
     }
   }
+  // Blocked BF16 (Bf16Weight::blocked): kW rows' values at one k are contiguous, so each row keeps
+  // its k-order sum in a lane with no transpose; NB groups of kW rows share each broadcast of x[k]
+  // and give the adds NB independent chains. r0 and r1 are multiples of kW (kW divides 16).
+  template <int NB>
+  static void bf16_blocked_rows(const float* x, const Bf16Weight& w, int64_t r, float* y) {
+    const int64_t in = w.in, br = kBf16BlockRows;
+    const uint16_t* p[NB];
+    F acc[NB];
+    for (int j = 0; j < NB; ++j) {
+      const int64_t row = r + j * kW;
+      p[j] = w.w + (row / br) * br * in + row % br;
+      acc[j] = V::zero();
+    }
+    for (int64_t k = 0; k < in; ++k) {
+      const F xk = V::set1(x[k]);
+      for (int j = 0; j < NB; ++j) acc[j] = V::add(acc[j], V::mul(V::bf16(p[j] + k * br), xk));
+    }
+    for (int j = 0; j < NB; ++j) V::storeu(y + r + j * kW, acc[j]);
+  }
   static void bf16_matvec1(const void* act, const Bf16Weight& w, int64_t r0, int64_t r1, float* y) {
     const float* x = static_cast<const float*>(act);
     const int64_t in = w.in;
     int64_t r = r0;
+    if (w.blocked) {
+      for (; r + 4 * kW <= r1; r += 4 * kW) bf16_blocked_rows<4>(x, w, r, y);
+      for (; r < r1; r += kW) bf16_blocked_rows<1>(x, w, r, y);
+      return;
+    }
     for (; r < r1; r += kW) bf16_block(x, in, w.w + r * in, y + r, static_cast<int>(imin(kW, r1 - r)));
   }
 
@@ -272,6 +296,11 @@ struct F32Engine {
   static void bf16_pack_w(const Bf16Weight& w, int64_t r0, int64_t r1, int64_t ldw, void* tile) {
     float* t = static_cast<float*>(tile);
     const int64_t in = w.in, main = in / kW * kW;
+    if (w.blocked) {  // once per tile and prefill chunk: a plain gather is enough
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t k = 0; k < in; ++k) t[(r - r0) * ldw + k] = bits_f32(static_cast<uint32_t>(w.at(r, k)) << 16);
+      return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       const uint16_t* src = w.w + r * in;
       float* dst = t + (r - r0) * ldw;

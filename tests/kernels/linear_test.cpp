@@ -349,6 +349,36 @@ TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
   EXPECT_EQ(0, std::memcmp(yb.data(), wantb.data(), yb.size() * sizeof(float))) << "bf16 batch";
 }
 
+// The blocked BF16 layout (attn.wo_a) gives the row-major layout's bits at every level: decode rows
+// (split over a pool at unit boundaries), the GEMM path, the batch, and the scalar reference.
+TEST_P(LinearLevel, Bf16BlockedEqualsRowMajor) {
+  std::mt19937 rng(800);
+  ThreadPool pool(3);
+  for (const Shape s : {Shape{1, 16, 40}, Shape{1, 64, 768}, Shape{3, 48, 96}, Shape{1, 192, 128}, Shape{20, 32, 64},
+                        Shape{300, 80, 48}}) {
+    std::vector<uint16_t> wr(static_cast<size_t>(s.out * s.in)), wb(wr.size());
+    for (auto& b : wr) b = f32_to_bf16(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+    block_bf16_rows(wr.data(), s.out, s.in, wb.data());
+    const Bf16Weight row_major{wr.data(), s.out, s.in}, blocked{wb.data(), s.out, s.in, true};
+    for (int64_t r = 0; r < s.out; ++r)
+      for (int64_t k = 0; k < s.in; k += 7) ASSERT_EQ(blocked.at(r, k), row_major.at(r, k));
+    Buf<float> x = make_x(s.n, s.in, 0, rng);
+    std::vector<float> want(static_cast<size_t>(s.n * s.out)), got(want.size()), ref_b(want.size());
+    linear_bf16(x.data(), s.n, row_major, want.data(), &pool, level());
+    linear_bf16(x.data(), s.n, blocked, got.data(), &pool, level());
+    const std::string what = "n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what;
+    linear_bf16(x.data(), s.n, blocked, got.data(), nullptr, level());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " serial";
+    ref::linear_bf16(x.data(), s.n, blocked, ref_b.data());
+    EXPECT_EQ(0, std::memcmp(ref_b.data(), want.data(), want.size() * sizeof(float))) << what << " ref";
+    const LinearJob<Bf16Weight> job{x.data(), s.n, blocked, got.data()};
+    std::fill(got.begin(), got.end(), -1.0f);
+    linear_bf16_batch(std::span<const LinearJob<Bf16Weight>>(&job, 1), &pool, level());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " batch";
+  }
+}
+
 TEST_P(LinearLevel, EmptyInputsAreNoOps) {
   float y = 7.0f;
   const uint8_t wq[32] = {}, ws[1] = {127};
