@@ -148,6 +148,9 @@ const FormatKernels<W>& format_of(const LevelKernels& level) {
 template <class W>
 void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
   if (n <= 0 || w.out <= 0) return;
+  if constexpr (std::is_same_v<W, Bf16Weight>) {
+    STRATA_DCHECK(!w.blocked || w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
+  }
   if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
     STRATA_DCHECK(w.in % 32 == 0, "linear_fp8/fp4: in must be a multiple of 32");
   }
@@ -177,6 +180,9 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
     const LinearJob<W>& job = jobs[j];
     if (job.n <= 0 || job.w.out <= 0) continue;
     const bool here = f.supports == nullptr || f.supports(job.w, job.n);
+    if constexpr (std::is_same_v<W, Bf16Weight>) {
+      STRATA_DCHECK(!job.w.blocked || job.w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
+    }
     if (here && (job.n < f.gemm_min_rows || f.engine == nullptr)) {
       if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
         STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");

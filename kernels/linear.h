@@ -77,7 +77,8 @@ void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, Threa
 // y[n, out] = x[n, in] . W^T in f32.
 void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
 
-// One linear of a batch: y[n, out] = x[n, in] . W^T. Jobs of one batch write disjoint y.
+// One linear of a batch: y[n, out] = x[n, in] . W^T. REQUIRES: the jobs' y ranges are disjoint and
+// overlap no job's x (jobs run in no fixed order, some through a shared pass that reads x in place).
 template <class W>
 struct LinearJob {
   const float* x = nullptr;  // [n, in]

@@ -260,7 +260,9 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
     for (size_t i = 0; i < q.size(); ++i) e.qk_weight[i] = q[i] * k[i];
   }
   // Validated: a store that keeps experts and Engram tables in RAM reads them now, so no token waits
-  // for a first use.
+  // for a first use. DSpark stages (layer >= n_layers) are not run yet (no speculative decoding), so
+  // their routed experts stay on disk (6.3 GiB of MXFP4 on the release).
+  if (layer >= c.n_layers) return Status();
   return b.s_.preload_layer(layer, m.n_experts);
 }
 

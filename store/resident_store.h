@@ -1,9 +1,10 @@
 // ResidentStore: every tensor the model binds is read into RAM once with pread (never mmap).
 //
-// Tensors are loaded lazily on first request (binding happens before the first token, so nothing
-// is read during generation). Each tensor gets its own 64-byte aligned buffer.
-// Thread safety: resident()/acquire_expert() may load and must be called from one thread during
-// binding; after every tensor is bound, concurrent calls only read.
+// Tensors are loaded on first request; binding requests every tensor the forward pass reads,
+// including the backbone's routed experts and Engram tables (preload_layer), so nothing is read
+// during generation. Each tensor gets its own 64-byte aligned buffer.
+// Thread safety: resident() may load and must be called from one thread during binding; after every
+// tensor is bound, concurrent calls only read. acquire_expert() locks its memo of expert views.
 #pragma once
 
 #include <cstdint>

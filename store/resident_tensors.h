@@ -1,6 +1,6 @@
-// ResidentTensors: the tensors a store keeps in RAM for the whole run (everything but routed experts
-// and Engram tables: ARCHITECTURE.md "Weights"), each read once with pread into 64-byte-aligned
-// memory on first use. Shared by the resident, tiered and mmap stores. Also the Engram row gather
+// ResidentTensors: the tensors a store keeps in RAM for the whole run (the tiered and mmap stores:
+// everything but routed experts and Engram tables, ARCHITECTURE.md "Weights"; the resident store:
+// those too), each read once with pread into 64-byte-aligned memory on first use. Shared by the resident, tiered and mmap stores. Also the Engram row gather
 // that the in-memory stores share.
 // Thread safety: get() is not thread-safe (stores call it while the model binds, on one thread).
 #pragma once

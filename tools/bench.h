@@ -80,6 +80,8 @@ struct BenchRun {
   // routed + shared experts, waits for expert reads) and Engram sublayers (incl. row reads), seconds.
   double prefill_moe_s = 0, prefill_engram_s = 0;
   double decode_moe_s = 0, decode_engram_s = 0;
+  // Attention sublayers, final norm + LM head, and whole forward() calls (model::ForwardProfile),
+  // seconds; forward minus the named parts is embedding, mHC, norms and buffers.
   double prefill_attention_s = 0, prefill_head_s = 0, prefill_forward_s = 0;
   double decode_attention_s = 0, decode_head_s = 0, decode_forward_s = 0;
 };

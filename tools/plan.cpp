@@ -421,7 +421,7 @@ std::string plan_text(const Plan& p) {
   if (pl.load_cold_s > 0)
     o << "\n  cold load: at least " << seconds_str(pl.load_cold_s)
       << " reading the resident tensors from disk (disk time only: validation, widening and index building not modelled)";
-  o << "\n  Engram tables: " << (pl.engram_bytes == 0 ? "none" : pl.engram_resident ? "in RAM (page cache)" : "on disk")
+  o << "\n  Engram tables: " << (pl.engram_bytes == 0 ? "none" : pl.engram_resident ? "in RAM" : "on disk")
     << "\n";
   o << "  streams from disk:" << (pl.streams.empty() ? " nothing" : "") << "\n";
   for (const std::string& s : pl.streams) o << "    - " << s << "\n";

@@ -56,7 +56,7 @@ bool ends_with(const std::string& s, const char* tail) {
 double pool_passes(const LinearUse& u, double rows, int64_t n_tokens, double touched) {
   const bool small = rows < kMatmulRows.front();
   if (u.routed) return small ? (ends_with(u.name, ".w2") ? 1.0 : 0.5) : touched * u.calls;
-  if (ends_with(u.name, ".attn.wkv") || ends_with(u.name, ".shared_experts.w3")) return 0;
+  if (small && (ends_with(u.name, ".attn.wkv") || ends_with(u.name, ".shared_experts.w3"))) return 0;
   if (ends_with(u.name, ".attn.wo_a") && n_tokens == 1) return 1;
   return u.calls;
 }

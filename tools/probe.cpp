@@ -174,7 +174,7 @@ KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, bool m
   {
     constexpr int64_t out = 256, in = 512;
     const size_t per = weight_bytes(k, out, in) + scale_bytes(k, out, in);
-    WeightSet ws(k, out, in, std::max<size_t>(2, (64u << 20) / per));
+    WeightSet ws(k, out, in, std::max<size_t>(2, (kColdBytes + per - 1) / per));
     std::vector<float> x(in), y(out);
     fill_f32(x.data(), x.size(), 5);
     const double s = time_per_call(

@@ -90,7 +90,9 @@ struct GpuInfo {
 };
 
 struct MachineProfile {
-  static constexpr const char* kFormat = "strata-probe/3";  // 3: + the bf16_any kernel
+  // 3: + the bf16_any kernel; 4: call_us on cold small weights, small-weight matmul, indexer per-key
+  // and key-decode costs (an older profile is measured again by strata plan / bench).
+  static constexpr const char* kFormat = "strata-probe/4";
   std::string date;          // when measured, ISO 8601 UTC ("2026-11-29T19:30:00Z")
   std::string hostname, cpu_model, simd, kernel_level;
   int logical_cores = 0, physical_cores = 0;
