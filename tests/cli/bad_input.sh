@@ -7,16 +7,8 @@ fail=0
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-expect_error() {  # expect_error NAME PATTERN -- command...
-  local name="$1" pattern="$2"; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local lines; lines=$(wc -l <"$tmp/err")
-  if [[ $rc -eq 0 ]]; then echo "FAIL $name: exit 0"; fail=1; return; fi
-  if ! grep -q -- "$pattern" "$tmp/err"; then echo "FAIL $name: stderr lacks '$pattern':"; cat "$tmp/err"; fail=1; return; fi
-  if [[ $lines -ne 1 ]]; then echo "FAIL $name: $lines lines on stderr, expected one:"; cat "$tmp/err"; fail=1; return; fi
-  echo "ok   $name: $(cat "$tmp/err")"
-}
+# expect_error NAME PATTERN -- command...
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 for cmd in run tokenize logits synth; do
   if ! "$strata" "$cmd" --help >"$tmp/help" 2>&1 || ! grep -q -- "--" "$tmp/help"; then

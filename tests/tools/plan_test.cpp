@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "io/file.h"
 #include "tests/support/files.h"
@@ -183,11 +184,21 @@ TEST(PlanSizes, ParseSizeAndFormat) {
   EXPECT_EQ(format_bytes(0.5 * kGiB), "512.0 MiB");
 }
 
-TEST(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
-  STRATA_REQUIRE_FIXTURE(kRealConfig);
-  const Loaded l = load_config(kRealConfig);
-  auto f = model_footprint(l.config);
-  ASSERT_TRUE(f.ok());
+// The cost model's tests on the real V4.1 config: `l` the parsed config, `f` its footprint.
+class PlanCost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    STRATA_REQUIRE_FIXTURE(kRealConfig);
+    l = load_config(kRealConfig);
+    auto fp = model_footprint(l.config);
+    ASSERT_TRUE(fp.ok()) << fp.error().to_string();
+    f = std::move(*fp);
+  }
+  Loaded l;
+  std::optional<ModelFootprint> f;
+};
+
+TEST_F(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
   const MachineProfile m = fake_machine(10.0, 100.0, 1ull << 40);
   IoModel io;  // everything in RAM
   const Cost c = decode_token_cost(l.config, *f, m, 1, 1000, io);
@@ -202,11 +213,7 @@ TEST(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
   EXPECT_EQ(c.bottleneck, "fp8 linears");
 }
 
-TEST(PlanCost, StreamingExpertsAreBoundByTheDisk) {
-  STRATA_REQUIRE_FIXTURE(kRealConfig);
-  const Loaded l = load_config(kRealConfig);
-  auto f = model_footprint(l.config);
-  ASSERT_TRUE(f.ok());
+TEST_F(PlanCost, StreamingExpertsAreBoundByTheDisk) {
   const MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
   IoModel io;
   io.expert_hit_rate = 0.5;
@@ -225,11 +232,7 @@ TEST(PlanCost, StreamingExpertsAreBoundByTheDisk) {
   EXPECT_NEAR(serial.total_s, serial.compute_s + serial.io_s, 1e-12);
 }
 
-TEST(PlanCost, OverlappedIoIsNotTheBottleneckWhenComputeIsSlower) {
-  STRATA_REQUIRE_FIXTURE(kRealConfig);
-  const Loaded l = load_config(kRealConfig);
-  auto f = model_footprint(l.config);
-  ASSERT_TRUE(f.ok());
+TEST_F(PlanCost, OverlappedIoIsNotTheBottleneckWhenComputeIsSlower) {
   // Slow compute (1 GB/s), a fast disk: expert reads are the largest single term serially but run
   // under compute with overlap, so the bottleneck is the largest compute term.
   const MachineProfile m = fake_machine(1.0, 10.0, 1ull << 40);
@@ -246,11 +249,7 @@ TEST(PlanCost, OverlappedIoIsNotTheBottleneckWhenComputeIsSlower) {
   EXPECT_EQ(c.bottleneck, "fp8 linears");
 }
 
-TEST(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
-  STRATA_REQUIRE_FIXTURE(kRealConfig);
-  const Loaded l = load_config(kRealConfig);
-  auto f = model_footprint(l.config);
-  ASSERT_TRUE(f.ok());
+TEST_F(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
   const MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
   IoModel io;
   io.expert_hit_rate = 0;
