@@ -214,26 +214,11 @@ void Cost::finish(bool overlap) {
   std::sort(terms.begin(), terms.end(), [](const CostTerm& a, const CostTerm& b) { return a.seconds > b.seconds; });
 }
 
-namespace {
-// Log-linear interpolation of rates measured at kMatmulRows, constant outside.
-double rate_at_rows(const std::array<double, 4>& g, double n) {
-  const double n0 = kMatmulRows.front();
-  if (n <= n0) return std::max(1e-3, g[0]);
-  for (size_t i = 0; i + 1 < kMatmulRows.size(); ++i) {
-    const double a = kMatmulRows[i], b = kMatmulRows[i + 1];
-    if (n <= b) {
-      const double w = std::log(n / a) / std::log(b / a);
-      return std::max(1e-3, g[i] * (1 - w) + g[i + 1] * w);
-    }
-  }
-  return std::max(1e-3, g.back());
-}
-}  // namespace
 
 double matmul_gflops_at(const KernelRates& k, double n, double elems) {
-  const double large = rate_at_rows(k.matmul_gflops, n);
+  const double large = log_interp(kMatmulRows, k.matmul_gflops, n);
   if (elems <= 0) return large;
-  const double small = rate_at_rows(k.matmul_small_gflops, n);
+  const double small = log_interp(kMatmulRows, k.matmul_small_gflops, n);
   const double lo = static_cast<double>(kSmallMatmulOut * kSmallMatmulIn);
   const double hi = static_cast<double>(kLargeMatmulOut * kLargeMatmulIn);
   const double w = std::clamp(std::log(elems / lo) / std::log(hi / lo), 0.0, 1.0);

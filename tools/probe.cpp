@@ -431,18 +431,20 @@ Status get_field(const ojson& j, const char* key, const std::string& where, T* o
 
 }  // namespace
 
-double matvec_gbps_at(const KernelRates& k, int64_t in) {
-  const auto& g = k.matvec_gbps;
-  const double x = static_cast<double>(std::max<int64_t>(in, 1));
-  if (x <= kMatvecIn.front()) return std::max(1e-3, g.front());
-  for (size_t i = 0; i + 1 < kMatvecIn.size(); ++i) {
-    const double a = kMatvecIn[i], b = kMatvecIn[i + 1];
+double log_interp(const std::array<int, 4>& xs, const std::array<double, 4>& ys, double x) {
+  if (x <= xs.front()) return std::max(1e-3, ys.front());
+  for (size_t i = 0; i + 1 < xs.size(); ++i) {
+    const double a = xs[i], b = xs[i + 1];
     if (x <= b) {
       const double w = std::log(x / a) / std::log(b / a);
-      return std::max(1e-3, g[i] * (1 - w) + g[i + 1] * w);
+      return std::max(1e-3, ys[i] * (1 - w) + ys[i + 1] * w);
     }
   }
-  return std::max(1e-3, g.back());
+  return std::max(1e-3, ys.back());
+}
+
+double matvec_gbps_at(const KernelRates& k, int64_t in) {
+  return log_interp(kMatvecIn, k.matvec_gbps, static_cast<double>(std::max<int64_t>(in, 1)));
 }
 
 const ThreadRates& MachineProfile::at_threads(int t) const {

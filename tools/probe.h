@@ -46,6 +46,9 @@ struct KernelRates {
 // Weight GB/s of a matvec with rows of `in` values (log-linear between the probed row lengths,
 // constant outside them).
 double matvec_gbps_at(const KernelRates& k, int64_t in);
+// ys at x, log-linear in x between the measured points xs (ascending), constant outside them; at
+// least 1e-3 (a rate is never zero).
+double log_interp(const std::array<int, 4>& xs, const std::array<double, 4>& ys, double x);
 
 struct ThreadRates {
   int threads = 1;
