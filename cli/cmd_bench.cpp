@@ -30,7 +30,7 @@ struct BenchCliOptions {
   tools::BenchOptions bench;
   std::vector<int64_t> prompts;
   std::string json, svg, probe = default_probe_cache(), ram_budget;
-  bool no_plan = false;
+  bool no_plan = false, direct_io = false, buffered_io = false;
 };
 
 // `git describe --always --dirty` of the source tree strata was built from ("" when unknown).
@@ -59,12 +59,17 @@ Status write_text(const std::string& path, const std::string& text) {
 int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
   if (!o.prompts.empty()) b.prompts = o.prompts;
+  b.expert_io = o.direct_io     ? store::ExpertIo::kDirect
+                : o.buffered_io ? store::ExpertIo::kBuffered
+                                : store::ExpertIo::kAuto;
   b.git_commit = source_commit();
   b.command = "strata bench -m " + b.model_dir + " --prompt " + join(b.prompts) + " --gen " + std::to_string(b.gen) +
               " --reps " + std::to_string(b.reps) + " --warmup " + std::to_string(b.warmup) + " -t " +
               std::to_string(b.threads) + " --chunk " + std::to_string(b.prefill_chunk) + " --load-mode " + b.load_mode +
               " --cold " + b.cold + (o.ram_budget.empty() ? "" : " --ram-budget " + o.ram_budget) +
-              (b.direct_io ? " --direct-io" : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed);
+              (b.expert_io == store::ExpertIo::kDirect     ? " --direct-io"
+               : b.expert_io == store::ExpertIo::kBuffered ? " --buffered-io"
+                                                           : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed);
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
     if (!v.ok()) return fail(v.error());
@@ -97,7 +102,7 @@ int run_bench_cmd(BenchCliOptions& o) {
       po.prefill_chunk = b.prefill_chunk;
       po.load_mode = b.load_mode;
       po.ram_bytes = b.ram_budget > 0 ? b.ram_budget + std::max<uint64_t>(1ull << 30, b.ram_budget / 9) : 0;
-      po.direct_io = b.direct_io;
+      po.expert_io = b.expert_io;
       auto plan = tools::make_plan(*cfg, tools::VisionShape{}, *machine, po, cfg_path);
       if (!plan.ok()) return fail(plan.error());
       machine_used = *machine;
@@ -222,7 +227,9 @@ Command register_bench(CLI::App& app) {
   app.add_option("--chunk", b.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
   app.add_option("--load-mode", b.load_mode, "auto, resident, stream or mmap (as strata run)")->capture_default_str();
   app.add_option("--ram-budget", o->ram_budget, "RAM the weight store may hold, e.g. 12G (default: available minus a margin)");
-  app.add_flag("--direct-io", b.direct_io, "stream: read experts with O_DIRECT");
+  auto* direct = app.add_flag("--direct-io", o->direct_io,
+                              "stream: read experts with O_DIRECT (default: O_DIRECT where the file system takes it)");
+  app.add_flag("--buffered-io", o->buffered_io, "stream: read experts through the page cache")->excludes(direct);
   app.add_option("--cold", b.cold,
                  "how the cold run starts uncached: auto (fadvise, then drop_caches if root, then a fresh copy), "
                  "fadvise, drop-caches, copy, or none (no cold run)")

@@ -31,7 +31,7 @@ struct PlanCliOptions {
   std::string ram, vram, reserve, prefill = "exact", hot;
   tools::RoutingCounts routing;
   std::vector<int64_t> prompts;
-  bool json = false, direct_io = false, no_overlap = false, reprobe = false;
+  bool json = false, direct_io = false, buffered_io = false, no_overlap = false, reprobe = false;
 };
 
 int run_plan(PlanCliOptions& o) {
@@ -49,7 +49,9 @@ int run_plan(PlanCliOptions& o) {
   if (o.prefill != "exact" && o.prefill != "replay")
     return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
   po.replay = o.prefill == "replay";
-  po.direct_io = o.direct_io;
+  po.expert_io = o.direct_io     ? store::ExpertIo::kDirect
+                 : o.buffered_io ? store::ExpertIo::kBuffered
+                                 : store::ExpertIo::kAuto;
   po.overlap_io = !o.no_overlap;
   for (auto [flag, text_value, out] : {std::tuple{"--ram", &o.ram, &po.ram_bytes}, std::tuple{"--vram", &o.vram, &po.vram_bytes},
                                        std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {
@@ -136,7 +138,9 @@ Command register_plan(CLI::App& app) {
   app.add_option("--disk-gbps", o->plan.disk_gbps, "sequential read GB/s of the model's disk (default: probed)")
       ->check(non_negative());
   app.add_option("--iops", o->plan.iops, "4 KiB random reads per second at depth 32 (default: probed)")->check(non_negative());
-  app.add_flag("--direct-io", o->direct_io, "streamed expert reads use O_DIRECT (default: through the page cache)");
+  auto* direct = app.add_flag("--direct-io", o->direct_io,
+                              "streamed expert reads use O_DIRECT (default: O_DIRECT where the probed disk takes it)");
+  app.add_flag("--buffered-io", o->buffered_io, "streamed expert reads go through the page cache")->excludes(direct);
   app.add_flag("--no-overlap", o->no_overlap, "streamed reads do not overlap compute (no prefetch)");
   app.add_option("--probe", o->probe, "machine profile from strata probe")->capture_default_str();
   app.add_flag("--reprobe", o->reprobe, "measure the machine again instead of reading the cached profile");

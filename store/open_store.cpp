@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "io/file.h"
 #include "store/engram_rows.h"
 #include "store/expert_catalog.h"
 #include "store/mmap_store.h"
@@ -19,6 +20,17 @@ uint64_t engram_table_bytes(const io::Checkpoint& ck) {
   for (const auto& [name, t] : ck.tensors())
     if (ExpertCatalog::is_engram_table(name)) n += t.nbytes;
   return n;
+}
+
+// Resolves ExpertIo::kAuto: O_DIRECT only when every shard takes it (one shard on a file system
+// without it would fail every read of its experts).
+Result<bool> use_direct_io(const io::Checkpoint& ck, ExpertIo mode) {
+  if (mode != ExpertIo::kAuto) return mode == ExpertIo::kDirect;
+  for (int i = 0; i < ck.n_shards(); ++i) {
+    STRATA_ASSIGN_OR_RETURN(bool ok, io::direct_read_works(ck.shard(i).path()));
+    if (!ok) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -52,7 +64,8 @@ Result<std::unique_ptr<WeightStore>> open_store(std::unique_ptr<io::Checkpoint> 
   }
 
   // Stream: size the tiers.
-  STRATA_ASSIGN_OR_RETURN(ExpertCatalog cat, ExpertCatalog::build(*ck, shape.n_layers, o.direct_io));
+  STRATA_ASSIGN_OR_RETURN(const bool direct_io, use_direct_io(*ck, o.expert_io));
+  STRATA_ASSIGN_OR_RETURN(ExpertCatalog cat, ExpertCatalog::build(*ck, shape.n_layers, direct_io));
   const uint64_t resident = total - cat.total_tensor_bytes() - engram_table_bytes(*ck);
   const uint64_t scales = EngramRowStore::scale_bytes(*ck);
   const bool scales_resident =
@@ -111,7 +124,7 @@ Result<std::unique_ptr<WeightStore>> open_store(std::unique_ptr<io::Checkpoint> 
 
   TieredConfig cfg;
   cfg.n_layers = shape.n_layers;
-  cfg.direct_io = o.direct_io;
+  cfg.direct_io = direct_io;
   cfg.queue_depth = o.queue_depth;
   cfg.prefetch = o.prefetch;
   cfg.cache.n_slots = n_slots;

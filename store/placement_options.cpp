@@ -22,6 +22,15 @@ Result<LoadMode> parse_load_mode(const std::string& s) {
   return InvalidArgument("load mode '" + s + "' is not one of auto, resident, stream, mmap");
 }
 
+const char* expert_io_name(ExpertIo m) {
+  switch (m) {
+    case ExpertIo::kAuto: return "auto";
+    case ExpertIo::kDirect: return "direct";
+    case ExpertIo::kBuffered: return "buffered";
+  }
+  return "?";
+}
+
 const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::kLru ? "lru" : "lfu"; }
 
 Result<CachePolicy> parse_cache_policy(const std::string& s) {

@@ -39,6 +39,17 @@ struct ExpertKey {
   bool operator==(const ExpertKey& o) const { return layer == o.layer && expert == o.expert; }
 };
 
+// How stream mode reads routed experts from the shards.
+//   kAuto      O_DIRECT when every shard's file system accepts an aligned O_DIRECT read, else buffered;
+//   kDirect    O_DIRECT (no page-cache copy, reads aligned to 4 KiB); an error where unsupported;
+//   kBuffered  through the page cache.
+// O_DIRECT is the default because the buffered path costs CPU the forward pass needs: copying each
+// expert out of the page cache and zeroing the pages it evicts (docs/performance.md, the 45 GB
+// checkpoint: prefill +26-30%, decode +9-10% with O_DIRECT on a 2-vCPU machine).
+enum class ExpertIo { kAuto, kDirect, kBuffered };
+// "auto", "direct", "buffered".
+const char* expert_io_name(ExpertIo m);
+
 // How Engram's per-row scale tensors (8 bytes per 256-byte row) are kept.
 enum class EngramScales { kAuto, kResident, kDisk };
 
@@ -50,9 +61,9 @@ struct PlacementOptions {
   // activations and the rest of the system, and at least margin_min_bytes.
   double margin_fraction = 0.10;
   uint64_t margin_min_bytes = 1ull << 30;
-  // Read experts with O_DIRECT (no page-cache copy; reads aligned to 4 KiB). Engram rows always go
-  // through the page cache with readahead off (see tiered_store.h).
-  bool direct_io = false;
+  // Expert reads in stream mode (see ExpertIo). Engram rows always go through the page cache with
+  // readahead off (see tiered_store.h).
+  ExpertIo expert_io = ExpertIo::kAuto;
   // io_uring queue depth (reads in flight).
   int queue_depth = 64;
   // Split expert reads into requests of this many bytes (several in flight per expert).

@@ -66,7 +66,9 @@ std::string utc_now() {
 }
 
 // Prompt of exactly `n` tokens: the text's tokens repeated, or seeded ids of ordinary tokens.
-std::vector<int32_t> make_prompt(const std::vector<int32_t>& text_ids, int64_t n, uint64_t seed, int32_t id_limit) {
+}  // namespace
+
+std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t n, uint64_t seed, int32_t id_limit) {
   std::vector<int32_t> p(static_cast<size_t>(n));
   if (!text_ids.empty()) {
     for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = text_ids[static_cast<size_t>(i) % text_ids.size()];
@@ -83,6 +85,8 @@ std::vector<int32_t> make_prompt(const std::vector<int32_t>& text_ids, int64_t n
   return p;
 }
 
+namespace {
+
 struct Loaded {
   std::unique_ptr<model::Model> model;
   double seconds = 0;
@@ -95,7 +99,7 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
   mo.logger = o.logger;
   STRATA_ASSIGN_OR_RETURN(mo.placement.mode, store::parse_load_mode(o.load_mode));
   mo.placement.ram_budget_bytes = o.ram_budget;
-  mo.placement.direct_io = o.direct_io;
+  mo.placement.expert_io = o.expert_io;
   mo.progress = o.progress;
   Loaded l;
   const uint64_t r0 = os_read_bytes();
@@ -107,6 +111,8 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
 }
 
 // One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
+}  // namespace
+
 Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
                           const ProgressFn& progress) {
   BenchRun r;
@@ -168,6 +174,8 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   r.prefetch_used = st.prefetch_used;
   return r;
 }
+
+namespace {
 
 BenchPoint summarize(int64_t prompt, bool cold, std::vector<BenchRun> runs) {
   BenchPoint p;
@@ -282,7 +290,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                            " exceeds the model's context of " + std::to_string(cfg.max_position_embeddings));
   const int32_t id_limit = std::min<int32_t>(tok.model_vocab_size(), static_cast<int32_t>(cfg.vocab_size));
   std::vector<std::vector<int32_t>> prompt_ids;
-  for (size_t i = 0; i < prompts.size(); ++i) prompt_ids.push_back(make_prompt(text_ids, prompts[i], o.seed + i, id_limit));
+  for (size_t i = 0; i < prompts.size(); ++i) prompt_ids.push_back(bench_prompt(text_ids, prompts[i], o.seed + i, id_limit));
 
   const uint64_t total_runs = (o.cold != "none" ? prompts.size() : 0) + prompts.size() * static_cast<uint64_t>(o.warmup + o.reps);
   uint64_t runs_done = 0;
@@ -361,7 +369,7 @@ std::string BenchReport::to_json() const {
                      {"n_shards", checkpoint.n_shards}};
   j["options"] = {{"prompts", options.prompts}, {"gen", options.gen},           {"reps", options.reps},
                   {"warmup", options.warmup},   {"threads", options.threads},   {"prefill_chunk", options.prefill_chunk},
-                  {"load_mode", options.load_mode}, {"ram_budget", options.ram_budget}, {"direct_io", options.direct_io},
+                  {"load_mode", options.load_mode}, {"ram_budget", options.ram_budget}, {"expert_io", store::expert_io_name(options.expert_io)},
                   {"cold", options.cold},     {"text_file", options.text_file},
                   {"seed", options.seed}};
   j["cold"] = {{"method", cold_method},

@@ -23,6 +23,11 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/status.h"
+#include "store/placement_options.h"
+
+namespace strata::model {
+class Model;
+}
 
 namespace strata::tools {
 
@@ -36,7 +41,7 @@ struct BenchOptions {
   int64_t prefill_chunk = 2048;      // tokens per prefill forward
   std::string load_mode = "resident";  // auto | resident | stream | mmap (store::PlacementOptions)
   uint64_t ram_budget = 0;           // store RAM budget in bytes; 0 = available minus the margin
-  bool direct_io = false;            // stream: expert reads with O_DIRECT
+  store::ExpertIo expert_io = store::ExpertIo::kAuto;  // stream: expert reads (store::PlacementOptions)
   std::string cold = "auto";         // auto | fadvise | drop-caches | copy | none (skip the cold run)
   std::string text_file;             // prompt text (tokenized and repeated); empty = random ids
   uint64_t seed = 0;                 // random prompt ids
@@ -130,6 +135,17 @@ struct BenchReport {
   std::string to_json() const;
   std::string to_text() const;
 };
+
+// `n` prompt ids: `text_ids` repeated to length, or (text_ids empty) ids drawn uniformly from
+// [100, id_limit) by a xorshift generator seeded with `seed` (the same ids on every machine).
+std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t n, uint64_t seed, int32_t id_limit);
+
+// One timed run on a loaded model: `prompt` prefilled in chunks of `chunk` tokens through a fresh
+// runtime::Session (logits of the last position only), the first token sampled greedily, then gen - 1
+// greedy decode steps; the counters of the store and the forward profile over the run. Errors: those
+// of Session::append (e.g. a prompt beyond the model's context).
+[[nodiscard]] Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
+                                        const ProgressFn& progress = {});
 
 // Runs the benchmark. Errors: bad options (kInvalidArgument), load failures, a prompt + gen beyond
 // the model's context (kInvalidArgument, before any run).

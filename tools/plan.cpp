@@ -86,10 +86,12 @@ IoModel io_model(const Plan& p) {
   const Placement& pl = p.placement;
   const DiskProfile& d = p.machine.disk;
   io.expert_hit_rate = pl.expert_hit_rate;
-  const bool direct = p.options.direct_io && d.direct_supported && pl.load_mode == "stream";
-  io.expert_read_gbps = p.options.disk_gbps > 0 ? p.options.disk_gbps : (direct ? d.seq_gbps_direct : d.seq_gbps_buffered);
+  io.expert_read_gbps = p.options.disk_gbps > 0   ? p.options.disk_gbps
+                        : pl.expert_direct_io ? d.seq_gbps_direct
+                                              : d.seq_gbps_buffered;
   io.engram_from_disk = !pl.engram_resident;
-  io.engram_iops = p.options.iops > 0 ? p.options.iops : (direct ? d.iops_qd32_direct : d.iops_qd32_buffered);
+  // Engram rows always go through the page cache, readahead off (store/engram_rows.h).
+  io.engram_iops = p.options.iops > 0 ? p.options.iops : d.iops_qd32_buffered;
   io.overlap = p.options.overlap_io && pl.load_mode == "stream";
   return io;
 }
@@ -230,6 +232,9 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   std::string mode = o.load_mode;
   if (mode == "auto") mode = f.text_bytes <= pl.budget_bytes ? "resident" : "stream";
   pl.load_mode = mode;
+  // As the store resolves ExpertIo::kAuto: O_DIRECT where the disk accepts it (open_store.cpp).
+  pl.expert_direct_io = mode == "stream" && o.expert_io != store::ExpertIo::kBuffered &&
+                        (o.expert_io == store::ExpertIo::kDirect || m.disk.direct_supported);
   if (mode == "resident") {
     pl.expert_slots = pl.total_experts;
     pl.expert_cache_bytes = f.routed_bytes;
@@ -284,7 +289,8 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
                          (o.expert_hit_rate >= 0 ? std::string("given hit rate")
                           : o.routing ? "routing of " + o.routing->source + ", " + std::to_string(o.routing->tokens) + " tokens"
                                       : std::string("uniform routing estimate")) + ", " +
-                         format_bytes(static_cast<double>(f.expert_bytes)) + " per expert)");
+                         format_bytes(static_cast<double>(f.expert_bytes)) + " per expert, " +
+                         (pl.expert_direct_io ? "O_DIRECT" : "through the page cache") + ")");
   if (pl.engram_bytes > 0 && !pl.engram_resident)
     pl.streams.push_back("Engram rows: " + std::to_string(f.engram_rows_per_token) + " per token, " +
                          std::to_string(f.engram_row_bytes) + " B each, 4 KiB reads through the page cache");
@@ -393,6 +399,12 @@ std::string plan_text(const Plan& p) {
     << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
     << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
     << "\n";
+  if (r.glue_ns_prefill > 0 || r.glue_ns_decode > 0)
+    o << "  engine glue (measured by strata probe): " << fmt("%.1f", r.glue_ns_prefill) << " ns prefill, "
+      << fmt("%.1f", r.glue_ns_decode) << " ns decode per token, layer and dim value\n";
+  else
+    o << "  engine glue: not measured (" << (m.engine_note.empty() ? "profile without it" : m.engine_note)
+      << "): predictions are optimistic on small models\n";
   if (m.disk.measured)
     o << "  disk " << m.disk.dir << ": sequential " << fmt("%.2f", m.disk.seq_gbps_direct) << " GB/s O_DIRECT, "
       << fmt("%.2f", m.disk.seq_gbps_buffered) << " GB/s buffered, " << fmt("%.2f", m.disk.seq_gbps_pread)

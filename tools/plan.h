@@ -26,6 +26,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "store/placement_options.h"
 #include "tools/plan_cost.h"
 #include "tools/plan_sizes.h"
 #include "tools/probe.h"
@@ -62,7 +63,8 @@ struct PlanOptions {
   const RoutingCounts* routing = nullptr;  // measured routing (strata plan --hot); may be null
   double disk_gbps = 0;             // > 0 overrides the probed sequential read GB/s
   double iops = 0;                  // > 0 overrides the probed 4 KiB random-read IOPS at depth 32
-  bool direct_io = false;           // streamed expert reads use O_DIRECT (--direct-io; the store's default)
+  // Streamed expert reads: kAuto (the store's default) = O_DIRECT when the probed disk takes it.
+  store::ExpertIo expert_io = store::ExpertIo::kAuto;
   bool overlap_io = true;           // the tiered store prefetches a layer ahead (I/O under compute)
 
   [[nodiscard]] Status validate() const;
@@ -84,6 +86,7 @@ struct Placement {
   int pinned_layers = 0;         // suggested --pin-layers 0..pinned_layers-1 (whole layers that fit)
   double expert_hit_rate = 1;
   bool engram_resident = false;  // Engram tables in RAM (resident mode) rather than read per use
+  bool expert_direct_io = false; // stream: expert misses read with O_DIRECT (else through the page cache)
   uint64_t engram_bytes = 0;
   uint64_t vram_bytes = 0;       // reported, unused (no GPU backend)
   int64_t context = 0;

@@ -156,6 +156,9 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
                         c.n_routed_experts + c.n_activated_experts * (2.0 * c.dim + 3.0 * c.moe_inter_dim) +
                         3.0 * c.moe_inter_dim + c.dim;
   if (m.alloc_gbps > 0) t["activation buffers"] += tokens_layers * floats * 4.0 / (m.alloc_gbps * 1e9);
+  // Everything else the forward pass does, measured by the probe's engine run (tools/probe_engine.cpp).
+  const double glue_ns = many ? r.glue_ns_prefill : r.glue_ns_decode;
+  if (glue_ns > 0) t["engine glue"] += tokens_layers * static_cast<double>(c.dim) * glue_ns * 1e-9;
   t["call overhead"] += overhead;
   for (const auto& [name, s] : t) cost->add(name, s);
 

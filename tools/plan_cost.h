@@ -14,12 +14,17 @@
 //                kernels::index_scores rate, plus a per key-dimension cost (keys laid out in lanes),
 //                the decode of the packed keys once per chunk, and top-k selection at its
 //                measured ns per score
-//   expert I/O   routed expert misses x expert bytes / the disk's sequential read GB/s
+//   elementwise  mHC sublayers, SwiGLU and activation buffers per token and layer at probed rates
+//   engine glue  tokens x layers x dim x the probe's measured glue (tools/probe_engine.cpp): the
+//                forward pass's time beyond every other term on a small synthetic checkpoint
+//                (routing, gathers, norms, RoPE, query quantisation, copies, in-situ kernel losses)
+//   expert I/O   routed expert misses x expert bytes / the disk's sequential read GB/s (O_DIRECT
+//                or buffered, as the store reads them)
 //   Engram I/O   rows from disk / 4 KiB random-read IOPS at queue depth 32 (rows of a token or chunk
 //                are known before the first layer and issued together)
 // Compute terms add up; I/O adds to them, or overlaps them when the store prefetches (IoModel::overlap).
-// What is not modelled: norms, RoPE, mHC mixing outside its projection, sampling, allocation — the
-// residual the bench comparison in docs/performance.md shows.
+// What is not modelled one by one (norms, RoPE, routing, copies, sampling) is inside the engine glue;
+// the bench comparison in docs/performance.md shows what is left.
 // Source: ARCHITECTURE.md §Attention, §MoE, §Memory math; model/moe.cpp, model/attention.cpp.
 #pragma once
 

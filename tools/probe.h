@@ -69,6 +69,12 @@ struct ThreadRates {
   double sublayer_ns_prefill = 0, sublayer_ns_decode = 0;
   // kernels::swiglu: ns per hidden value at n = 64 rows.
   double swiglu_ns = 0;
+  // The engine's time outside every modelled term above (routing and expert-row gathers, norms,
+  // RoPE, query quantisation, copies, in-situ cache misses of the kernels), in ns per token, layer
+  // and model-dim value: strata's forward pass run on a small synthetic checkpoint (synth preset
+  // "probe", dim 256: not the demo), its measured prefill / decode time less the plan's prediction
+  // for that checkpoint, clamped at 0 (tools/probe_engine.cpp). 0 when not measured.
+  double glue_ns_prefill = 0, glue_ns_decode = 0;
 };
 
 // A directory's storage, read through a temporary file of `file_bytes`.
@@ -94,8 +100,9 @@ struct GpuInfo {
 
 struct MachineProfile {
   // 3: + the bf16_any kernel; 4: call_us on cold small weights, small-weight matmul, indexer per-key
-  // and key-decode costs (an older profile is measured again by strata plan / bench).
-  static constexpr const char* kFormat = "strata-probe/4";
+  // and key-decode costs; 5: the engine glue (an older profile is measured again by strata plan /
+  // bench).
+  static constexpr const char* kFormat = "strata-probe/5";
   std::string date;          // when measured, ISO 8601 UTC ("2026-11-29T19:30:00Z")
   std::string hostname, cpu_model, simd, kernel_level;
   int logical_cores = 0, physical_cores = 0;
@@ -107,6 +114,7 @@ struct MachineProfile {
   // does for its per-layer activations): GB/s of zero-filled bytes, one thread.
   double alloc_gbps = 0;
   DiskProfile disk;
+  std::string engine_note;     // why the engine glue was not measured ("" when it was, or not asked)
   std::vector<GpuInfo> gpus;   // empty: no GPU (nvidia-smi absent or found none)
 
   // The rates measured at the largest thread count <= `t` (threads[0] when t < 1).
@@ -131,6 +139,10 @@ struct ProbeOptions {
   int rounds = 3;
   double disk_seconds = 1.0;        // cap of each random-read test
   bool kernels = true;              // kernel, attention and top-k rates (the slow part)
+  // With `kernels`: run the engine on a synthetic checkpoint written to a temporary directory
+  // (~0.2 GB under `engine_dir`; empty = the system's temporary directory) for the glue terms.
+  bool engine = true;
+  std::string engine_dir;
   ProgressFn progress;              // task "probe", unit "steps"
   const Logger* logger = nullptr;
 
@@ -146,6 +158,13 @@ struct ProbeOptions {
 uint64_t read_meminfo_field(const std::string& meminfo_text, const std::string& field);  // bytes; 0 if absent
 std::vector<GpuInfo> parse_nvidia_smi(const std::string& csv);  // "name, total MiB, free MiB" lines
 std::vector<GpuInfo> detect_gpus();                              // runs nvidia-smi if present
+// Sets glue_ns_prefill / glue_ns_decode of every entry of m->threads (whose other rates must be
+// measured): writes the synth preset "probe" to a temporary directory under `dir`, loads it resident
+// at each thread count, times a `prompt`-token prefill and `gen` decode steps (median of `reps`
+// after one warm-up), and subtracts the plan's compute prediction (prefill_cost / decode_token_cost).
+// The directory is removed afterwards. Errors: the directory not writable, a synth or load failure.
+[[nodiscard]] Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t prompt, int64_t gen,
+                                         int reps);
 [[nodiscard]] Result<DiskProfile> measure_disk(const std::string& dir, uint64_t file_bytes, double seconds,
                                                const Logger* logger);
 

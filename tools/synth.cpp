@@ -180,8 +180,8 @@ Status clear_previous_output(const std::string& dir) {
 }  // namespace
 
 Status SynthOptions::validate() const {
-  if (preset != "tiny" && preset != "demo" && preset != "full" && preset != "scaled")
-    return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, scaled or full)");
+  if (preset != "tiny" && preset != "demo" && preset != "probe" && preset != "full" && preset != "scaled")
+    return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, probe, scaled or full)");
   if (!(target_gb >= 0) || !std::isfinite(target_gb) || target_gb > 100000)
     return InvalidArgument("target_gb " + std::to_string(target_gb) + " must be a size in GB in (0, 100000]");
   if (preset == "scaled" && target_gb <= 0) return InvalidArgument("preset 'scaled' needs --target-gb (size in GB)");

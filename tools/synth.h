@@ -41,7 +41,8 @@ inline constexpr int64_t kV41CompressedVocabSize = 99092;
 
 // What to synthesize. Defaults give the demo checkpoint.
 struct SynthOptions {
-  // "tiny" (tests: every layer role, ~40 MB), "demo" (README: 16 layers, dim 512, ~0.5 GB),
+  // "tiny" (tests: every layer role, ~40 MB), "demo" (README: 16 layers, dim 512, ~0.5 GB), "probe"
+  // (the demo's layout at dim 256, ~0.2 GB: strata probe's engine calibration),
   // "full" (the released shape, ~475 GiB), "scaled" (the full 40-layer layout sized by target_gb).
   std::string preset = "demo";
   // Output directory; created if missing. Existing *.safetensors, the index and leftover temporary

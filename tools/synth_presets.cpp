@@ -225,16 +225,26 @@ std::vector<int64_t> engram_num_embeddings(int n_engram_layers, int max_ngram_si
   return sums;
 }
 
+// `strata probe`'s engine calibration (tools/probe_engine.cpp): the demo's layer layout at half its
+// width (dim 256), so the residual it measures is not fitted on the demo checkpoint it is checked on.
+model::ModelConfig probe_config() {
+  model::ModelConfig c = geometry_at(demo_config(), 256);
+  c.engram_vocab_size = 2000;
+  return c;
+}
+
 Result<model::ModelConfig> preset_config(const std::string& preset, int64_t compressed_vocab) {
   model::ModelConfig c;
   if (preset == "tiny")
     c = tiny_config();
   else if (preset == "demo")
     c = demo_config();
+  else if (preset == "probe")
+    c = probe_config();
   else if (preset == "full" || preset == "scaled")
     c = full_config();
   else
-    return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, scaled or full)");
+    return InvalidArgument("unknown preset '" + preset + "' (expected tiny, demo, probe, scaled or full)");
   c.engram_compressed_vocab_size = compressed_vocab;
   set_engram_rows(&c);
   return c;

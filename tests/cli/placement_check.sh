@@ -118,6 +118,8 @@ expect_error "missing hot file" "$tmp/none.json" -- "${run_flags[@]}" --hot "$tm
 echo '{"experts": [[0, 1' > "$tmp/badhot.json"
 expect_error "corrupt hot file" "badhot.json" -- "${run_flags[@]}" --hot "$tmp/badhot.json"
 expect_error "hot with resident" "apply to --load-mode stream" -- "${run_flags[@]}" --load-mode resident --pin-layers 0-1
+expect_error "buffered-io with resident" "apply to --load-mode stream" -- "${run_flags[@]}" --load-mode resident --buffered-io
+expect_error "direct-io and buffered-io together" "excludes" -- "${run_flags[@]}" --load-mode stream --direct-io --buffered-io
 expect_error "resident over the budget" "run it with --load-mode stream" -- "${run_flags[@]}" --load-mode resident --ram-budget 64K
 expect_error "calibrate missing text" "$tmp/none.txt" -- "$strata" calibrate -m "$ck" -f "$tmp/none.txt" --out "$tmp/h.json"
 exit $fail

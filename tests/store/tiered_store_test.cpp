@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "io/checkpoint.h"
+#include "io/file.h"
 #include "runtime/sampler.h"
 #include "store/expert_catalog.h"
 #include "store/open_store.h"
@@ -183,10 +184,31 @@ TEST_F(TieredTiny, BitIdenticalWhenEveryLayerEvicts) {
   lru.prefetch = false;
   expect_identical(lru, "stream, minimum budget, LRU, no prefetch");
   PlacementOptions direct = stream(min + 8 * 4096);
-  direct.direct_io = true;
+  direct.expert_io = ExpertIo::kDirect;
   direct.queue_depth = 2;
   direct.read_chunk_bytes = 4096;
   expect_identical(direct, "stream, O_DIRECT, depth 2, 4 KiB requests");
+  PlacementOptions buffered = stream(min);
+  buffered.expert_io = ExpertIo::kBuffered;
+  expect_identical(buffered, "stream, minimum budget, buffered expert reads");
+}
+
+// The default expert I/O is O_DIRECT exactly when the shards' file system takes an O_DIRECT read;
+// --buffered-io and --direct-io override it.
+TEST_F(TieredTiny, AutoExpertIoFollowsTheFileSystem) {
+  auto direct_ok = io::direct_read_works(ckpt() + "/model.safetensors");
+  ASSERT_TRUE(direct_ok.ok()) << direct_ok.error().to_string();
+  for (ExpertIo mode : {ExpertIo::kAuto, ExpertIo::kBuffered, ExpertIo::kDirect}) {
+    if (mode == ExpertIo::kDirect && !*direct_ok) continue;
+    PlacementOptions p = stream();
+    p.expert_io = mode;
+    auto loaded = load_with(p);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
+    const std::string d = (*loaded)->store().describe();
+    const bool want_direct = mode == ExpertIo::kDirect || (mode == ExpertIo::kAuto && *direct_ok);
+    EXPECT_EQ(d.find("O_DIRECT") != std::string::npos, want_direct) << expert_io_name(mode) << ": " << d;
+    EXPECT_EQ(d.find("buffered") != std::string::npos, !want_direct) << expert_io_name(mode) << ": " << d;
+  }
 }
 
 TEST_F(TieredTiny, BudgetBelowOneTokensWorkingSetIsRefused) {

@@ -265,6 +265,54 @@ TEST_F(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
   EXPECT_LT(replay.compute_s, 0.6 * c.compute_s) << "replay skips the decoder for all but 128 tokens";
 }
 
+TEST_F(PlanCost, EngineGlueScalesWithTokensLayersAndDim) {
+  MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
+  IoModel io;
+  auto glue = [](const Cost& c) {
+    for (const CostTerm& t : c.terms)
+      if (t.name == "engine glue") return t.seconds;
+    return -1.0;
+  };
+  EXPECT_EQ(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io)), -1.0) << "no term when not measured";
+  m.threads[0].glue_ns_prefill = 2;
+  m.threads[0].glue_ns_decode = 3;
+  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io)), 2048.0 * 40 * 5120 * 2e-9, 1e-9);
+  // Replay: every token through the 20 encoder layers, the last 128 through the 20 decoder layers.
+  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, true, io)), (2048.0 * 20 + 128.0 * 20) * 5120 * 2e-9,
+              1e-9);
+  EXPECT_NEAR(glue(decode_token_cost(l.config, *f, m, 1, 1000, io)), 40.0 * 5120 * 3e-9, 1e-12);
+}
+
+TEST(Plan, StreamedExpertReadsFollowTheExpertIoMode) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  MachineProfile m = fake_machine(20.0, 200.0, 64ull << 30, 4);
+  m.disk.seq_gbps_direct = 4.0;  // buffered stays 2.0
+  PlanOptions o;
+  o.ram_bytes = 64ull << 30;
+  o.prompts = {512};
+  auto io_s = [&](store::ExpertIo mode, bool direct_supported, bool* direct) {
+    m.disk.direct_supported = direct_supported;
+    o.expert_io = mode;
+    auto p = make_plan(l.config, l.vision, m, o, kRealConfig);
+    EXPECT_TRUE(p.ok());
+    *direct = p->placement.expert_direct_io;
+    for (const CostTerm& t : p->speeds.at(0).decode.terms)
+      if (t.name == "expert reads") return t.seconds;
+    return -1.0;
+  };
+  bool direct = false;
+  const double buffered = io_s(store::ExpertIo::kBuffered, true, &direct);
+  EXPECT_FALSE(direct);
+  const double automatic = io_s(store::ExpertIo::kAuto, true, &direct);
+  EXPECT_TRUE(direct);
+  EXPECT_NEAR(automatic, buffered / 2, 1e-3 * buffered) << "O_DIRECT reads at 4 GB/s instead of 2";
+  io_s(store::ExpertIo::kAuto, false, &direct);
+  EXPECT_FALSE(direct) << "auto falls back to buffered where O_DIRECT is refused";
+  io_s(store::ExpertIo::kDirect, false, &direct);
+  EXPECT_TRUE(direct);
+}
+
 TEST(Plan, PlacementForGivenRam) {
   STRATA_REQUIRE_FIXTURE(kRealConfig);
   const Loaded l = load_config(kRealConfig);

@@ -39,6 +39,8 @@ MachineProfile sample_profile() {
     }
     r.attn_gflops = 5.0 * t;
     r.index_gflops = 6.0 * t;
+    r.glue_ns_prefill = 40.0 + t;
+    r.glue_ns_decode = 70.0 + t;
     p.threads.push_back(r);
   }
   p.topk_ns_per_elem = 3.25;
@@ -196,6 +198,45 @@ TEST(Probe, DiskMeasurementInATempDir) {
   for (auto& e : std::filesystem::directory_iterator(dir.path())) n += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(n, 0u);
   EXPECT_FALSE(measure_disk(dir.file("missing"), 16ull << 20, 0.05, nullptr).ok());
+}
+
+// The engine glue is the measured forward time less the plan's prediction: positive when the
+// profile claims kernels that cost nothing, clamped to 0 when it claims kernels slower than the
+// engine runs. The synthetic checkpoint goes to a temporary directory that is removed afterwards.
+TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
+  testing::TempDir dir;
+  MachineProfile fast = sample_profile();
+  fast.threads.resize(1);
+  ThreadRates& r = fast.threads[0];
+  for (KernelRates& k : r.kernels) {
+    k.matvec_gbps.fill(1e6);
+    k.matmul_gflops.fill(1e6);
+    k.matmul_small_gflops.fill(1e6);
+    k.call_us = 0;
+  }
+  r.attn_gflops = r.index_gflops = 1e6;
+  r.glue_ns_prefill = r.glue_ns_decode = 123;  // replaced, not added to
+  fast.topk_ns_per_elem = 0;
+  fast.alloc_gbps = 0;
+  ASSERT_TRUE(measure_engine_glue(&fast, dir.path(), 64, 4, 1).ok());
+  EXPECT_GT(fast.threads[0].glue_ns_prefill, 0);
+  EXPECT_GT(fast.threads[0].glue_ns_decode, 0);
+  EXPECT_TRUE(std::isfinite(fast.threads[0].glue_ns_prefill));
+  EXPECT_NE(fast.threads[0].glue_ns_prefill, 123);
+
+  MachineProfile slow = fast;
+  for (KernelRates& k : slow.threads[0].kernels) {
+    k.matvec_gbps.fill(1e-6);
+    k.matmul_gflops.fill(1e-6);
+    k.matmul_small_gflops.fill(1e-6);
+  }
+  ASSERT_TRUE(measure_engine_glue(&slow, dir.path(), 64, 4, 1).ok());
+  EXPECT_EQ(slow.threads[0].glue_ns_prefill, 0);
+  EXPECT_EQ(slow.threads[0].glue_ns_decode, 0);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the synthetic checkpoint is removed";
+
+  EXPECT_FALSE(measure_engine_glue(&slow, dir.path() + "/missing", 64, 4, 1).ok());
+  EXPECT_EQ(measure_engine_glue(&slow, dir.path(), 64, 1, 1).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

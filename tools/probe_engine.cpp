@@ -1,0 +1,113 @@
+// The probe's engine calibration: what strata's forward pass costs beyond the terms `strata plan`
+// models from kernel rates (tools/plan_cost.h). The plan adds it back as "engine glue", scaled by
+// tokens x layers x dim (tools/probe.h, ThreadRates::glue_ns_*).
+//
+// Why a measurement and not more terms: on small models a prefill token spends a good part of its
+// time in many small pieces (routing and expert-row gathers, norms, RoPE, query quantisation,
+// copies, kernels slower in the forward pass than in isolation because the data between them is
+// cold). They are measured together on a synthetic checkpoint of a shape the plan is not checked on
+// (synth preset "probe": the demo's layout at dim 256), and scaled by dim because most of them touch
+// every value of a token's hidden state.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/model.h"
+#include "tools/bench.h"
+#include "tools/plan_cost.h"
+#include "tools/plan_sizes.h"
+#include "tools/probe.h"
+#include "tools/synth.h"
+
+namespace strata::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A directory made by mkdtemp, removed with its contents when this goes out of scope.
+class TempDir {
+ public:
+  static Result<TempDir> make(const std::string& parent) {
+    std::string tmpl = (fs::path(parent) / "strata-probe-engine-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return IOError(parent + ": cannot create a temporary directory for the engine probe", errno);
+    return TempDir(tmpl);
+  }
+  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string p) : path_(std::move(p)) {}
+  std::string path_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t prompt, int64_t gen, int reps) {
+  if (prompt < 1 || gen < 2 || reps < 1)
+    return InvalidArgument("engine probe: prompt >= 1, gen >= 2 and reps >= 1 expected");
+  const std::string parent = dir.empty() ? fs::temp_directory_path().string() : dir;
+  STRATA_ASSIGN_OR_RETURN(TempDir tmp, TempDir::make(parent));
+  SynthOptions so;
+  so.preset = "probe";
+  so.out_dir = tmp.path();
+  so.seed = 1;
+  so.max_shard_bytes = 0;
+  so.fsync = false;
+  STRATA_ASSIGN_OR_RETURN(SynthReport report, synth_checkpoint(so));
+  const model::ModelConfig& c = report.plan.config;
+  STRATA_ASSIGN_OR_RETURN(ModelFootprint f, model_footprint(c));
+
+  // No tokenizer is written: any map onto the config's class count exercises the same Engram work.
+  model::CompressedVocabMap vocab;
+  vocab.n_classes = static_cast<uint32_t>(c.engram_compressed_vocab_size);
+  vocab.map.resize(static_cast<size_t>(c.vocab_size));
+  for (size_t i = 0; i < vocab.map.size(); ++i) vocab.map[i] = static_cast<uint32_t>(i % vocab.n_classes);
+  const std::vector<int32_t> ids = bench_prompt({}, prompt, 1, static_cast<int32_t>(c.vocab_size));
+
+  const double token_layer_dims = static_cast<double>(c.n_layers) * static_cast<double>(c.dim);
+  for (ThreadRates& r : m->threads) {
+    // The prediction the glue completes: every other term, without glue.
+    r.glue_ns_prefill = r.glue_ns_decode = 0;
+    model::ModelOptions mo;
+    mo.n_threads = r.threads;
+    mo.placement.mode = store::LoadMode::kResident;
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::load(tmp.path(), vocab, mo));
+    STRATA_RETURN_IF_ERROR(run_once(*model, ids, gen, prompt).status());  // warm-up
+    std::vector<double> prefill_s, decode_s;
+    for (int i = 0; i < reps; ++i) {
+      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*model, ids, gen, prompt));
+      prefill_s.push_back(run.prefill_s);
+      decode_s.push_back(run.decode_s / static_cast<double>(gen - 1));
+    }
+    const IoModel resident;
+    const Cost pre = prefill_cost(c, f, *m, r.threads, prompt, prompt, false, resident);
+    const Cost dec = decode_token_cost(c, f, *m, r.threads, prompt + gen / 2, resident);
+    r.glue_ns_prefill =
+        std::max(0.0, median(prefill_s) - pre.total_s) * 1e9 / (static_cast<double>(prompt) * token_layer_dims);
+    r.glue_ns_decode = std::max(0.0, median(decode_s) - dec.total_s) * 1e9 / token_layer_dims;
+  }
+  return Status();
+}
+
+}  // namespace strata::tools
