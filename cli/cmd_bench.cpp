@@ -59,6 +59,9 @@ Status write_text(const std::string& path, const std::string& text) {
 int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
   if (!o.prompts.empty()) b.prompts = o.prompts;
+  if ((o.direct_io || o.buffered_io) && b.load_mode != "stream" && b.load_mode != "auto")
+    return fail(InvalidArgument(std::string(o.direct_io ? "--direct-io" : "--buffered-io") +
+                                " applies to --load-mode stream, not " + b.load_mode));
   b.expert_io = o.direct_io     ? store::ExpertIo::kDirect
                 : o.buffered_io ? store::ExpertIo::kBuffered
                                 : store::ExpertIo::kAuto;
@@ -87,8 +90,8 @@ int run_bench_cmd(BenchCliOptions& o) {
   if (!o.no_plan) {
     auto machine = tools::MachineProfile::load(o.probe);
     if (!machine.ok()) {
-      std::fprintf(stderr, "strata: note: no machine profile at %s (run strata probe -m %s): no predictions\n",
-                   o.probe.c_str(), b.model_dir.c_str());
+      std::fprintf(stderr, "strata: note: no predictions: %s (run strata probe -m %s)\n",
+                   machine.error().to_string().c_str(), b.model_dir.c_str());
     } else {
       const std::string cfg_path = (std::filesystem::path(b.model_dir) / "config.json").string();
       auto text = io::read_file_to_string(cfg_path, 16u << 20);

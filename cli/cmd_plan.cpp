@@ -49,6 +49,9 @@ int run_plan(PlanCliOptions& o) {
   if (o.prefill != "exact" && o.prefill != "replay")
     return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
   po.replay = o.prefill == "replay";
+  if ((o.direct_io || o.buffered_io) && po.load_mode != "stream" && po.load_mode != "auto")
+    return fail(InvalidArgument(std::string(o.direct_io ? "--direct-io" : "--buffered-io") +
+                                " applies to --load-mode stream, not " + po.load_mode));
   po.expert_io = o.direct_io     ? store::ExpertIo::kDirect
                  : o.buffered_io ? store::ExpertIo::kBuffered
                                  : store::ExpertIo::kAuto;

@@ -1,4 +1,5 @@
-// strata probe [-m DIR | --dir DIR] [--json] [--cache FILE] [--cached] [--no-disk] [--quick] [-t N]
+// strata probe [-m DIR | --dir DIR] [--json] [--cache FILE] [--cached] [--no-disk] [--quick] [--no-engine]
+//   [--engine-dir DIR] [-t N]
 // Measures this machine (tools/probe.h): cores, SIMD, RAM, memory bandwidth and strata's kernel
 // rates per thread count, the disk under the model directory (sequential GB/s, 4 KiB IOPS at depth
 // 1 and 32, O_DIRECT and buffered) and GPUs; prints a summary (or the JSON) and saves the profile
@@ -24,7 +25,7 @@ struct ProbeCliOptions {
   tools::ProbeOptions probe;
   std::string model_dir, dir;
   std::string cache = default_probe_cache();
-  bool json = false, cached = false, no_disk = false, quick = false;
+  bool json = false, cached = false, no_disk = false, quick = false, no_engine = false;
   double disk_mib = 1024;
 };
 
@@ -92,6 +93,11 @@ Command register_probe(CLI::App& app) {
   app.add_flag("--quick", o->quick, "shorter measurements (noisier)");
   app.add_option("--disk-mib", o->disk_mib, "size of the temporary disk test file in MiB (default 1024)")
       ->check(in_range(16, 1 << 20));
+  app.add_flag("--no-engine", o->no_engine,
+               "skip the engine run (a ~0.2 GB synthetic checkpoint in a temporary directory) that measures the "
+               "engine glue; plan then leaves the glue out");
+  app.add_option("--engine-dir", o->probe.engine_dir,
+                 "where the engine run writes its temporary checkpoint (default: $TMPDIR or /tmp)");
   app.add_option("-t,--threads", o->probe.max_threads, "most threads to measure (default: every logical core)")
       ->check(in_range(0, ThreadPool::kMaxThreads));
   return [o]() -> int {
@@ -106,6 +112,7 @@ Command register_probe(CLI::App& app) {
     tools::ProbeOptions& po = o->probe;
     if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? o->model_dir : ".";
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);
+    po.engine = !o->no_engine;
     if (o->quick) {
       po.seconds_per_test = 0.08;
       po.rounds = 1;

@@ -24,10 +24,15 @@ uint64_t engram_table_bytes(const io::Checkpoint& ck) {
 
 // Resolves ExpertIo::kAuto: O_DIRECT only when every shard takes it (one shard on a file system
 // without it would fail every read of its experts).
+// kDirect checks the same up front, so a file system that takes the O_DIRECT open but refuses the
+// read fails at load with its name rather than at the first expert read.
 Result<bool> use_direct_io(const io::Checkpoint& ck, ExpertIo mode) {
-  if (mode != ExpertIo::kAuto) return mode == ExpertIo::kDirect;
+  if (mode == ExpertIo::kBuffered) return false;
   for (int i = 0; i < ck.n_shards(); ++i) {
-    STRATA_ASSIGN_OR_RETURN(bool ok, io::direct_read_works(ck.shard(i).path()));
+    const std::string& path = ck.shard(i).path();
+    STRATA_ASSIGN_OR_RETURN(bool ok, io::direct_read_works(path));
+    if (!ok && mode == ExpertIo::kDirect)
+      return NotSupported(path + ": the file system refuses O_DIRECT reads (--direct-io); use --buffered-io");
     if (!ok) return false;
   }
   return true;

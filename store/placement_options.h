@@ -45,7 +45,8 @@ struct ExpertKey {
 //   kBuffered  through the page cache.
 // O_DIRECT is the default because the buffered path costs CPU the forward pass needs: copying each
 // expert out of the page cache and zeroing the pages it evicts (docs/performance.md, the 45 GB
-// checkpoint: prefill +26-30%, decode +9-10% with O_DIRECT on a 2-vCPU machine).
+// checkpoint: prefill +20-30%, decode +9-13% with O_DIRECT on a 2-vCPU machine). kBuffered wins
+// only when the whole checkpoint stays in the page cache beside the expert cache.
 enum class ExpertIo { kAuto, kDirect, kBuffered };
 // "auto", "direct", "buffered".
 const char* expert_io_name(ExpertIo m);

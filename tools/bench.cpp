@@ -65,9 +65,9 @@ std::string utc_now() {
   return buf;
 }
 
-// Prompt of exactly `n` tokens: the text's tokens repeated, or seeded ids of ordinary tokens.
 }  // namespace
 
+// Prompt of exactly `n` tokens: the text's tokens repeated, or seeded ids of ordinary tokens.
 std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t n, uint64_t seed, int32_t id_limit) {
   std::vector<int32_t> p(static_cast<size_t>(n));
   if (!text_ids.empty()) {
@@ -110,9 +110,9 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
   return l;
 }
 
-// One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
 }  // namespace
 
+// One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
 Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
                           const ProgressFn& progress) {
   BenchRun r;

@@ -251,7 +251,9 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
     pl.engram_ram_bytes = (scales_resident ? f.engram_scale_bytes : 0) +
                           (f.engram_table_bytes > 0 ? 65536ull * (f.engram_row_bytes + 16) : 0);
     const uint64_t fixed = pl.dense_bytes + pl.engram_ram_bytes;
-    const uint64_t slot = (f.expert_bytes + 4095) / 4096 * 4096;
+    // As ExpertCatalog sizes slots: 4 KiB multiples; an O_DIRECT read also starts at the 4 KiB
+    // boundary below the expert, one more block for an expert that does not start on one.
+    const uint64_t slot = (f.expert_bytes + 4095) / 4096 * 4096 + (pl.expert_direct_io ? 4096 : 0);
     const uint64_t left = pl.budget_bytes > fixed ? pl.budget_bytes - fixed : 0;
     pl.expert_slots = std::min<int64_t>(pl.total_experts, static_cast<int64_t>(left / slot));
     pl.expert_cache_bytes = static_cast<uint64_t>(pl.expert_slots) * slot;
@@ -399,12 +401,11 @@ std::string plan_text(const Plan& p) {
     << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
     << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
     << "\n";
-  if (r.glue_ns_prefill > 0 || r.glue_ns_decode > 0)
+  if (m.engine_note.empty())
     o << "  engine glue (measured by strata probe): " << fmt("%.1f", r.glue_ns_prefill) << " ns prefill, "
       << fmt("%.1f", r.glue_ns_decode) << " ns decode per token, layer and dim value\n";
   else
-    o << "  engine glue: not measured (" << (m.engine_note.empty() ? "profile without it" : m.engine_note)
-      << "): predictions are optimistic on small models\n";
+    o << "  " << m.engine_note << ": predictions are optimistic on small models\n";
   if (m.disk.measured)
     o << "  disk " << m.disk.dir << ": sequential " << fmt("%.2f", m.disk.seq_gbps_direct) << " GB/s O_DIRECT, "
       << fmt("%.2f", m.disk.seq_gbps_buffered) << " GB/s buffered, " << fmt("%.2f", m.disk.seq_gbps_pread)
@@ -526,6 +527,7 @@ std::string plan_json(const Plan& p) {
   pj["total_experts"] = pl.total_experts;
   pj["pinned_layers"] = pl.pinned_layers;
   pj["expert_hit_rate"] = pl.expert_hit_rate;
+  pj["expert_direct_io"] = pl.expert_direct_io;
   pj["engram_resident"] = pl.engram_resident;
   pj["vram_bytes"] = pl.vram_bytes;
   pj["streams"] = pl.streams;

@@ -568,6 +568,9 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
     STRATA_RETURN_IF_ERROR(get_field(t, "swiglu_ns", w, &r.swiglu_ns));
     STRATA_RETURN_IF_ERROR(get_field(t, "glue_ns_prefill", w, &r.glue_ns_prefill));
     STRATA_RETURN_IF_ERROR(get_field(t, "glue_ns_decode", w, &r.glue_ns_decode));
+    for (auto [name, v] : {std::pair{"glue_ns_prefill", r.glue_ns_prefill}, std::pair{"glue_ns_decode", r.glue_ns_decode}})
+      if (!(v >= 0 && v < 1e9))
+        return InvalidArgument(w + ": '" + name + "' is " + std::to_string(v) + ", expected ns in [0, 1e9)");
     auto ks = t.find("kernels");
     if (ks == t.end() || !ks->is_object()) return InvalidArgument(w + ": missing field 'kernels'");
     for (int k = 0; k < kLinearKinds; ++k) {
@@ -799,17 +802,19 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
     p.topk_ns_per_elem = measure_topk(o.seconds_per_test);
     p.alloc_gbps = measure_alloc(o.seconds_per_test);
     tick("top-k");
+    if (!o.engine) p.engine_note = "engine glue not measured (not asked)";
     if (o.engine) {
       // Last: the glue is what the rates above do not predict. A failure (e.g. no room for the
       // 0.2 GB checkpoint) leaves it 0 and says why, like a refused disk test.
       if (Status s = measure_engine_glue(&p, o.engine_dir, 512, 16, rounds); !s.ok()) {
         for (ThreadRates& r : p.threads) r.glue_ns_prefill = r.glue_ns_decode = 0;
-        p.engine_note = "engine glue not measured (predictions leave it out): " + s.to_string();
+        p.engine_note = "engine glue not measured (" + s.to_string() + ")";
         log_to(o.logger, LogLevel::kWarn, p.engine_note);
       }
       tick("engine");
     }
   }
+  if (!o.kernels) p.engine_note = "engine glue not measured (kernel rates not probed)";
   if (!o.disk_dir.empty()) {
     STRATA_ASSIGN_OR_RETURN(p.disk, measure_disk(o.disk_dir, o.disk_file_bytes, o.disk_seconds, o.logger));
     tick("disk");

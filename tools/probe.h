@@ -73,7 +73,8 @@ struct ThreadRates {
   // RoPE, query quantisation, copies, in-situ cache misses of the kernels), in ns per token, layer
   // and model-dim value: strata's forward pass run on a small synthetic checkpoint (synth preset
   // "probe", dim 256: not the demo), its measured prefill / decode time less the plan's prediction
-  // for that checkpoint, clamped at 0 (tools/probe_engine.cpp). 0 when not measured.
+  // for that checkpoint, both without the LM head, clamped at 0 (tools/probe_engine.cpp). 0 when
+  // not measured (MachineProfile::engine_note says why). Loading rejects negative or non-finite values.
   double glue_ns_prefill = 0, glue_ns_decode = 0;
 };
 
@@ -100,8 +101,8 @@ struct GpuInfo {
 
 struct MachineProfile {
   // 3: + the bf16_any kernel; 4: call_us on cold small weights, small-weight matmul, indexer per-key
-  // and key-decode costs; 5: the engine glue (an older profile is measured again by strata plan /
-  // bench).
+  // and key-decode costs; 5: the engine glue (strata plan measures again over an older profile;
+  // strata bench says why it cannot load one and predicts nothing).
   static constexpr const char* kFormat = "strata-probe/5";
   std::string date;          // when measured, ISO 8601 UTC ("2026-11-29T19:30:00Z")
   std::string hostname, cpu_model, simd, kernel_level;
@@ -159,10 +160,12 @@ uint64_t read_meminfo_field(const std::string& meminfo_text, const std::string& 
 std::vector<GpuInfo> parse_nvidia_smi(const std::string& csv);  // "name, total MiB, free MiB" lines
 std::vector<GpuInfo> detect_gpus();                              // runs nvidia-smi if present
 // Sets glue_ns_prefill / glue_ns_decode of every entry of m->threads (whose other rates must be
-// measured): writes the synth preset "probe" to a temporary directory under `dir`, loads it resident
-// at each thread count, times a `prompt`-token prefill and `gen` decode steps (median of `reps`
-// after one warm-up), and subtracts the plan's compute prediction (prefill_cost / decode_token_cost).
-// The directory is removed afterwards. Errors: the directory not writable, a synth or load failure.
+// measured): writes the synth preset "probe" (~0.2 GB) to a temporary directory under `dir` (empty:
+// the system's temporary directory), loads it resident at each thread count, times a `prompt`-token
+// prefill and `gen` decode steps (median of `reps` after one warm-up), and subtracts the plan's
+// compute prediction (prefill_cost / decode_token_cost), the LM head left out on both sides. The
+// directory is removed afterwards. Errors: no temporary directory, the directory not writable, a
+// synth or load failure (kIOError / kResourceExhausted naming it), bad arguments (kInvalidArgument).
 [[nodiscard]] Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t prompt, int64_t gen,
                                          int reps);
 [[nodiscard]] Result<DiskProfile> measure_disk(const std::string& dir, uint64_t file_bytes, double seconds,

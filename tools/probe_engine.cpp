@@ -56,6 +56,14 @@ class TempDir {
   std::string path_;
 };
 
+// A prediction's compute seconds less its LM head term.
+double without_head(const Cost& c) {
+  double s = c.compute_s;
+  for (const CostTerm& t : c.terms)
+    if (t.name == "LM head") s -= t.seconds;
+  return s;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -66,7 +74,12 @@ double median(std::vector<double> v) {
 Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t prompt, int64_t gen, int reps) {
   if (prompt < 1 || gen < 2 || reps < 1)
     return InvalidArgument("engine probe: prompt >= 1, gen >= 2 and reps >= 1 expected");
-  const std::string parent = dir.empty() ? fs::temp_directory_path().string() : dir;
+  std::string parent = dir;
+  if (parent.empty()) {
+    std::error_code ec;
+    parent = fs::temp_directory_path(ec).string();
+    if (ec) return IOError("engine probe: no temporary directory ($TMPDIR or /tmp): " + ec.message());
+  }
   STRATA_ASSIGN_OR_RETURN(TempDir tmp, TempDir::make(parent));
   SynthOptions so;
   so.preset = "probe";
@@ -94,18 +107,20 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
     mo.placement.mode = store::LoadMode::kResident;
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::load(tmp.path(), vocab, mo));
     STRATA_RETURN_IF_ERROR(run_once(*model, ids, gen, prompt).status());  // warm-up
+    // The LM head runs once per prompt / token, not per layer: its measured and predicted times are
+    // left out on both sides, so an error in the head's term does not land in the per-layer glue.
     std::vector<double> prefill_s, decode_s;
     for (int i = 0; i < reps; ++i) {
       STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*model, ids, gen, prompt));
-      prefill_s.push_back(run.prefill_s);
-      decode_s.push_back(run.decode_s / static_cast<double>(gen - 1));
+      prefill_s.push_back(run.prefill_s - run.prefill_head_s);
+      decode_s.push_back((run.decode_s - run.decode_head_s) / static_cast<double>(gen - 1));
     }
     const IoModel resident;
     const Cost pre = prefill_cost(c, f, *m, r.threads, prompt, prompt, false, resident);
     const Cost dec = decode_token_cost(c, f, *m, r.threads, prompt + gen / 2, resident);
-    r.glue_ns_prefill =
-        std::max(0.0, median(prefill_s) - pre.total_s) * 1e9 / (static_cast<double>(prompt) * token_layer_dims);
-    r.glue_ns_decode = std::max(0.0, median(decode_s) - dec.total_s) * 1e9 / token_layer_dims;
+    r.glue_ns_prefill = std::max(0.0, median(prefill_s) - without_head(pre)) * 1e9 /
+                        (static_cast<double>(prompt) * token_layer_dims);
+    r.glue_ns_decode = std::max(0.0, median(decode_s) - without_head(dec)) * 1e9 / token_layer_dims;
   }
   return Status();
 }

@@ -121,5 +121,6 @@ expect_error "hot with resident" "apply to --load-mode stream" -- "${run_flags[@
 expect_error "buffered-io with resident" "apply to --load-mode stream" -- "${run_flags[@]}" --load-mode resident --buffered-io
 expect_error "direct-io and buffered-io together" "excludes" -- "${run_flags[@]}" --load-mode stream --direct-io --buffered-io
 expect_error "resident over the budget" "run it with --load-mode stream" -- "${run_flags[@]}" --load-mode resident --ram-budget 64K
+expect_error "plan: buffered-io with resident" "applies to --load-mode stream" -- "$strata" plan --config "$ck/config.json" --load-mode resident --buffered-io
 expect_error "calibrate missing text" "$tmp/none.txt" -- "$strata" calibrate -m "$ck" -f "$tmp/none.txt" --out "$tmp/h.json"
 exit $fail

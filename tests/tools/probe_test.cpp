@@ -44,6 +44,7 @@ MachineProfile sample_profile() {
     p.threads.push_back(r);
   }
   p.topk_ns_per_elem = 3.25;
+  p.engine_note = "engine glue not measured (IOError: /x: no space)";
   p.disk.measured = true;
   p.disk.dir = "/data";
   p.disk.device = 2049;
@@ -103,7 +104,9 @@ TEST(Probe, JsonErrorsNameTheField) {
                         Case{cut("\"ram_total_bytes\"", "\"ram_total\""), "ram_total_bytes"},
                         Case{cut("\"mem_read_gbps\": 20.0", "\"mem_read_gbps\": \"fast\""), "mem_read_gbps"},
                         Case{cut("\"fp4\": {", "\"fp5\": {"), "missing kernel 'fp4'"},
-                        Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"}}) {
+                        Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"},
+                        Case{cut("\"glue_ns_decode\": 71.0", "\"glue_ns_decode\": -5.0"), "'glue_ns_decode' is -5"},
+                        Case{cut("\"glue_ns_prefill\": 41.0", "\"glue_ns_prefill\": 1e300"), "'glue_ns_prefill' is"}}) {
     auto r = MachineProfile::from_json(c.text, "m.json");
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.error().message().find(c.expect), std::string::npos) << r.error().message();
