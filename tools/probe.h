@@ -70,12 +70,15 @@ struct ThreadRates {
   // kernels::swiglu: ns per hidden value at n = 64 rows.
   double swiglu_ns = 0;
   // The engine's time outside every modelled term above (routing and expert-row gathers, norms,
-  // RoPE, query quantisation, copies, in-situ cache misses of the kernels), in ns per token, layer
-  // and model-dim value: strata's forward pass run on a small synthetic checkpoint (synth preset
-  // "probe", dim 256: not the demo), its measured prefill / decode time less the plan's prediction
-  // for that checkpoint, both without the LM head, clamped at 0 (tools/probe_engine.cpp). 0 when
-  // not measured (MachineProfile::engine_note says why). Loading rejects negative or non-finite values.
-  double glue_ns_prefill = 0, glue_ns_decode = 0;
+  // RoPE, query quantisation, copies, fork-join tails, in-situ cache misses of the kernels):
+  // strata's forward pass run on a small synthetic checkpoint (synth preset "probe", dim 256: not
+  // the demo), its measured prefill / decode time less the plan's prediction for that checkpoint,
+  // both without the LM head, clamped at 0 (tools/probe_engine.cpp). Prefill: ns per token, layer
+  // and model-dim value (many tokens amortise fixed costs; what is left touches every value).
+  // Decode: us per token and layer (one token's layer is dominated by fixed costs: pool hand-offs
+  // and short ops, not by its width). 0 when not measured (MachineProfile::engine_note says why).
+  // Loading rejects negative or non-finite values.
+  double glue_ns_prefill = 0, glue_us_decode = 0;
 };
 
 // A directory's storage, read through a temporary file of `file_bytes`.
@@ -159,7 +162,7 @@ struct ProbeOptions {
 uint64_t read_meminfo_field(const std::string& meminfo_text, const std::string& field);  // bytes; 0 if absent
 std::vector<GpuInfo> parse_nvidia_smi(const std::string& csv);  // "name, total MiB, free MiB" lines
 std::vector<GpuInfo> detect_gpus();                              // runs nvidia-smi if present
-// Sets glue_ns_prefill / glue_ns_decode of every entry of m->threads (whose other rates must be
+// Sets glue_ns_prefill / glue_us_decode of every entry of m->threads (whose other rates must be
 // measured): writes the synth preset "probe" (~0.2 GB) to a temporary directory under `dir` (empty:
 // the system's temporary directory), loads it resident at each thread count, times a `prompt`-token
 // prefill and `gen` decode steps (median of `reps` after one warm-up), and subtracts the plan's

@@ -101,7 +101,7 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
   const double token_layer_dims = static_cast<double>(c.n_layers) * static_cast<double>(c.dim);
   for (ThreadRates& r : m->threads) {
     // The prediction the glue completes: every other term, without glue.
-    r.glue_ns_prefill = r.glue_ns_decode = 0;
+    r.glue_ns_prefill = r.glue_us_decode = 0;
     model::ModelOptions mo;
     mo.n_threads = r.threads;
     mo.placement.mode = store::LoadMode::kResident;
@@ -120,7 +120,7 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
     const Cost dec = decode_token_cost(c, f, *m, r.threads, prompt + gen / 2, resident);
     r.glue_ns_prefill = std::max(0.0, median(prefill_s) - without_head(pre)) * 1e9 /
                         (static_cast<double>(prompt) * token_layer_dims);
-    r.glue_ns_decode = std::max(0.0, median(decode_s) - without_head(dec)) * 1e9 / token_layer_dims;
+    r.glue_us_decode = std::max(0.0, median(decode_s) - without_head(dec)) * 1e6 / static_cast<double>(c.n_layers);
   }
   return Status();
 }

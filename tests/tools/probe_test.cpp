@@ -40,7 +40,7 @@ MachineProfile sample_profile() {
     r.attn_gflops = 5.0 * t;
     r.index_gflops = 6.0 * t;
     r.glue_ns_prefill = 40.0 + t;
-    r.glue_ns_decode = 70.0 + t;
+    r.glue_us_decode = 70.0 + t;
     p.threads.push_back(r);
   }
   p.topk_ns_per_elem = 3.25;
@@ -105,7 +105,7 @@ TEST(Probe, JsonErrorsNameTheField) {
                         Case{cut("\"mem_read_gbps\": 20.0", "\"mem_read_gbps\": \"fast\""), "mem_read_gbps"},
                         Case{cut("\"fp4\": {", "\"fp5\": {"), "missing kernel 'fp4'"},
                         Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"},
-                        Case{cut("\"glue_ns_decode\": 71.0", "\"glue_ns_decode\": -5.0"), "'glue_ns_decode' is -5"},
+                        Case{cut("\"glue_us_decode\": 71.0", "\"glue_us_decode\": -5.0"), "'glue_us_decode' is -5"},
                         Case{cut("\"glue_ns_prefill\": 41.0", "\"glue_ns_prefill\": 1e300"), "'glue_ns_prefill' is"}}) {
     auto r = MachineProfile::from_json(c.text, "m.json");
     ASSERT_FALSE(r.ok()) << c.expect;
@@ -218,12 +218,12 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
     k.call_us = 0;
   }
   r.attn_gflops = r.index_gflops = 1e6;
-  r.glue_ns_prefill = r.glue_ns_decode = 123;  // replaced, not added to
+  r.glue_ns_prefill = r.glue_us_decode = 123;  // replaced, not added to
   fast.topk_ns_per_elem = 0;
   fast.alloc_gbps = 0;
   ASSERT_TRUE(measure_engine_glue(&fast, dir.path(), 64, 4, 1).ok());
   EXPECT_GT(fast.threads[0].glue_ns_prefill, 0);
-  EXPECT_GT(fast.threads[0].glue_ns_decode, 0);
+  EXPECT_GT(fast.threads[0].glue_us_decode, 0);
   EXPECT_TRUE(std::isfinite(fast.threads[0].glue_ns_prefill));
   EXPECT_NE(fast.threads[0].glue_ns_prefill, 123);
 
@@ -235,7 +235,7 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
   }
   ASSERT_TRUE(measure_engine_glue(&slow, dir.path(), 64, 4, 1).ok());
   EXPECT_EQ(slow.threads[0].glue_ns_prefill, 0);
-  EXPECT_EQ(slow.threads[0].glue_ns_decode, 0);
+  EXPECT_EQ(slow.threads[0].glue_us_decode, 0);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the synthetic checkpoint is removed";
 
   EXPECT_FALSE(measure_engine_glue(&slow, dir.path() + "/missing", 64, 4, 1).ok());
