@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
 #include "io/file.h"
@@ -59,12 +60,9 @@ Status write_text(const std::string& path, const std::string& text) {
 int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
   if (!o.prompts.empty()) b.prompts = o.prompts;
-  if ((o.direct_io || o.buffered_io) && b.load_mode != "stream" && b.load_mode != "auto")
-    return fail(InvalidArgument(std::string(o.direct_io ? "--direct-io" : "--buffered-io") +
-                                " applies to --load-mode stream, not " + b.load_mode));
-  b.expert_io = o.direct_io     ? store::ExpertIo::kDirect
-                : o.buffered_io ? store::ExpertIo::kBuffered
-                                : store::ExpertIo::kAuto;
+  auto expert_io = expert_io_flags(o.direct_io, o.buffered_io, b.load_mode);
+  if (!expert_io.ok()) return fail(expert_io.error());
+  b.expert_io = *expert_io;
   b.git_commit = source_commit();
   b.command = "strata bench -m " + b.model_dir + " --prompt " + join(b.prompts) + " --gen " + std::to_string(b.gen) +
               " --reps " + std::to_string(b.reps) + " --warmup " + std::to_string(b.warmup) + " -t " +

@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "io/file.h"
 #include "tools/plan.h"
@@ -49,12 +50,9 @@ int run_plan(PlanCliOptions& o) {
   if (o.prefill != "exact" && o.prefill != "replay")
     return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
   po.replay = o.prefill == "replay";
-  if ((o.direct_io || o.buffered_io) && po.load_mode != "stream" && po.load_mode != "auto")
-    return fail(InvalidArgument(std::string(o.direct_io ? "--direct-io" : "--buffered-io") +
-                                " applies to --load-mode stream, not " + po.load_mode));
-  po.expert_io = o.direct_io     ? store::ExpertIo::kDirect
-                 : o.buffered_io ? store::ExpertIo::kBuffered
-                                 : store::ExpertIo::kAuto;
+  auto expert_io = expert_io_flags(o.direct_io, o.buffered_io, po.load_mode);
+  if (!expert_io.ok()) return fail(expert_io.error());
+  po.expert_io = *expert_io;
   po.overlap_io = !o.no_overlap;
   for (auto [flag, text_value, out] : {std::tuple{"--ram", &o.ram, &po.ram_bytes}, std::tuple{"--vram", &o.vram, &po.vram_bytes},
                                        std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {

@@ -51,6 +51,13 @@ Result<uint64_t> parse_byte_size(const std::string& s, const std::string& flag) 
   return static_cast<uint64_t>(bytes);
 }
 
+Result<store::ExpertIo> expert_io_flags(bool direct_io, bool buffered_io, const std::string& load_mode) {
+  if ((direct_io || buffered_io) && load_mode != "stream" && load_mode != "auto")
+    return InvalidArgument(std::string(direct_io ? "--direct-io" : "--buffered-io") +
+                           " applies to --load-mode stream, not " + load_mode);
+  return direct_io ? store::ExpertIo::kDirect : buffered_io ? store::ExpertIo::kBuffered : store::ExpertIo::kAuto;
+}
+
 Result<store::PlacementOptions> placement_options(const PlacementFlags& f) {
   store::PlacementOptions o;
   if (!f.ram_budget.empty()) {
@@ -62,9 +69,7 @@ Result<store::PlacementOptions> placement_options(const PlacementFlags& f) {
   auto policy = store::parse_cache_policy(f.cache_policy);
   if (!policy.ok()) return policy.error().with_context("--cache-policy");
   o.policy = *policy;
-  o.expert_io = f.direct_io ? store::ExpertIo::kDirect
-                : f.buffered_io ? store::ExpertIo::kBuffered
-                                : store::ExpertIo::kAuto;
+  o.expert_io = *expert_io_flags(f.direct_io, f.buffered_io, "stream");  // the mode is checked below
   o.prefetch = !f.no_prefetch;
   o.queue_depth = f.io_depth;
   if (!f.pin_layers.empty()) {

@@ -38,6 +38,11 @@ void add_placement_flags(CLI::App& app, PlacementFlags* f);
 // Validates the flags and reads --hot. Errors name the flag.
 [[nodiscard]] Result<store::PlacementOptions> placement_options(const PlacementFlags& f);
 
+// --direct-io / --buffered-io (CLI11 lets at most one through) as a store::ExpertIo, for commands
+// with their own --load-mode string (plan, bench). kInvalidArgument naming the flag when
+// `load_mode` is neither stream nor auto.
+[[nodiscard]] Result<store::ExpertIo> expert_io_flags(bool direct_io, bool buffered_io, const std::string& load_mode);
+
 // "18G", "512MiB", "1.5GB", "1000000": bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024,
 // KB/MB/GB/TB powers of 1000. kInvalidArgument naming `flag` otherwise.
 [[nodiscard]] Result<uint64_t> parse_byte_size(const std::string& s, const std::string& flag);
