@@ -85,11 +85,12 @@ int run_bench_cmd(BenchCliOptions& o) {
   std::optional<model::ModelConfig> config_used;
   tools::PlanOptions plan_options;
   std::string config_path;
+  std::optional<bool> plan_stream_direct;  // the plan's streamed expert reads: O_DIRECT or not
   if (!o.no_plan) {
     auto machine = tools::MachineProfile::load(o.probe);
     if (!machine.ok()) {
-      std::fprintf(stderr, "strata: note: no predictions: %s (run strata probe -m %s)\n",
-                   machine.error().to_string().c_str(), b.model_dir.c_str());
+      std::fprintf(stderr, "strata: note: no predictions: %s (run strata probe -m %s --cache %s)\n",
+                   machine.error().to_string().c_str(), b.model_dir.c_str(), o.probe.c_str());
     } else {
       const std::string cfg_path = (std::filesystem::path(b.model_dir) / "config.json").string();
       auto text = io::read_file_to_string(cfg_path, 16u << 20);
@@ -114,6 +115,8 @@ int run_bench_cmd(BenchCliOptions& o) {
         if (!s.disk_unknown) predicted.push_back(tools::PredictedSpeed{s.prompt, s.prefill_tok_s, s.decode_tok_s});
       std::sort(predicted.begin(), predicted.end(), [](auto& x, auto& y) { return x.prompt < y.prompt; });
       plan_json = tools::plan_json(*plan);
+      plan_stream_direct = plan->placement.load_mode == "stream" ? std::optional<bool>(plan->placement.expert_direct_io)
+                                                                 : std::nullopt;
     }
   }
 
@@ -125,6 +128,14 @@ int run_bench_cmd(BenchCliOptions& o) {
   bar.clear();
   if (!rep.ok()) return fail(rep.error());
   std::fputs(rep->to_text().c_str(), stdout);
+  // The plan resolves O_DIRECT from the probed disk, the store from the model's shards: say so when
+  // they differ (the profile measured another file system).
+  if (plan_stream_direct && rep->store.rfind("stream:", 0) == 0 &&
+      (rep->store.find("O_DIRECT") != std::string::npos) != *plan_stream_direct)
+    std::printf("  note: the plan assumed %s expert reads, the store used %s (the profile's disk is not the model's: run "
+                "strata probe -m %s --cache %s)\n",
+                *plan_stream_direct ? "O_DIRECT" : "buffered", *plan_stream_direct ? "buffered" : "O_DIRECT",
+                b.model_dir.c_str(), o.probe.c_str());
 
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
   if (!predicted.empty()) {

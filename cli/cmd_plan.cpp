@@ -95,7 +95,10 @@ int run_plan(PlanCliOptions& o) {
                                     cached.error().to_string() + "); refusing to overwrite it"));
       std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
     }
-    std::fprintf(stderr, "strata: no machine profile at %s: measuring this machine (strata probe)...\n", o.probe.c_str());
+    if (cached.error().code() == StatusCode::kNotFound)
+      std::fprintf(stderr, "strata: no machine profile at %s: measuring this machine (strata probe)...\n", o.probe.c_str());
+    else
+      std::fprintf(stderr, "strata: measuring this machine (strata probe) into %s...\n", o.probe.c_str());
     tools::ProbeOptions pr;
     pr.disk_dir = o.model_dir;
     auto m = probe_machine(pr, o.probe);

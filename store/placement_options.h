@@ -44,8 +44,8 @@ struct ExpertKey {
 //   kDirect    O_DIRECT (no page-cache copy, reads aligned to 4 KiB); an error where unsupported;
 //   kBuffered  through the page cache.
 // O_DIRECT is the default because the buffered path costs CPU the forward pass needs: copying each
-// expert out of the page cache and zeroing the pages it evicts (docs/performance.md, the 45 GB
-// checkpoint: prefill +20-30%, decode +9-13% with O_DIRECT on a 2-vCPU machine). kBuffered wins
+// expert out of the page cache and zeroing the pages it evicts (docs/performance.md, the 48 GB
+// checkpoint: prefill +20-28%, decode +7-13% with O_DIRECT on a 2-vCPU machine). kBuffered wins
 // only when the whole checkpoint stays in the page cache beside the expert cache.
 enum class ExpertIo { kAuto, kDirect, kBuffered };
 // "auto", "direct", "buffered".

@@ -569,8 +569,8 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
     STRATA_RETURN_IF_ERROR(get_field(t, "glue_ns_prefill", w, &r.glue_ns_prefill));
     STRATA_RETURN_IF_ERROR(get_field(t, "glue_us_decode", w, &r.glue_us_decode));
     for (auto [name, v] : {std::pair{"glue_ns_prefill", r.glue_ns_prefill}, std::pair{"glue_us_decode", r.glue_us_decode}})
-      if (!(v >= 0 && v < 1e9))
-        return InvalidArgument(w + ": '" + name + "' is " + std::to_string(v) + ", expected a time in [0, 1e9)");
+      if (!(v >= 0 && v < 1e6))  // ns per value, us per layer: a million is seconds of glue per token
+        return InvalidArgument(w + ": '" + name + "' is " + std::to_string(v) + ", expected a time in [0, 1e6)");
     auto ks = t.find("kernels");
     if (ks == t.end() || !ks->is_object()) return InvalidArgument(w + ": missing field 'kernels'");
     for (int k = 0; k < kLinearKinds; ++k) {

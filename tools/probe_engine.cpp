@@ -1,13 +1,15 @@
 // The probe's engine calibration: what strata's forward pass costs beyond the terms `strata plan`
-// models from kernel rates (tools/plan_cost.h). The plan adds it back as "engine glue", scaled by
-// tokens x layers x dim (tools/probe.h, ThreadRates::glue_ns_*).
+// models from kernel rates (tools/plan_cost.h). The plan adds it back as "engine glue": prefill per
+// token x layer x dim, decode per token x layer (tools/probe.h, ThreadRates::glue_ns_prefill /
+// glue_us_decode).
 //
 // Why a measurement and not more terms: on small models a prefill token spends a good part of its
 // time in many small pieces (routing and expert-row gathers, norms, RoPE, query quantisation,
 // copies, kernels slower in the forward pass than in isolation because the data between them is
 // cold). They are measured together on a synthetic checkpoint of a shape the plan is not checked on
-// (synth preset "probe": the demo's layout at dim 256), and scaled by dim because most of them touch
-// every value of a token's hidden state.
+// (synth preset "probe": the demo's layout at dim 256). Prefill's share is scaled by dim because with
+// many tokens what is left touches every value of a token's hidden state; a decode step's is fixed
+// costs per layer (pool hand-offs, short ops), so it is not.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -78,7 +80,9 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
   if (parent.empty()) {
     std::error_code ec;
     parent = fs::temp_directory_path(ec).string();
-    if (ec) return IOError("engine probe: no temporary directory ($TMPDIR or /tmp): " + ec.message());
+    if (ec)
+      return IOError("engine probe: no usable temporary directory (TMPDIR, else /tmp): " + ec.message() +
+                     " (give strata probe --engine-dir DIR)");
   }
   STRATA_ASSIGN_OR_RETURN(TempDir tmp, TempDir::make(parent));
   SynthOptions so;
