@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 
 namespace strata::io {
@@ -193,11 +192,9 @@ Result<bool> direct_read_works(const std::string& path) {
     if (fd.error().code() == StatusCode::kNotSupported) return false;
     return fd.error();
   }
-  void* buf = std::aligned_alloc(kDirectIoAlign, kDirectIoAlign);
-  if (buf == nullptr) return ResourceExhausted(path + ": no memory for a 4 KiB aligned buffer");
-  const ssize_t n = ::pread(fd->get(), buf, kDirectIoAlign, 0);
+  alignas(kDirectIoAlign) unsigned char buf[kDirectIoAlign];
+  const ssize_t n = ::pread(fd->get(), buf, sizeof buf, 0);
   const int err = errno;
-  std::free(buf);
   if (n >= 0) return true;
   if (err == EINVAL || err == EOPNOTSUPP) return false;
   return IOError(path + ": O_DIRECT test read", err);

@@ -66,11 +66,6 @@ double without_head(const Cost& c) {
   return s;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t prompt, int64_t gen, int reps) {
@@ -122,9 +117,9 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
     const IoModel resident;
     const Cost pre = prefill_cost(c, f, *m, r.threads, prompt, prompt, false, resident);
     const Cost dec = decode_token_cost(c, f, *m, r.threads, prompt + gen / 2, resident);
-    r.glue_ns_prefill = std::max(0.0, median(prefill_s) - without_head(pre)) * 1e9 /
+    r.glue_ns_prefill = std::max(0.0, spread_of(prefill_s).median - without_head(pre)) * 1e9 /
                         (static_cast<double>(prompt) * token_layer_dims);
-    r.glue_us_decode = std::max(0.0, median(decode_s) - without_head(dec)) * 1e6 / static_cast<double>(c.n_layers);
+    r.glue_us_decode = std::max(0.0, spread_of(decode_s).median - without_head(dec)) * 1e6 / static_cast<double>(c.n_layers);
   }
   return Status();
 }
