@@ -85,7 +85,8 @@ int run_bench_cmd(BenchCliOptions& o) {
   std::optional<model::ModelConfig> config_used;
   tools::PlanOptions plan_options;
   std::string config_path;
-  std::optional<bool> plan_stream_direct;  // the plan's streamed expert reads: O_DIRECT or not
+  // The plan's routed expert reads (kNotStreamed when there is no plan or it keeps experts in RAM).
+  store::ExpertReads plan_expert_reads = store::ExpertReads::kNotStreamed;
   if (!o.no_plan) {
     auto machine = tools::MachineProfile::load(o.probe);
     if (!machine.ok()) {
@@ -115,8 +116,8 @@ int run_bench_cmd(BenchCliOptions& o) {
         if (!s.disk_unknown) predicted.push_back(tools::PredictedSpeed{s.prompt, s.prefill_tok_s, s.decode_tok_s});
       std::sort(predicted.begin(), predicted.end(), [](auto& x, auto& y) { return x.prompt < y.prompt; });
       plan_json = tools::plan_json(*plan);
-      plan_stream_direct = plan->placement.load_mode == "stream" ? std::optional<bool>(plan->placement.expert_direct_io)
-                                                                 : std::nullopt;
+      if (plan->placement.load_mode == "stream")
+        plan_expert_reads = plan->placement.expert_direct_io ? store::ExpertReads::kDirect : store::ExpertReads::kBuffered;
     }
   }
 
@@ -130,11 +131,11 @@ int run_bench_cmd(BenchCliOptions& o) {
   std::fputs(rep->to_text().c_str(), stdout);
   // The plan resolves O_DIRECT from the probed disk, the store from the model's shards: say so when
   // they differ (the profile measured another file system).
-  if (plan_stream_direct && rep->store.rfind("stream:", 0) == 0 &&
-      (rep->store.find("O_DIRECT") != std::string::npos) != *plan_stream_direct)
+  if (plan_expert_reads != store::ExpertReads::kNotStreamed && rep->expert_reads != store::ExpertReads::kNotStreamed &&
+      plan_expert_reads != rep->expert_reads)
     std::printf("  note: the plan assumed %s expert reads, the store used %s (the profile's disk is not the model's: run "
                 "strata probe -m %s --cache %s)\n",
-                *plan_stream_direct ? "O_DIRECT" : "buffered", *plan_stream_direct ? "buffered" : "O_DIRECT",
+                store::expert_reads_name(plan_expert_reads), store::expert_reads_name(rep->expert_reads),
                 b.model_dir.c_str(), o.probe.c_str());
 
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();

@@ -1,5 +1,5 @@
 // strata run -m DIR -p TEXT [-f FILE] [-n N] [--temp T] [--top-p P] [--min-p P] [--top-k K]
-//   [--seed S] [--think|--no-think] [-t THREADS] [--ctx N] [placement flags] [--stats] [--stats-json F]
+//   [--seed S] [--think|--no-think] [-t THREADS] [-c|--ctx N] [placement flags] [--stats] [--stats-json F]
 //   [--prefill exact|replay] [--save-session F] [--load-session F]
 // Renders one user turn (the document from -f, then the prompt), prefills it, streams the generated
 // text to stdout as it decodes (never splitting a UTF-8 character), then prints one stats line.
@@ -107,6 +107,7 @@ int run_run(const RunOptions& o) {
   if (!lm.ok()) return fail(lm.error());
   const tokenizer::Tokenizer& tok = *lm->tok;
   model::Model& m = *lm->model;
+  warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};
 
   // Sessions on disk are tied to this checkpoint (config.json + tensors).
@@ -213,7 +214,7 @@ Command register_run(CLI::App& app) {
   app.add_option("--seed", o->seed, "sampler seed (a number >= 0)")->check(in_range(0, 1.8e19));
   app.add_flag("--think,!--no-think", o->think, "thinking mode (default: off)");
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
-  app.add_option("--ctx", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
+  app.add_option("-c,--ctx,--ctx-size", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
   add_placement_flags(app, &o->placement);
   app.add_flag("--stats", o->stats, "print per-phase placement stats (bytes read, hit rates, I/O wait) to stderr");

@@ -1,4 +1,4 @@
-// strata serve -m DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--parallel N] [--ctx N] ...
+// strata serve -m DIR [--host 127.0.0.1] [--port 8000] [--api-key K] [--parallel N] [-c|--ctx N] ...
 // The OpenAI-compatible server (server/http_server.h; chat-and-api.md §6). It listens at once
 // (/health answers 503 model_loading), loads the checkpoint on a second thread, then serves until
 // SIGINT or SIGTERM, which stop it cleanly (running generations are cancelled).
@@ -114,6 +114,7 @@ int run_serve(ServeFlags& f) {
       return;
     }
     model::Model* m = lm->model.get();
+    warn_if_ctx_above_model(f.opt.ctx, m->config().max_position_embeddings, &log);
     auto tick = [m, store_metrics] {
       const store::PlacementStats s = m->store().stats();
       std::lock_guard<std::mutex> l(store_metrics->mu);
@@ -160,7 +161,7 @@ Command register_serve(CLI::App& app) {
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: no key)");
   app.add_option("--parallel", o.parallel, "sequences generated at once, each with its own KV cache (default 1)")
       ->check(in_range(1, 1024));
-  app.add_option("--ctx", o.ctx, "context limit per sequence in tokens (default: the model's)")->check(in_range(0, 1 << 30));
+  app.add_option("-c,--ctx,--ctx-size", o.ctx, "context limit per sequence in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_option("--max-queue", o.max_queue, "requests waiting for a slot before 503 overloaded (default 64)")
       ->check(in_range(0, 100000));
   app.add_option("--body-limit", f->body_limit_mib, "largest request body in MiB (default 64; larger gets 413)")

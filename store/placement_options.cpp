@@ -31,6 +31,15 @@ const char* expert_io_name(ExpertIo m) {
   return "?";
 }
 
+const char* expert_reads_name(ExpertReads r) {
+  switch (r) {
+    case ExpertReads::kDirect: return "O_DIRECT";
+    case ExpertReads::kBuffered: return "buffered";
+    case ExpertReads::kNotStreamed: break;
+  }
+  return "not streamed";
+}
+
 const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::kLru ? "lru" : "lfu"; }
 
 Result<CachePolicy> parse_cache_policy(const std::string& s) {

@@ -61,6 +61,7 @@ class TieredStore final : public WeightStore {
   void record_prediction(uint64_t n_predicted, uint64_t n_correct) override;
   PlacementStats stats() const override;
   std::string describe() const override;
+  ExpertReads expert_reads() const override { return cfg_.direct_io ? ExpertReads::kDirect : ExpertReads::kBuffered; }
 
   const ExpertCatalog& catalog() const { return catalog_; }
   uint64_t resident_bytes() const { return tensors_.bytes(); }

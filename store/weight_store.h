@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
+#include "store/placement_options.h"
 #include "store/placement_stats.h"
 
 namespace strata::store {
@@ -106,6 +107,8 @@ class WeightStore {
   virtual PlacementStats stats() const;
   // One line describing the placement (mode, budget, cache), printed at start by the CLI.
   virtual std::string describe() const { return "resident: every tensor in RAM"; }
+  // How routed experts are read (bench compares it with what the plan assumed).
+  virtual ExpertReads expert_reads() const { return ExpertReads::kNotStreamed; }
 };
 
 // Checkpoint name prefix of a model layer: "layers.L" or "mtp.S".

@@ -351,6 +351,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   report_progress(o.progress, ProgressEvent{"bench", "runs", total_runs, total_runs, "", true});
   rep.peak_rss_bytes = peak_rss();
   rep.store = l.model->store().describe();
+  rep.expert_reads = l.model->store().expert_reads();
   return rep;
 }
 
@@ -379,6 +380,7 @@ std::string BenchReport::to_json() const {
                {"load_read_bytes", load_cold_read_bytes}};
   j["load_warm_s"] = load_warm_s;
   j["store"] = store;
+  j["expert_reads"] = store::expert_reads_name(expert_reads);
   j["counters"] = {{"peak_rss_bytes", peak_rss_bytes}};
   ojson pts = ojson::array();
   for (const BenchPoint& p : points) {

@@ -128,6 +128,7 @@ struct BenchReport {
   double load_cold_s = 0, load_warm_s = 0;
   uint64_t load_cold_read_bytes = 0;  // storage bytes read by the cold load
   std::string store;              // the weight store as it describes itself
+  store::ExpertReads expert_reads = store::ExpertReads::kNotStreamed;  // how that store read routed experts
   uint64_t peak_rss_bytes = 0;
   std::vector<BenchPoint> points;  // cold points first, then warm, each ascending by prompt
   std::vector<std::string> notes;

@@ -23,6 +23,9 @@ expect_error "no subcommand" "error" -- "$strata"
 expect_error "unknown flag" "error" -- "$strata" run --no-such-flag
 expect_error "missing model dir" "error" -- "$strata" run -m "$tmp/none" -p hi
 expect_error "tokenize without text" "needs --text or --file" -- "$strata" tokenize -m "$ck" 
+# llama.cpp's offload flags get a strata answer instead of CLI11 reading "-ngl" as "-n gl"
+expect_error "llama.cpp -ngl" "-ngl (llama.cpp's GPU layer offload) is not a strata flag" -- "$strata" run -m "$tmp/none" -ngl 99 -p hi
+expect_error "llama.cpp --n-gpu-layers=N" "--n-gpu-layers (llama.cpp" -- "$strata" serve -m "$tmp/none" --n-gpu-layers=3
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
@@ -42,6 +45,13 @@ if [[ -d "$ck" ]]; then
   expect_error "plan --probe on a foreign file" "not a strata machine profile" -- \
     "$strata" plan --config "$ck/config.json" --probe "$tmp/notes.txt"
   if [[ "$(cat "$tmp/notes.txt")" != "my notes" ]]; then echo "FAIL plan overwrote --probe file"; fail=1; fi
+  # --ctx above the model's max_position_embeddings: a warning naming both numbers, then it runs
+  if "$strata" run -m "$ck" -p hi -n 1 -c 1000000000 >/dev/null 2>"$tmp/err" &&
+     grep -q "ctx 1000000000 is above the model's max_position_embeddings 1048576" "$tmp/err"; then
+    echo "ok   run --ctx above the model: $(cat "$tmp/err")"
+  else
+    echo "FAIL run --ctx above the model:"; cat "$tmp/err"; fail=1
+  fi
   # tokenize works and prints a JSON array
   out=$("$strata" tokenize -m "$ck" --text "Hello world")
   if [[ "$out" != "[19923, 2058]" ]]; then echo "FAIL tokenize output: $out"; fail=1; else echo "ok   tokenize: $out"; fi

@@ -208,7 +208,15 @@ TEST_F(TieredTiny, AutoExpertIoFollowsTheFileSystem) {
     const bool want_direct = mode == ExpertIo::kDirect || (mode == ExpertIo::kAuto && *direct_ok);
     EXPECT_EQ(d.find("O_DIRECT") != std::string::npos, want_direct) << expert_io_name(mode) << ": " << d;
     EXPECT_EQ(d.find("buffered") != std::string::npos, !want_direct) << expert_io_name(mode) << ": " << d;
+    EXPECT_EQ((*loaded)->store().expert_reads(), want_direct ? ExpertReads::kDirect : ExpertReads::kBuffered)
+        << expert_io_name(mode);
   }
+  // Resident keeps experts in RAM: nothing streamed (bench compares this with the plan's mode).
+  PlacementOptions resident;
+  resident.mode = LoadMode::kResident;
+  auto in_ram = load_with(resident);
+  ASSERT_TRUE(in_ram.ok()) << in_ram.error().to_string();
+  EXPECT_EQ((*in_ram)->store().expert_reads(), ExpertReads::kNotStreamed);
 }
 
 TEST_F(TieredTiny, BudgetBelowOneTokensWorkingSetIsRefused) {
