@@ -23,6 +23,7 @@
 #include "store/placement_options.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/scoped_dir.h"
 
 namespace strata::tools {
 
@@ -307,14 +308,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     const std::string copy_dir = o.model_dir + ".strata-bench-cold";
     std::string load_dir;
     STRATA_ASSIGN_OR_RETURN(rep.cold_method, make_cold(o, copy_dir, &load_dir, &rep.notes));
-    struct CopyCleanup {
-      std::string dir;
-      bool active;
-      ~CopyCleanup() {
-        std::error_code ec;
-        if (active) fs::remove_all(dir, ec);
-      }
-    } cleanup{copy_dir, load_dir == copy_dir};
+    const ScopedDir cleanup = load_dir == copy_dir ? ScopedDir::adopt(copy_dir) : ScopedDir();
     STRATA_ASSIGN_OR_RETURN(rep.page_cache_after, page_cache_fraction(load_dir));
     STRATA_ASSIGN_OR_RETURN(Loaded l, load(load_dir, vocab, o));
     rep.load_cold_s = l.seconds;

@@ -10,8 +10,6 @@
 // (synth preset "probe": the demo's layout at dim 256). Prefill's share is scaled by dim because with
 // many tokens what is left touches every value of a token's hidden state; a decode step's is fixed
 // costs per layer (pool hand-offs, short ops), so it is not.
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -25,6 +23,7 @@
 #include "tools/plan_cost.h"
 #include "tools/plan_sizes.h"
 #include "tools/probe.h"
+#include "tools/scoped_dir.h"
 #include "tools/synth.h"
 
 namespace strata::tools {
@@ -32,31 +31,6 @@ namespace strata::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory made by mkdtemp, removed with its contents when this goes out of scope.
-class TempDir {
- public:
-  static Result<TempDir> make(const std::string& parent) {
-    std::string tmpl = (fs::path(parent) / "strata-probe-engine-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      return IOError(parent + ": cannot create a temporary directory for the engine probe", errno);
-    return TempDir(tmpl);
-  }
-  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  TempDir& operator=(TempDir&&) = delete;
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  explicit TempDir(std::string p) : path_(std::move(p)) {}
-  std::string path_;
-};
 
 // A prediction's compute seconds less its LM head term.
 double without_head(const Cost& c) {
@@ -79,7 +53,11 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
       return IOError("engine probe: no usable temporary directory (TMPDIR, else /tmp): " + ec.message() +
                      " (give strata probe --engine-dir DIR)");
   }
-  STRATA_ASSIGN_OR_RETURN(TempDir tmp, TempDir::make(parent));
+  // The checkpoint lives only for this measurement; an engine probe killed midway leaves its
+  // directory to the next probe, which removes it (ScopedDir::make_temp).
+  auto made = ScopedDir::make_temp(parent, "strata-probe-engine");
+  if (!made.ok()) return IOError("engine probe: " + made.error().message() + " (give strata probe --engine-dir DIR)");
+  ScopedDir tmp = std::move(*made);
   SynthOptions so;
   so.preset = "probe";
   so.out_dir = tmp.path();

@@ -1,0 +1,97 @@
+// ScopedDir: temporary directories of the engine probe and bench's cold copy, removed at scope exit,
+// and those a killed process left behind removed by the next one.
+#include "tools/scoped_dir.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/temp_dir.h"
+
+namespace strata::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The id of a process that has exited (a child reaped at once).
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+// A directory with one file, last modified `age` ago.
+void make_dir(const fs::path& p, std::chrono::seconds age) {
+  fs::create_directories(p);
+  std::ofstream(p / "model.safetensors") << "x";
+  fs::last_write_time(p, fs::file_time_type::clock::now() - age);
+}
+
+TEST(ScopedDir, MakeTempIsRemovedAtScopeExit) {
+  testing::TempDir parent;
+  std::string path;
+  {
+    auto d = ScopedDir::make_temp(parent.path(), "strata-x");
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    path = d->path();
+    EXPECT_EQ(fs::path(path).parent_path(), fs::path(parent.path()));
+    EXPECT_EQ(fs::path(path).filename().string().rfind("strata-x-" + std::to_string(::getpid()) + "-", 0), 0u) << path;
+    std::ofstream(path + "/f") << "data";
+    ScopedDir moved = std::move(*d);
+    EXPECT_TRUE(d->path().empty());
+    EXPECT_TRUE(fs::exists(path + "/f"));
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(fs::is_empty(parent.path()));
+}
+
+TEST(ScopedDir, OnlyOldDirectoriesOfGoneProcessesAreSwept) {
+  testing::TempDir parent;
+  const fs::path p = parent.path();
+  const std::string dead = std::to_string(dead_pid());
+  const auto old = std::chrono::hours(1);
+  make_dir(p / ("strata-x-" + dead + "-aaaaaa"), old);                             // swept
+  make_dir(p / ("strata-x-" + dead + "-bbbbbb"), std::chrono::seconds(0));         // too recent
+  make_dir(p / ("strata-x-" + std::to_string(::getppid()) + "-cccccc"), old);      // its process runs
+  make_dir(p / ("strata-x-" + std::to_string(::getpid()) + "-dddddd"), old);       // this process
+  make_dir(p / ("strata-y-" + dead + "-eeeeee"), old);                             // another prefix
+  make_dir(p / "strata-x-notapid-ffffff", old);                                    // another shape
+  make_dir(p / ("strata-x-" + dead), old);                                         // no suffix
+  {
+    auto d = ScopedDir::make_temp(parent.path(), "strata-x");
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+  }
+  EXPECT_FALSE(fs::exists(p / ("strata-x-" + dead + "-aaaaaa")));
+  for (const std::string& kept :
+       {"strata-x-" + dead + "-bbbbbb", "strata-x-" + std::to_string(::getppid()) + "-cccccc",
+        "strata-x-" + std::to_string(::getpid()) + "-dddddd", "strata-y-" + dead + "-eeeeee",
+        std::string("strata-x-notapid-ffffff"), "strata-x-" + dead})
+    EXPECT_TRUE(fs::exists(p / kept / "model.safetensors")) << kept;
+}
+
+TEST(ScopedDir, AdoptRemovesAnExistingPathAndEmptyRemovesNothing) {
+  testing::TempDir parent;
+  const fs::path copy = fs::path(parent.path()) / "ckpt.strata-bench-cold";
+  make_dir(copy, std::chrono::seconds(0));
+  { const ScopedDir none; }
+  EXPECT_TRUE(fs::exists(copy));
+  { const ScopedDir d = ScopedDir::adopt(copy.string()); }
+  EXPECT_FALSE(fs::exists(copy));
+}
+
+TEST(ScopedDir, MissingParentIsAnIOErrorNamingIt) {
+  testing::TempDir parent;
+  auto d = ScopedDir::make_temp(parent.path() + "/missing", "strata-x");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().code(), StatusCode::kIOError);
+  EXPECT_NE(d.error().message().find(parent.path() + "/missing"), std::string::npos) << d.error().to_string();
+}
+
+}  // namespace
+}  // namespace strata::tools

@@ -1,0 +1,40 @@
+// ScopedDir: a directory the tools create for a while (the engine probe's synthetic checkpoint,
+// bench's cold copy of a checkpoint) and remove with its contents when it goes out of scope.
+//
+// A process killed before that (Ctrl-C during `strata probe`) cannot clean up, so temporary
+// directories carry the creating process id: the next make_temp() in the same parent removes those
+// of processes that are gone, once they are old enough not to belong to a live process this one
+// cannot see (another PID namespace sharing /tmp).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::tools {
+
+class ScopedDir {
+ public:
+  // Creates `<parent>/<prefix>-<pid>-XXXXXX` (mkdtemp) after removing stale siblings
+  // `<prefix>-<pid>-*` whose process no longer runs and that were last modified over
+  // `stale_after_s` seconds ago. Errors: IOError naming `parent` when it cannot be created there.
+  [[nodiscard]] static Result<ScopedDir> make_temp(const std::string& parent, const std::string& prefix,
+                                                   double stale_after_s = 600);
+  // Takes charge of an existing path (it is removed when this goes out of scope).
+  static ScopedDir adopt(std::string path) { return ScopedDir(std::move(path)); }
+  ScopedDir() = default;
+  ScopedDir(ScopedDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  ScopedDir& operator=(ScopedDir&& o) noexcept;
+  ScopedDir(const ScopedDir&) = delete;
+  ScopedDir& operator=(const ScopedDir&) = delete;
+  ~ScopedDir() { remove(); }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScopedDir(std::string p) : path_(std::move(p)) {}
+  void remove();
+  std::string path_;
+};
+
+}  // namespace strata::tools
