@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <charconv>
 #include <chrono>
 #include <random>
 
@@ -39,6 +40,14 @@ void send_json(httplib::Response& res, const std::string& body) {
 constexpr int kClientClosed = 499;
 
 // Writes one SSE event; false when the client is gone.
+// The Content-Length a request declares; 0 when absent or not a number (httplib answers those).
+uint64_t declared_body_bytes(const httplib::Request& req) {
+  const std::string v = req.get_header_value("Content-Length");
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && end == v.data() + v.size() ? n : 0;
+}
+
 bool sse(httplib::DataSink& sink, const std::string& payload) {
   const std::string ev = "data: " + payload + "\n\n";
   return sink.write(ev.data(), ev.size());
@@ -419,6 +428,14 @@ Status HttpServer::start() {
     };
   };
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // A declared body over the limit is refused before it is read: httplib alone would read and
+    // discard all of it first. The unread body ends the connection (the next request cannot be found).
+    if (declared_body_bytes(req) > static_cast<uint64_t>(opt_.body_limit_bytes)) {
+      send_error(res, ApiError{413, "invalid_request_error", "The request body is larger than the server's limit", "",
+                               "request_too_large"});
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;

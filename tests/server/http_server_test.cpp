@@ -88,9 +88,11 @@ class RawConn {
   }
   ~RawConn() { close(); }
   void post(const std::string& path, const std::string& body) {
-    const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-    ASSERT_EQ(::send(fd_, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    send_raw("POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  }
+  void send_raw(const std::string& bytes) {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   }
   // Reads for `d` (or until `until` appears); returns everything read so far.
   const std::string& read_for(std::chrono::milliseconds d, const std::string& until = "") {
@@ -318,6 +320,16 @@ TEST_F(Serve, DocumentedErrors) {
   check(c.Post("/v1/chat/completions", std::string(8000, ' ') + "{}", "application/json"), 413, "invalid_request_error",
         "request_too_large");
   check(c.Post("/v1/chat/completions", "{\"model\":", "application/json"), 400, "invalid_request_error", "invalid_json");
+  {
+    // A body declared far over the limit is answered at once, before any of it is sent (not after
+    // reading it all, or after the 30 s read timeout), and the connection is closed.
+    RawConn raw(srv_->port());
+    raw.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 1000000000000\r\n\r\n{");
+    const std::string& got = raw.read_for(std::chrono::seconds(10), "request_too_large");
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+    EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+  }
   check(post("/v1/chat/completions", req(user("Hi"), {{"model", "gpt-x"}})), 404, "invalid_request_error",
         "model_not_found");
   check(post("/v1/chat/completions", req(user("Hi"), {{"temperature", 9}})), 400, "invalid_request_error",
