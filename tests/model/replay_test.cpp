@@ -81,8 +81,8 @@ TEST_F(ReplayTiny, ChunkedReplayEqualsOneReplayAndDecodeContinues) {
   KvCache one = model_->new_cache(), chunked = model_->new_cache();
   auto l1 = last_logits(one, ids_, W);
   std::span<const int32_t> all(ids_);
-  ASSERT_TRUE(model_->forward(chunked, all.subspan(0, 64), LogitsRequest{LogitsRequest::Kind::kNone}, nullptr, nullptr, 0).ok());
-  ASSERT_TRUE(model_->forward(chunked, all.subspan(64, 64), LogitsRequest{LogitsRequest::Kind::kNone}, nullptr, nullptr, 0).ok());
+  ASSERT_TRUE(model_->forward(chunked, all.subspan(0, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
+  ASSERT_TRUE(model_->forward(chunked, all.subspan(64, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
   auto l2 = last_logits(chunked, all.subspan(128, static_cast<size_t>(n - 128)), W);
   EXPECT_EQ(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)), 0);
   // Decode after replay runs every layer normally (exact decode over the replayed state).

@@ -132,10 +132,12 @@ TEST(Bench, CheckpointIdentityAndUncachedCopy) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.error().to_string() << b.error().to_string();
   EXPECT_EQ(a->hash, b->hash);
   EXPECT_EQ(a->tensor_bytes, b->tensor_bytes);
-  for (auto& e : fs::directory_iterator(kTiny))
-    if (e.is_regular_file())
+  for (auto& e : fs::directory_iterator(kTiny)) {
+    if (e.is_regular_file()) {
       EXPECT_EQ(testing::read_all(e.path().string()), testing::read_all(copy + "/" + e.path().filename().string()))
           << e.path();
+    }
+  }
   // A changed config is a different checkpoint.
   std::string cfg = testing::read_all(copy + "/config.json");
   cfg.insert(cfg.find('{') + 1, "\"_note\": 1,");

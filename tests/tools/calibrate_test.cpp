@@ -45,7 +45,9 @@ TEST(Calibrate, CountsEveryRouterPickAndRoundTripsTheHotFile) {
   uint64_t sum = 0;
   for (size_t i = 0; i < r->experts.size(); ++i) {
     sum += r->experts[i].count;
-    if (i > 0) EXPECT_GE(r->experts[i - 1].count, r->experts[i].count);
+    if (i > 0) {
+      EXPECT_GE(r->experts[i - 1].count, r->experts[i].count);
+    }
   }
   EXPECT_EQ(sum, r->picks);
   EXPECT_NEAR(r->coverage(1.0), 1.0, 1e-12);
@@ -55,8 +57,11 @@ TEST(Calibrate, CountsEveryRouterPickAndRoundTripsTheHotFile) {
   ASSERT_TRUE(testing::read_npy(testing::tiny_dir() + "/golden/prefill_L0_router_topk_idx.npy", &g, &err)) << err;
   std::vector<uint64_t> want(static_cast<size_t>(c.n_experts(0)), 0);
   for (double e : g.to_f64()) ++want[static_cast<size_t>(e)];
-  for (const ExpertCount& e : r->experts)
-    if (e.layer == 0) EXPECT_EQ(e.count, want[static_cast<size_t>(e.expert)]) << "expert " << e.expert;
+  for (const ExpertCount& e : r->experts) {
+    if (e.layer == 0) {
+      EXPECT_EQ(e.count, want[static_cast<size_t>(e.expert)]) << "expert " << e.expert;
+    }
+  }
 
   testing::TempDir d;
   r->model = "tiny";

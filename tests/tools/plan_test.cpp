@@ -345,8 +345,9 @@ TEST(Plan, PlacementForGivenRam) {
     EXPECT_FALSE(s.decode_bottleneck.empty());
   }
   // Pinned layers leave two tokens' top-k for every other layer.
-  if (pl.pinned_layers > 0)
+  if (pl.pinned_layers > 0) {
     EXPECT_GE(pl.expert_slots - pl.pinned_layers * 384, 2 * 6 * (40 - pl.pinned_layers));
+  }
 
   // Enough RAM for everything: resident, every expert in RAM, Engram in the page cache.
   o.ram_bytes = 1ull << 40;
