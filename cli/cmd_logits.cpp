@@ -112,8 +112,17 @@ int run_logits(const LogitsOptions& o) {
     dump->begin_prefill(n);
   }
   model::KvCache cache = m.new_cache();
-  Status s = m.forward(cache, *ids, req, logits.data(), dump.get());
+  // With --dump on a checkpoint with DSpark stages, the draft runs after the prefill (seeding its
+  // rings) and after every decode step, as the fixtures' harness ran forward_spec.
+  const bool draft = dump && m.has_dspark();
+  std::vector<float> main_hidden;
+  model::DSparkState dspark = m.new_dspark_state();
+  Status s = m.forward(cache, *ids, req, logits.data(), dump.get(), -1, draft ? &main_hidden : nullptr);
   if (!s.ok()) return fail(s);
+  if (draft) {
+    s = m.dspark_seed(dspark, main_hidden.data(), n, 0);
+    if (!s.ok()) return fail(s);
+  }
   const StatsMark mark1 = StatsMark::take(m);
   const auto t1 = clock::now();
   StatsMark mark2 = mark1;
@@ -130,10 +139,20 @@ int run_logits(const LogitsOptions& o) {
       const int32_t tok[1] = {out.back()};
       if (dump) dump->begin_decode();
       model::LogitsRequest last;
-      s = m.forward(cache, tok, last, row.data(), dump.get());
+      s = m.forward(cache, tok, last, row.data(), dump.get(), -1, draft ? &main_hidden : nullptr);
       if (!s.ok()) return fail(s);
       if (!o.decode_logits_file.empty()) all_decode.insert(all_decode.end(), row.begin(), row.end());
       out.push_back(runtime::argmax(row));
+      if (draft) {
+        auto d = m.dspark_draft(dspark, out.back(), main_hidden.data(), n + k);
+        if (!d.ok()) return fail(d.error());
+        dump->begin_dspark();
+        const int64_t B = static_cast<int64_t>(d->confidence.size());
+        const std::vector<int64_t> draft_ids(d->ids.begin(), d->ids.end());
+        dump->ids("draft_ids", -1, draft_ids, {1, B + 1});
+        dump->tensor("confidence", -1, d->confidence, {1, B});
+        if (k < 2) dump->tensor("draft_logits_first_steps", -1, d->logits, {1, B, V});
+      }
     }
     t2 = clock::now();
     mark2 = StatsMark::take(m);

@@ -17,12 +17,13 @@ std::string DumpObserver::file_name(std::string_view name, int layer) const {
 void DumpObserver::append(const std::string& file, const std::string& descr, size_t elem, std::vector<int64_t> shape,
                           const void* data, size_t n) {
   auto it = arrays_.find(file);
-  if (phase_ == "decode") {
+  const bool stacked = phase_ != "prefill";  // decode steps and drafts
+  if (stacked) {
     // One decode step: stack along a new first axis (shape [1, ...] rows become [steps, ...]).
     if (!shape.empty() && shape[0] == 1) shape.erase(shape.begin());
     shape.insert(shape.begin(), 1);
   }
-  if (it == arrays_.end() || phase_ != "decode") {
+  if (it == arrays_.end() || !stacked) {
     Array a{descr, shape, {}, elem};
     a.bytes.resize(n * elem);
     if (n) std::memcpy(a.bytes.data(), data, n * elem);

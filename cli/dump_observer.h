@@ -21,6 +21,8 @@ class DumpObserver final : public model::Observer {
   // Subsequent callbacks belong to the prefill of n tokens, or to one decode step.
   void begin_prefill(int64_t n_tokens) { phase_ = "prefill"; offset_ = n_tokens; }
   void begin_decode() { phase_ = "decode"; offset_ = window_size_; }
+  // Subsequent callbacks are one DSpark draft (dspark_*.npy, stacked per draft like decode steps).
+  void begin_dspark() { phase_ = "dspark"; offset_ = 0; }
 
   void tensor(std::string_view name, int layer, std::span<const float> data, std::vector<int64_t> shape) override;
   void ids(std::string_view name, int layer, std::span<const int64_t> data, std::vector<int64_t> shape) override;

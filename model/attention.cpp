@@ -372,6 +372,13 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
     lc.window_pos[static_cast<size_t>(slot)] = start + t;
   }
 
+  attention_output(c, w, o.data(), n, out, ctx.pool);
+}
+
+void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
+                      ThreadPool* pool) {
+  const int H = c.n_heads;
+  const int64_t D = c.head_dim;
   // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
   // then wo_b (FP8).
   const int G = c.o_groups;
@@ -382,24 +389,24 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
     // run as one batch (one pool pass instead of o_groups); same bits as the loop below.
     std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
     for (int g = 0; g < G; ++g)
-      parts.push_back({o.data() + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
+      parts.push_back({o + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
                        ocat.data() + g * R});
-    kernels::linear_bf16_batch(parts, ctx.pool);
-    w.wo_b.apply(ocat.data(), n, out, ctx.pool);
+    kernels::linear_bf16_batch(parts, pool);
+    w.wo_b.apply(ocat.data(), n, out, pool);
     return;
   }
   std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R));
   for (int g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < n; ++t) std::copy_n(o.data() + t * H * D + g * gin, gin, og.data() + t * gin);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + t * gin);
     Linear part = w.wo_a;
     part.out = R;
     // Group g is rows [g R, (g+1) R): at the same offset in the blocked layout (R % 16 == 0).
     part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked};
     part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
-    part.apply(og.data(), n, yg.data(), ctx.pool);
+    part.apply(og.data(), n, yg.data(), pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);
   }
-  w.wo_b.apply(ocat.data(), n, out, ctx.pool);
+  w.wo_b.apply(ocat.data(), n, out, pool);
 }
 
 }  // namespace strata::model

@@ -60,6 +60,13 @@ void attention_forward(const AttentionContext& ctx, int layer, const AttentionWe
 void attention_compress(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
                         int64_t start);
 
+// The output projection of attention heads o [n, n_heads * head_dim] (RoPE tails already
+// un-rotated): group g's heads through wo_a[g] (bf16, no activation quantisation), the groups
+// concatenated, then wo_b (FP8) into out [n, dim]. Shared by the backbone and DSpark attention.
+// Source: model.py Attention.forward (the einsum over o_groups, wo_b).
+void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
+                      ThreadPool* pool);
+
 // ---- pieces (exposed for tests) -----------------------------------------------------------------
 
 // Compressor: appends the latents (normed, before RoPE/quantisation) of every group that completes

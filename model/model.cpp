@@ -95,7 +95,7 @@ void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> t
 }
 
 Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                            int64_t start, KvCache& cache, AttentionShared& shared, Observer* obs) {
+                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs) {
   const int64_t dim = c_.dim;
   const int hc = c_.hc_mult;
   std::vector<float> u(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
@@ -105,11 +105,9 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_mixes(c_, bw.hc_attn, x, n, &attn_mix, pool_.get());
   hc_pre(c_, x, pre_mix.data(), n, u.data());
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  const RopeTable& rope = c_.compress_ratio(layer) > 0 ? rope_compressed_ : rope_window_;
-  AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
   {
     ScopedNs timer(&profile_.attention_ns);
-    attention_forward(actx, layer, bw.attn, u.data(), n, start, f.data());
+    attend(u.data(), f.data());
   }
   if (obs) obs->tensor("attn_out", layer, f, {n, dim});
   hc_post(c_, f.data(), attn_mix, n, x);
@@ -119,7 +117,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_mixes(c_, bw.hc_ffn, x, n, &ffn_mix, pool_.get());
   hc_pre(c_, x, attn_mix.pre.data(), n, u.data());
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, &lookahead_, &profile_));
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, ahead, &profile_));
   hc_post(c_, f.data(), ffn_mix, n, x);
   pre_mix = std::move(ffn_mix.pre);
   if (obs) {
@@ -129,8 +127,24 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   return Status();
 }
 
+void Model::embed(std::span<const int32_t> tokens, float* x) const {
+  const int64_t dim = c_.dim;
+  const int hc = c_.hc_mult;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int64_t id = tokens[t];
+    float* xt = x + static_cast<int64_t>(t) * hc * dim;
+    if (w_.embed.dtype == DType::kBF16) {
+      const uint16_t* row = w_.embed.as<uint16_t>() + id * dim;
+      for (int64_t i = 0; i < dim; ++i) xt[i] = bf16_to_f32(row[i]);
+    } else {
+      std::memcpy(xt, w_.embed.as<float>() + id * dim, static_cast<size_t>(dim) * sizeof(float));
+    }
+    for (int k = 1; k < hc; ++k) std::memcpy(xt + k * dim, xt, static_cast<size_t>(dim) * sizeof(float));
+  }
+}
+
 Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                      Observer* obs, int64_t decoder_tail) {
+                      Observer* obs, int64_t decoder_tail, std::vector<float>* main_hidden) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t start = cache.n_past;
   const int64_t dim = c_.dim;
@@ -184,19 +198,14 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
 
   // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
   std::vector<float> x(static_cast<size_t>(n * hc * dim));
-  for (int64_t t = 0; t < n; ++t) {
-    const int64_t id = tokens[static_cast<size_t>(t)];
-    float* xt = x.data() + t * hc * dim;
-    if (w_.embed.dtype == DType::kBF16) {
-      const uint16_t* row = w_.embed.as<uint16_t>() + id * dim;
-      for (int64_t i = 0; i < dim; ++i) xt[i] = bf16_to_f32(row[i]);
-    } else {
-      std::memcpy(xt, w_.embed.as<float>() + id * dim, static_cast<size_t>(dim) * sizeof(float));
-    }
-    for (int k = 1; k < hc; ++k) std::memcpy(xt + k * dim, xt, static_cast<size_t>(dim) * sizeof(float));
-  }
+  embed(tokens, x.data());
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
   for (int64_t t = 0; t < n; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+
+  if (main_hidden && !has_dspark()) return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
+  // DSpark features: each target layer's input averaged over the hc streams, [rows, dim] per target.
+  const std::vector<int>& targets = c_.dspark_target_layer_ids;
+  std::vector<std::vector<float>> feats(main_hidden ? targets.size() : 0);
 
   AttentionShared shared;
   int64_t n_run = n, start_run = start;  // the tokens the layers run (bounded replay narrows them)
@@ -211,7 +220,34 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
       replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs);
       if (n_run == 0) break;
     }
-    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, start_run, cache, shared, obs));
+    for (size_t k = 0; k < feats.size(); ++k) {
+      if (targets[k] != l) continue;
+      // ROUNDING: h.mean(dim=2) over hc_mult f32 values, summed in stream order then divided.
+      feats[k].assign(static_cast<size_t>(n_run * dim), 0.0f);
+      for (int64_t t = 0; t < n_run; ++t)
+        for (int64_t i = 0; i < dim; ++i) {
+          float s = 0.0f;
+          for (int h = 0; h < hc; ++h) s += x[static_cast<size_t>((t * hc + h) * dim + i)];
+          feats[k][static_cast<size_t>(t * dim + i)] = s / static_cast<float>(hc);
+        }
+    }
+    const RopeTable& rope = c_.compress_ratio(l) > 0 ? rope_compressed_ : rope_window_;
+    AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
+    auto attend = [&](const float* u, float* f) { attention_forward(actx, l, bw.attn, u, n_run, start_run, f); };
+    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &lookahead_, obs));
+  }
+  if (main_hidden) {
+    // The rows of the tokens the decoder ran (a target before a replay boundary saw more rows).
+    const int64_t nt = static_cast<int64_t>(targets.size());
+    main_hidden->assign(static_cast<size_t>(n_run * dim * nt), 0.0f);
+    for (int64_t k = 0; k < nt; ++k) {
+      const std::vector<float>& fk = feats[static_cast<size_t>(k)];
+      const int64_t rows = static_cast<int64_t>(fk.size()) / dim;
+      if (rows < n_run) return Internal("DSpark target layer " + std::to_string(targets[static_cast<size_t>(k)]) + " did not run");
+      for (int64_t t = 0; t < n_run; ++t)
+        std::copy_n(fk.data() + (rows - n_run + t) * dim, dim, main_hidden->data() + (t * nt + k) * dim);
+    }
+    if (obs) obs->tensor("main_hidden", -1, *main_hidden, {n_run, dim * nt});
   }
 
   // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows (rows of

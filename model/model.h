@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/dspark.h"
 #include "model/engram_hash.h"
 #include "model/kv_cache.h"
 #include "model/moe.h"
@@ -90,8 +92,27 @@ class Model {
   // replayed tail (kInvalidArgument / kResourceExhausted, nothing changed); replay on a config with
   // a KV source after the boundary (kNotSupported, nothing changed); a store read failure
   // mid-forward (the cache is then left inconsistent: discard the sequence).
+  // `main_hidden` (may be null; needs DSpark): receives the DSpark features of the tokens the
+  // decoder ran (all n, or the replayed tail), [rows, dim * n_targets] (model/dspark.h).
   [[nodiscard]] Status forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                               Observer* obs = nullptr, int64_t decoder_tail = -1);
+                               Observer* obs = nullptr, int64_t decoder_tail = -1,
+                               std::vector<float>* main_hidden = nullptr);
+
+  // ---- DSpark draft (model/dspark.h; implemented in model/dspark_draft.cpp) ----------------------
+  // True when the checkpoint has DSpark stages (dspark_block_size > 0 and n_mtp_layers > 0).
+  bool has_dspark() const { return c_.dspark_block_size > 0 && c_.n_mtp_layers > 0 && !w_.mtp.empty(); }
+  DSparkState new_dspark_state() const { return model::new_dspark_state(c_); }
+  // Seeds every stage's ring with the main model's KV of main_hidden [n, dim * n_targets] at
+  // positions start.. (after a prefill chunk; Transformer.forward_spec at start_pos 0; start may
+  // skip positions, as after a bounded replay). Errors: no DSpark (kNotSupported), positions before
+  // the state's end (kInvalidArgument).
+  [[nodiscard]] Status dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start);
+  // After a decode step at position `pos` whose features are main_hidden_row [dim * n_targets] and
+  // whose greedy token is `token`: writes pos into the rings, runs the draft block through the
+  // stages and the head (Transformer.forward_spec at start_pos = pos > 0). Errors as dspark_seed,
+  // token out of range, a store read failure in a stage's MoE.
+  [[nodiscard]] Result<DSparkDraft> dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row,
+                                                 int64_t pos);
 
   // The CED encoder/decoder boundary: the first layer whose compress ratio is 1 (-1 if none).
   // Bounded replay needs every KV source at or before it (kNotSupported naming the layer otherwise).
@@ -103,8 +124,12 @@ class Model {
 
  private:
   Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
+  // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out)`, MoE) on x [n, hc, dim].
+  using AttendFn = std::function<void(const float* u, float* f)>;
   [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                                     int64_t start, KvCache& cache, AttentionShared& shared, Observer* obs);
+                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs);
+  // x [n, hc, dim] = the embeddings of `tokens`, copied into every hc stream.
+  void embed(std::span<const int32_t> tokens, float* x) const;
   // Bounded replay at the boundary layer (model/prefill_replay.cpp): compresses all *n tokens into
   // the cache, then narrows x, pre_mix, the Engram rows and the shared selections to the last
   // `tail` tokens and moves *start / *n to them.

@@ -1,0 +1,73 @@
+// Model::dspark_seed / dspark_draft: the DSpark stages run as blocks of the model (model/dspark.h).
+// Source: model.py Transformer.forward_spec, DSparkBlock.forward.
+#include <algorithm>
+
+#include "model/dspark.h"
+#include "model/mhc.h"
+#include "model/model.h"
+
+namespace strata::model {
+
+Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start) {
+  if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
+  if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
+  // start may skip positions (a bounded-replay prefill has features of its tail only): the rings
+  // keep the newest window_size positions anyway.
+  if (n < 1 || start < st.n_seen)
+    return InvalidArgument("DSpark: seeding positions " + std::to_string(start) + ".. but the state already holds 0.." +
+                           std::to_string(st.n_seen - 1));
+  rope_window_.ensure(start + n);
+  std::vector<float> main_x(static_cast<size_t>(n * c_.dim));
+  dspark_main_x(c_, w_.dspark, main_hidden, n, main_x.data(), pool_.get());
+  // The stages' attention only stores the main model's KV here (DSparkBlock.forward, start_pos 0).
+  for (size_t s = 0; s < w_.mtp.size(); ++s)
+    dspark_write_ring(c_, w_.mtp[s].attn, rope_window_, main_x.data(), n, start, st.stages[s], pool_.get());
+  st.n_seen = start + n;
+  return Status();
+}
+
+Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row, int64_t pos) {
+  if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
+  if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
+  if (pos < 1 || pos != st.n_seen)
+    return InvalidArgument("DSpark: a draft after position " + std::to_string(pos) + " but the state holds 0.." +
+                           std::to_string(st.n_seen - 1));
+  if (token < 0 || token >= c_.vocab_size)
+    return InvalidArgument("DSpark: token id " + std::to_string(token) + " is outside the vocabulary");
+  const int64_t B = c_.dspark_block_size, dim = c_.dim;
+  const int hc = c_.hc_mult;
+  if (pos + 1 + B > c_.max_position_embeddings)
+    return ResourceExhausted("DSpark: a draft block after position " + std::to_string(pos) +
+                             " runs past max_position_embeddings " + std::to_string(c_.max_position_embeddings));
+  rope_window_.ensure(pos + 1 + B);
+
+  std::vector<float> main_x(static_cast<size_t>(dim));
+  dspark_main_x(c_, w_.dspark, main_hidden_row, 1, main_x.data(), pool_.get());
+  // The block: the main model's token, then noise tokens (DSparkBlock.forward_embed), one-hot pre-mix.
+  std::vector<int32_t> ids(static_cast<size_t>(B), static_cast<int32_t>(c_.dspark_noise_token_id));
+  ids[0] = token;
+  std::vector<float> x(static_cast<size_t>(B * hc * dim));
+  embed(ids, x.data());
+  std::vector<float> pre_mix(static_cast<size_t>(B * hc), 0.0f);
+  for (int64_t t = 0; t < B; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+
+  for (size_t s = 0; s < w_.mtp.size(); ++s) {
+    const BlockWeights& bw = w_.mtp[s];
+    LayerKvCache& ring = st.stages[s];
+    dspark_write_ring(c_, bw.attn, rope_window_, main_x.data(), 1, pos, ring, pool_.get());
+    auto attend = [&](const float* u, float* f) {
+      dspark_attention(c_, bw.attn, rope_window_, u, B, pos, ring, pool_.get(), f);
+    };
+    STRATA_RETURN_IF_ERROR(block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, B, attend,
+                                         /*ahead=*/nullptr, /*obs=*/nullptr));
+  }
+  st.n_seen = pos + 1;
+
+  std::vector<float> h(static_cast<size_t>(B * dim));
+  hc_pre(c_, x.data(), pre_mix.data(), B, h.data());
+  DSparkDraft d;
+  dspark_head(c_, w_, h.data(), token, pool_.get(), &d);
+  return d;
+}
+
+}  // namespace strata::model

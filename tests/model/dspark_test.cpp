@@ -1,0 +1,154 @@
+// The DSpark draft against DeepSeek's official forward_spec (../shared/fixtures/v41-tiny): the
+// main_hidden features of the prefill, then after each of the 24 greedy decode steps the draft ids
+// (exact), confidence logits and, for the first two steps, the draft logits (fixtures README
+// tolerances; the *_fixed decode target). Plus strata's own invariants and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/sampler.h"
+#include "tests/support/npy.h"
+#include "tests/support/tiny_suite.h"
+
+namespace strata::model {
+namespace {
+
+constexpr double kLogitAbs = 1e-3, kLogitRel = 1e-3;  // fixtures README: logits (and confidences)
+constexpr double kInterAbs = 1e-4, kInterRel = 1e-4;  // intermediates
+
+testing::Npy golden(const std::string& name) {
+  testing::Npy n;
+  std::string err;
+  EXPECT_TRUE(testing::read_npy(testing::tiny_dir() + "/golden/" + name, &n, &err)) << err;
+  return n;
+}
+
+// Index of the first element of got outside abs + rel*|ref|, or -1.
+int64_t first_outside(const std::vector<float>& got, const std::vector<double>& ref, size_t off, double abs_tol,
+                      double rel_tol) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double r = ref[off + i];
+    if (!(std::fabs(got[i] - r) <= abs_tol + rel_tol * std::fabs(r))) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+class DSparkTiny : public testing::TinyModelSuite<DSparkTiny> {
+ protected:
+  // Prefill of the fixture prompt (in chunks of `chunk`), seeding the draft after each chunk.
+  void prefill(KvCache* cache, DSparkState* st, std::vector<float>* last_logits, std::vector<float>* hidden_all,
+               int64_t chunk) {
+    const int64_t n = static_cast<int64_t>(ids_.size());
+    std::vector<float> mh;
+    for (int64_t s = 0; s < n; s += chunk) {
+      const int64_t m = std::min(chunk, n - s);
+      std::span<const int32_t> part(ids_.data() + s, static_cast<size_t>(m));
+      ASSERT_TRUE(model_->forward(*cache, part, LogitsRequest{}, last_logits->data(), nullptr, -1, &mh).ok());
+      ASSERT_TRUE(model_->dspark_seed(*st, mh.data(), m, s).ok());
+      if (hidden_all) hidden_all->insert(hidden_all->end(), mh.begin(), mh.end());
+    }
+  }
+};
+
+TEST_F(DSparkTiny, DraftMatchesOfficialForwardSpec) {
+  const ModelConfig& c = model_->config();
+  ASSERT_TRUE(model_->has_dspark());
+  const int64_t V = c.vocab_size, B = c.dspark_block_size, n = static_cast<int64_t>(ids_.size());
+  KvCache cache = model_->new_cache();
+  DSparkState st = model_->new_dspark_state();
+  std::vector<float> row(static_cast<size_t>(V)), hidden;
+  prefill(&cache, &st, &row, &hidden, n);
+
+  const testing::Npy gh = golden("prefill_main_hidden.npy");
+  ASSERT_EQ(static_cast<int64_t>(hidden.size()), gh.numel());
+  const int64_t bad_h = first_outside(hidden, gh.to_f64(), 0, kInterAbs, kInterRel);
+  EXPECT_EQ(bad_h, -1) << "prefill_main_hidden element " << bad_h;
+
+  const std::vector<int64_t> gids = golden("dspark_draft_ids_fixed.npy").as<int64_t>();
+  const std::vector<double> gconf = golden("dspark_confidence_fixed.npy").to_f64();
+  const std::vector<double> glog = golden("dspark_draft_logits_first_steps_fixed.npy").to_f64();
+  const int64_t steps = static_cast<int64_t>(gids.size()) / (B + 1);
+  ASSERT_EQ(steps, 24);
+  std::vector<float> mh;
+  int32_t tok = runtime::argmax(row);
+  for (int64_t k = 0; k < steps; ++k) {
+    const int32_t t[1] = {tok};
+    ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+    tok = runtime::argmax(row);
+    auto d = model_->dspark_draft(st, tok, mh.data(), n + k);
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    for (int64_t j = 0; j <= B; ++j)
+      EXPECT_EQ(d->ids[static_cast<size_t>(j)], gids[static_cast<size_t>(k * (B + 1) + j)]) << "step " << k << " id " << j;
+    const int64_t bad_c = first_outside(d->confidence, gconf, static_cast<size_t>(k * B), kLogitAbs, kLogitRel);
+    EXPECT_EQ(bad_c, -1) << "step " << k << " confidence " << bad_c << ": " << d->confidence[std::max<int64_t>(bad_c, 0)];
+    if (k < 2) {
+      ASSERT_EQ(static_cast<int64_t>(d->logits.size()), B * V);
+      const int64_t bad_l = first_outside(d->logits, glog, static_cast<size_t>(k * B * V), kLogitAbs, kLogitRel);
+      EXPECT_EQ(bad_l, -1) << "step " << k << " draft logit " << bad_l;
+    }
+  }
+}
+
+// Chunked prefill seeds the same rings as one prefill: the drafts after it are bit for bit equal.
+TEST_F(DSparkTiny, ChunkedPrefillSeedsTheSameDraft) {
+  const ModelConfig& c = model_->config();
+  const int64_t n = static_cast<int64_t>(ids_.size());
+  std::vector<DSparkDraft> drafts;
+  for (int64_t chunk : {n, int64_t{37}}) {
+    KvCache cache = model_->new_cache();
+    DSparkState st = model_->new_dspark_state();
+    std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+    prefill(&cache, &st, &row, nullptr, chunk);
+    const int32_t t[1] = {runtime::argmax(row)};
+    ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+    auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n);
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    drafts.push_back(*d);
+  }
+  EXPECT_EQ(drafts[0].ids, drafts[1].ids);
+  EXPECT_EQ(drafts[0].confidence, drafts[1].confidence);
+  EXPECT_EQ(drafts[0].logits, drafts[1].logits);
+}
+
+// Bounded-replay prefill hands back features of the replayed tail only; seeding from there works.
+TEST_F(DSparkTiny, ReplayPrefillSeedsFromItsTail) {
+  const ModelConfig& c = model_->config();
+  const int64_t n = static_cast<int64_t>(ids_.size()), tail = c.window_size;
+  KvCache cache = model_->new_cache();
+  DSparkState st = model_->new_dspark_state();
+  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, tail, &mh).ok());
+  const int64_t width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
+  ASSERT_EQ(static_cast<int64_t>(mh.size()), tail * width);
+  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), tail, n - tail).ok());
+  const int32_t t[1] = {runtime::argmax(row)};
+  ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_EQ(d->ids[0], runtime::argmax(row));
+  for (int32_t id : d->ids) EXPECT_TRUE(id >= 0 && id < c.vocab_size);
+}
+
+TEST_F(DSparkTiny, OutOfOrderPositionsAndBadTokensAreRejected) {
+  const ModelConfig& c = model_->config();
+  const int64_t n = static_cast<int64_t>(ids_.size());
+  KvCache cache = model_->new_cache();
+  DSparkState st = model_->new_dspark_state();
+  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), n, 0).ok());
+  // Seeding again over positions the rings hold, drafting at a position that is not the next one,
+  // a token outside the vocabulary, a state of another shape: errors, and the state is unchanged.
+  EXPECT_EQ(model_->dspark_seed(st, mh.data(), n, 0).code(), StatusCode::kInvalidArgument);
+  const float* last = mh.data() + (n - 1) * c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
+  EXPECT_EQ(model_->dspark_draft(st, 5, last, n + 3).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->dspark_draft(st, static_cast<int32_t>(c.vocab_size), last, n).error().code(), StatusCode::kInvalidArgument);
+  DSparkState other;
+  EXPECT_EQ(model_->dspark_draft(other, 5, last, n).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.n_seen, n);
+  EXPECT_TRUE(model_->dspark_draft(st, 5, last, n).ok());
+  EXPECT_EQ(st.n_seen, n + 1);
+}
+
+}  // namespace
+}  // namespace strata::model
