@@ -40,6 +40,9 @@ void send_json(httplib::Response& res, const std::string& body) {
 constexpr int kClientClosed = 499;
 
 // Writes one SSE event; false when the client is gone.
+// What a request still running when the server stops gets (503; in a stream, its last event).
+ApiError shutting_down() { return unavailable("The server is shutting down; the generation was stopped", "server_shutdown"); }
+
 // The Content-Length a request declares; 0 when absent or not a number (httplib answers those).
 uint64_t declared_body_bytes(const httplib::Request& req) {
   const std::string v = req.get_header_value("Content-Length");
@@ -197,7 +200,16 @@ struct HttpServer::Handlers {
               if (!sink.write(kKeepAlive, sizeof kKeepAlive - 1)) return gone();
               last_write = clock_type::now();
             }
-            if (srv->stopping_.load() || (job->client_gone && job->client_gone())) return gone();
+            if (job->client_gone && job->client_gone()) return gone();
+            if (srv->stopping_.load()) {
+              // The server stops (SIGINT/SIGTERM): end the stream as an error event with a closed
+              // body, so clients see why instead of a cut connection (§6.3 errors after the first byte).
+              job->cancel = true;
+              done->store(true);
+              sse(sink, shutting_down().to_json());
+              sink.done();
+              return true;
+            }
           }
         },
         [job, alive, done](bool) {
@@ -252,6 +264,7 @@ struct HttpServer::Handlers {
       alive->store(false);
       finished_metrics(*job);
       if (u.end == JobEnd::kCancelled) {
+        if (s.stopping_.load()) return send_error(res, shutting_down());
         res.status = kClientClosed;
         return;
       }
@@ -318,6 +331,7 @@ struct HttpServer::Handlers {
       const GenerationJob::Update u = wait_done(*job);
       alive->store(false);
       if (u.end == JobEnd::kCancelled) {
+        if (s.stopping_.load()) return send_error(res, shutting_down());
         res.status = kClientClosed;
         return;
       }

@@ -633,6 +633,27 @@ TEST_F(Serve, DisconnectCancels) {
   EXPECT_GE(metric("strata_kv_sessions"), 1);
 }
 
+// Stopping the server (SIGINT/SIGTERM in strata serve) ends running requests with a 503
+// server_shutdown error, in a stream as its last event with the chunked body closed, not a cut.
+TEST_F(Serve, StopEndsRunningRequestsWithAnError) {
+  ServerOptions o;
+  o.parallel = 2;
+  start(o);
+  RawConn streamed(srv_->port()), plain(srv_->port());
+  streamed.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 100000}, {"stream", true}}).dump());
+  plain.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 100000}}).dump());
+  ASSERT_EQ(wait_metric("strata_requests_running", 2), 2);
+  std::thread stopper([this] { srv_->stop(); });
+  const std::string& s = streamed.read_for(30000ms, "0\r\n\r\n");
+  const std::string& p = plain.read_for(30000ms, "server_shutdown");
+  stopper.join();
+  EXPECT_NE(s.find("data: {\"error\":"), std::string::npos) << s.substr(s.size() > 600 ? s.size() - 600 : 0);
+  EXPECT_NE(s.find("\"code\":\"server_shutdown\""), std::string::npos);
+  EXPECT_EQ(s.substr(s.size() - 5), "0\r\n\r\n") << "the chunked body is closed";
+  EXPECT_EQ(p.rfind("HTTP/1.1 503", 0), 0u) << p;
+  EXPECT_NE(p.find("\"code\":\"server_shutdown\""), std::string::npos) << p;
+}
+
 // While a stream waits in the queue, SSE comments keep it alive.
 TEST_F(Serve, KeepAliveWhileQueued) {
   ServerOptions o;
