@@ -40,6 +40,39 @@ DSparkState new_dspark_state(const ModelConfig& c) {
   return s;
 }
 
+void DSparkFeatures::capture(int layer, const float* x, int64_t n) {
+  const int64_t dim = c_.dim;
+  const int hc = c_.hc_mult;
+  for (size_t k = 0; k < per_target_.size(); ++k) {
+    if (c_.dspark_target_layer_ids[k] != layer) continue;
+    std::vector<float>& f = per_target_[k];
+    f.resize(static_cast<size_t>(n * dim));
+    // ROUNDING: h.mean(dim=2) over hc_mult f32 values, summed in stream order, then divided.
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < dim; ++i) {
+        float s = 0.0f;
+        for (int h = 0; h < hc; ++h) s += x[(t * hc + h) * dim + i];
+        f[static_cast<size_t>(t * dim + i)] = s / static_cast<float>(hc);
+      }
+  }
+}
+
+Status DSparkFeatures::assemble(int64_t rows, std::vector<float>* out) const {
+  const int64_t dim = c_.dim, nt = static_cast<int64_t>(per_target_.size());
+  out->assign(static_cast<size_t>(rows * dim * nt), 0.0f);
+  for (int64_t k = 0; k < nt; ++k) {
+    const std::vector<float>& f = per_target_[static_cast<size_t>(k)];
+    const int64_t have = static_cast<int64_t>(f.size()) / dim;
+    if (have < rows)
+      return Internal("DSpark target layer " + std::to_string(c_.dspark_target_layer_ids[static_cast<size_t>(k)]) +
+                      " ran " + std::to_string(have) + " tokens, " + std::to_string(rows) + " needed");
+    // A target before a bounded-replay boundary saw the whole chunk: its last `rows` are the tail.
+    for (int64_t t = 0; t < rows; ++t)
+      std::copy_n(f.data() + (have - rows + t) * dim, dim, out->data() + (t * nt + k) * dim);
+  }
+  return Status();
+}
+
 void dspark_main_x(const ModelConfig& c, const DSparkWeights& w, const float* main_hidden, int64_t n, float* main_x,
                    ThreadPool* pool) {
   w.main_proj.apply(main_hidden, n, main_x, pool);

@@ -46,6 +46,22 @@ struct DSparkDraft {
   std::vector<float> confidence;   // [block] confidence logits (model.py DSparkConfidenceHead)
 };
 
+// Collects main_hidden during a main forward: at each target layer's input (after its Engram,
+// before the block), the mean over the hc_mult streams of x [n, hc, dim] (Transformer.forward).
+class DSparkFeatures {
+ public:
+  explicit DSparkFeatures(const ModelConfig& c) : c_(c), per_target_(c.dspark_target_layer_ids.size()) {}
+  // Records x [n, hc, dim] if `layer` is a target; no-op otherwise.
+  void capture(int layer, const float* x, int64_t n);
+  // out = [rows, dim * n_targets]: the last `rows` captured tokens of each target, concatenated in
+  // target order. Errors (kInternal): a target captured fewer rows (it did not run).
+  [[nodiscard]] Status assemble(int64_t rows, std::vector<float>* out) const;
+
+ private:
+  const ModelConfig& c_;
+  std::vector<std::vector<float>> per_target_;  // [captured rows, dim] each
+};
+
 // An empty state for `c` (rings of window_size slots per stage; no stages when c has no DSpark).
 DSparkState new_dspark_state(const ModelConfig& c);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/dtype.h"
 #include "io/checkpoint.h"
@@ -175,6 +176,7 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
                                std::to_string(first_row) + ".." + std::to_string(n - 1) + ")");
   }
   if (static_cast<int64_t>(cache.layers.size()) != c_.n_layers) return InvalidArgument("KvCache was not made by this model");
+  if (main_hidden && !has_dspark()) return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
   rope_window_.ensure(start + n);
   rope_compressed_.ensure(start + n);
 
@@ -202,10 +204,8 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
   std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
   for (int64_t t = 0; t < n; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
 
-  if (main_hidden && !has_dspark()) return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
-  // DSpark features: each target layer's input averaged over the hc streams, [rows, dim] per target.
-  const std::vector<int>& targets = c_.dspark_target_layer_ids;
-  std::vector<std::vector<float>> feats(main_hidden ? targets.size() : 0);
+  std::optional<DSparkFeatures> features;  // main_hidden for the DSpark draft
+  if (main_hidden) features.emplace(c_);
 
   AttentionShared shared;
   int64_t n_run = n, start_run = start;  // the tokens the layers run (bounded replay narrows them)
@@ -220,34 +220,15 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
       replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs);
       if (n_run == 0) break;
     }
-    for (size_t k = 0; k < feats.size(); ++k) {
-      if (targets[k] != l) continue;
-      // ROUNDING: h.mean(dim=2) over hc_mult f32 values, summed in stream order then divided.
-      feats[k].assign(static_cast<size_t>(n_run * dim), 0.0f);
-      for (int64_t t = 0; t < n_run; ++t)
-        for (int64_t i = 0; i < dim; ++i) {
-          float s = 0.0f;
-          for (int h = 0; h < hc; ++h) s += x[static_cast<size_t>((t * hc + h) * dim + i)];
-          feats[k][static_cast<size_t>(t * dim + i)] = s / static_cast<float>(hc);
-        }
-    }
+    if (features) features->capture(l, x.data(), n_run);
     const RopeTable& rope = c_.compress_ratio(l) > 0 ? rope_compressed_ : rope_window_;
     AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
     auto attend = [&](const float* u, float* f) { attention_forward(actx, l, bw.attn, u, n_run, start_run, f); };
     STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &lookahead_, obs));
   }
-  if (main_hidden) {
-    // The rows of the tokens the decoder ran (a target before a replay boundary saw more rows).
-    const int64_t nt = static_cast<int64_t>(targets.size());
-    main_hidden->assign(static_cast<size_t>(n_run * dim * nt), 0.0f);
-    for (int64_t k = 0; k < nt; ++k) {
-      const std::vector<float>& fk = feats[static_cast<size_t>(k)];
-      const int64_t rows = static_cast<int64_t>(fk.size()) / dim;
-      if (rows < n_run) return Internal("DSpark target layer " + std::to_string(targets[static_cast<size_t>(k)]) + " did not run");
-      for (int64_t t = 0; t < n_run; ++t)
-        std::copy_n(fk.data() + (rows - n_run + t) * dim, dim, main_hidden->data() + (t * nt + k) * dim);
-    }
-    if (obs) obs->tensor("main_hidden", -1, *main_hidden, {n_run, dim * nt});
+  if (features) {
+    STRATA_RETURN_IF_ERROR(features->assemble(n_run, main_hidden));
+    if (obs) obs->tensor("main_hidden", -1, *main_hidden, {n_run, dim * static_cast<int64_t>(c_.dspark_target_layer_ids.size())});
   }
 
   // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows (rows of
