@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <charconv>
+#include <optional>
 #include <chrono>
 #include <random>
 
@@ -39,18 +40,33 @@ void send_json(httplib::Response& res, const std::string& body) {
 // A 499-style status for the metrics of requests whose client left ("client closed request").
 constexpr int kClientClosed = 499;
 
-// Writes one SSE event; false when the client is gone.
 // What a request still running when the server stops gets (503; in a stream, its last event).
 ApiError shutting_down() { return unavailable("The server is shutting down; the generation was stopped", "server_shutdown"); }
 
-// The Content-Length a request declares; 0 when absent or not a number (httplib answers those).
-uint64_t declared_body_bytes(const httplib::Request& req) {
-  const std::string v = req.get_header_value("Content-Length");
-  uint64_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  return ec == std::errc() && end == v.data() + v.size() ? n : 0;
+ApiError too_large(int64_t limit) {
+  return ApiError{413, "invalid_request_error",
+                  "The request body is larger than the server's limit of " + std::to_string(limit) + " bytes", "",
+                  "request_too_large"};
 }
 
+// A response after which the connection must end because the request's body was not (fully) read:
+// its status is one of these and it says "Connection: close" (the logger then closes it, see
+// lingering_close; httplib 0.11 keeps the connection open whatever the handler's header says).
+bool ends_connection(const httplib::Response& res) {
+  return (res.status == 400 || res.status == 413) && res.get_header_value("Connection") == "close";
+}
+
+// The Content-Length a request declares: nullopt when absent, -1 when not a decimal number that
+// fits (httplib would wait for a body it cannot size).
+std::optional<int64_t> declared_body_bytes(const httplib::Request& req) {
+  if (!req.has_header("Content-Length")) return std::nullopt;
+  const std::string v = req.get_header_value("Content-Length");
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && end == v.data() + v.size() && !v.empty() && n >= 0 ? n : -1;
+}
+
+// Writes one SSE event; false when the client is gone.
 bool sse(httplib::DataSink& sink, const std::string& payload) {
   const std::string ev = "data: " + payload + "\n\n";
   return sink.write(ev.data(), ev.size());
@@ -441,15 +457,29 @@ Status HttpServer::start() {
       }
     };
   };
-  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // A declared body over the limit is refused before it is read: httplib alone would read and
-    // discard all of it first. The unread body ends the connection (the next request cannot be found).
-    if (declared_body_bytes(req) > static_cast<uint64_t>(opt_.body_limit_bytes)) {
-      send_error(res, ApiError{413, "invalid_request_error", "The request body is larger than the server's limit", "",
-                               "request_too_large"});
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
+  // A body refused before it is read (declared over the limit, or a Content-Length that is not a
+  // number): httplib alone would read and drop all of it first, or wait for it. The unread body
+  // ends the connection (ends_connection, closed by the logger below).
+  auto refuse_unread_body = [this](const httplib::Request& req, httplib::Response& res) {
+    const std::optional<int64_t> declared = declared_body_bytes(req);
+    if (!declared) return false;
+    if (*declared < 0) {
+      send_error(res, bad_request("Content-Length '" + req.get_header_value("Content-Length") +
+                                  "' is not a byte count", ""));
+    } else if (*declared > opt_.body_limit_bytes) {
+      send_error(res, too_large(opt_.body_limit_bytes));
+    } else {
+      return false;
     }
+    res.set_header("Connection", "close");
+    return true;
+  };
+  // "Expect: 100-continue": answer 413 instead of inviting the upload.
+  svr.set_expect_100_continue_handler([refuse_unread_body](const httplib::Request& req, httplib::Response& res) {
+    return refuse_unread_body(req, res) ? res.status : 100;
+  });
+  svr.set_pre_routing_handler([this, refuse_unread_body](const httplib::Request& req, httplib::Response& res) {
+    if (refuse_unread_body(req, res)) return httplib::Server::HandlerResponse::Handled;
     if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
@@ -459,8 +489,32 @@ Status HttpServer::start() {
                              "", "invalid_api_key"});
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr.Post("/v1/chat/completions", guard(&Handlers::chat_completions));
-  svr.Post("/v1/completions", guard(&Handlers::completions));
+  // POST bodies are read through a cap: httplib 0.11 applies its payload limit to bodies with a
+  // Content-Length but reads a chunked body whole, however large.
+  auto guard_body = [this, guard](void (Handlers::*fn)(const httplib::Request&, httplib::Response&) const) {
+    return [this, handler = guard(fn)](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& read) {
+      httplib::Request full = req;
+      bool over = false;
+      const bool ok = read([&](const char* data, size_t n) {
+        if (full.body.size() + n > static_cast<size_t>(opt_.body_limit_bytes)) {
+          over = true;
+          return false;
+        }
+        full.body.append(data, n);
+        return true;
+      });
+      if (over || !ok) {
+        send_error(res, over ? too_large(opt_.body_limit_bytes)
+                             : bad_request("The request body could not be read (connection closed or malformed chunks)", ""));
+        res.set_header("Connection", "close");
+        return;
+      }
+      handler(full, res);
+    };
+  };
+  svr.Post("/v1/chat/completions", guard_body(&Handlers::chat_completions));
+  svr.Post("/v1/completions", guard_body(&Handlers::completions));
   svr.Get("/v1/models", guard(&Handlers::models));
   svr.Get(R"(/v1/models/([^/]+))", guard(&Handlers::model));
   svr.Get("/health", guard(&Handlers::health));
@@ -500,7 +554,10 @@ Status HttpServer::start() {
                                "", ""});
     }
   });
+  // httplib calls the logger once the response is written: the moment to end a connection whose
+  // body was left unread.
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (ends_connection(res)) lingering_close(find_peer_socket(req.local_port, req.remote_addr, req.remote_port), 1000);
     metrics_.count_request(res.status);
     if (logger_ && logger_->enabled(LogLevel::kInfo))
       logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(res.status) +

@@ -6,7 +6,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,6 +61,24 @@ int find_peer_socket(int local_port, const std::string& remote_addr, int remote_
   }
   closedir(d);
   return found;
+}
+
+void lingering_close(int fd, int linger_ms) {
+  if (fd < 0) return;
+  ::shutdown(fd, SHUT_WR);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
+  char buf[16384];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{};
+    p.fd = fd;
+    p.events = POLLIN;
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) break;  // closed, reset or error
+  }
+  ::shutdown(fd, SHUT_RD);
 }
 
 bool peer_closed(int fd) {

@@ -20,4 +20,12 @@ int find_peer_socket(int local_port, const std::string& remote_addr, int remote_
 // fd < 0.
 bool peer_closed(int fd);
 
+// Ends a connection whose request body was left unread (a 413 answered before reading it): FIN
+// after the response already written, then what the client still sends is read and dropped for up
+// to `linger_ms` (or until it closes), then reads see end of file, so httplib's keep-alive loop
+// closes the socket instead of parsing the rest of the body as a next request (nginx's lingering
+// close: closing with unread data would reset the connection, and the client could lose the
+// response). No-op for fd < 0.
+void lingering_close(int fd, int linger_ms);
+
 }  // namespace strata::server

@@ -103,7 +103,10 @@ class RawConn {
       if (::poll(&p, 1, 20) <= 0) continue;
       char buf[4096];
       const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
+      if (n <= 0) {
+        eof_ = true;
+        break;
+      }
       got_.append(buf, static_cast<size_t>(n));
     }
     return got_;
@@ -112,9 +115,12 @@ class RawConn {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // True once read_for saw the server end the connection (end of file or reset).
+  bool closed() const { return eof_; }
 
  private:
   int fd_ = -1;
+  bool eof_ = false;
   std::string got_;
 };
 
@@ -322,13 +328,56 @@ TEST_F(Serve, DocumentedErrors) {
   check(c.Post("/v1/chat/completions", "{\"model\":", "application/json"), 400, "invalid_request_error", "invalid_json");
   {
     // A body declared far over the limit is answered at once, before any of it is sent (not after
-    // reading it all, or after the 30 s read timeout), and the connection is closed.
+    // reading it all, or after the 30 s read timeout), and the connection ends: what follows on it
+    // (the rest of the body, or a pipelined request) is never parsed as a request.
     RawConn raw(srv_->port());
     raw.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                  "Content-Length: 1000000000000\r\n\r\n{");
-    const std::string& got = raw.read_for(std::chrono::seconds(10), "request_too_large");
+    raw.read_for(std::chrono::seconds(10), "request_too_large");
+    raw.send_raw("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    const std::string& got = raw.read_for(std::chrono::seconds(10));
     EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
     EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+    EXPECT_EQ(got.find("HTTP/1.1", 1), std::string::npos) << "a request after the unread body was answered: " << got;
+    EXPECT_TRUE(raw.closed()) << "the server did not close the connection";
+  }
+  {
+    // "Expect: 100-continue" over the limit: 413 instead of an invitation to upload.
+    RawConn raw(srv_->port());
+    raw.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n"
+                 "Expect: 100-continue\r\n\r\n");
+    const std::string& got = raw.read_for(std::chrono::seconds(10), "request_too_large");
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  }
+  {
+    // A chunked body is read through the same cap (httplib reads chunked bodies whole).
+    RawConn raw(srv_->port());
+    std::string chunks;
+    for (int i = 0; i < 3; ++i) chunks += "800\r\n" + std::string(2048, ' ') + "\r\n";
+    raw.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n");
+    const std::string& got = raw.read_for(std::chrono::seconds(10), "request_too_large");
+    EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  }
+  {
+    // A Content-Length that is not a byte count: 400 at once, not a wait for a body.
+    RawConn raw(srv_->port());
+    raw.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: -1\r\n\r\n");
+    const std::string& got = raw.read_for(std::chrono::seconds(10), "}}");
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+    EXPECT_NE(got.find("Content-Length '-1'"), std::string::npos) << got;
+  }
+  // A chunked body under the cap is served.
+  {
+    httplib::Client cc("127.0.0.1", srv_->port());
+    const std::string body = req(user("Hi"), {{"max_tokens", 1}}).dump();
+    auto r = cc.Post("/v1/chat/completions", [&](size_t off, httplib::DataSink& sink) {
+      if (off < body.size()) sink.write(body.data() + off, body.size() - off);
+      else sink.done();
+      return true;
+    }, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
   }
   check(post("/v1/chat/completions", req(user("Hi"), {{"model", "gpt-x"}})), 404, "invalid_request_error",
         "model_not_found");
