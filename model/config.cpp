@@ -267,7 +267,7 @@ Status ModelConfig::validate() const {
       {"hc_mult", hc_mult, 64},                     {"hc_sinkhorn_iters", hc_sinkhorn_iters, 10000},
       {"engram_head_dim", engram_head_dim, 1 << 14}, {"engram_n_heads", engram_n_heads, 1024},
       {"engram_max_ngram_size", engram_max_ngram_size, 16}, {"max_position_embeddings", max_position_embeddings, int64_t{1} << 30},
-      {"dspark_markov_rank", dspark_markov_rank, 1 << 16},
+      {"dspark_markov_rank", dspark_markov_rank, 1 << 16}, {"dspark_block_size", dspark_block_size, 64},
   };
   for (const Limit& l : limits)
     if (l.value < 0 || l.value > l.max)
@@ -359,9 +359,20 @@ Status ModelConfig::validate() const {
     if (engram_compressed_vocab_size <= 0) return bad("engram_compressed_vocab_size must be positive");
   }
   if (n_mtp_layers > 0 && dspark_block_size > 0) {
-    for (int l : dspark_target_layer_ids)
-      if (l < 0 || l >= n_layers) return bad("dspark_target_layer_ids entry out of range");
     if (dspark_target_layer_ids.empty()) return bad("DSpark needs dspark_target_layer_ids");
+    // Strictly increasing: the reference concatenates the targets' features in layer order, once each.
+    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+      const int l = dspark_target_layer_ids[i];
+      if (l < 0 || l >= n_layers)
+        return bad("dspark_target_layer_ids entry " + std::to_string(l) + " is outside the layers [0, " +
+                   std::to_string(n_layers) + ")");
+      if (i > 0 && l <= dspark_target_layer_ids[i - 1])
+        return bad("dspark_target_layer_ids must be strictly increasing (" + std::to_string(dspark_target_layer_ids[i - 1]) +
+                   " then " + std::to_string(l) + ")");
+    }
+    if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
+      return bad("dspark_noise_token_id " + std::to_string(dspark_noise_token_id) + " is outside the vocabulary [0, " +
+                 std::to_string(vocab_size) + ")");
   }
   return Status();
 }

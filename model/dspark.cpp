@@ -119,12 +119,15 @@ void dspark_attention(const ModelConfig& c, const AttentionWeights& w, const Rop
   }
 
   // Entries: ring slots 0 .. min(window, pos + 1) - 1 in slot order, then the block's keys
-  // (get_dspark_topk_idxs: the same list for every query of the block).
+  // (get_dspark_topk_idxs: the same list for every query of the block). A slot is used only if it
+  // holds a position of the window (pos - window, pos]: after a seeding gap (bounded replay) older
+  // entries may remain, and the reference's ring never holds those.
   const int64_t n_ring = std::min(win, pos + 1);
   std::vector<float> ring_rows(static_cast<size_t>(n_ring * D));
   std::vector<const float*> ent;
   for (int64_t s = 0; s < n_ring; ++s) {
-    if (ring.window_pos[static_cast<size_t>(s)] < 0 || ring.window_pos[static_cast<size_t>(s)] > pos) continue;
+    const int64_t p = ring.window_pos[static_cast<size_t>(s)];
+    if (p < 0 || p > pos || p <= pos - win) continue;
     ring.window_row(s, D, ring_rows.data() + s * D);
     ent.push_back(ring_rows.data() + s * D);
   }

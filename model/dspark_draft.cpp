@@ -13,7 +13,8 @@ Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, 
   if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
   // start may skip positions (a bounded-replay prefill has features of its tail only): the rings
   // keep the newest window_size positions anyway.
-  if (n < 1 || start < st.n_seen)
+  if (n < 1) return InvalidArgument("DSpark: seeding needs at least one position (n = " + std::to_string(n) + ")");
+  if (start < st.n_seen)
     return InvalidArgument("DSpark: seeding positions " + std::to_string(start) + ".. but the state already holds 0.." +
                            std::to_string(st.n_seen - 1));
   rope_window_.ensure(start + n);
@@ -29,9 +30,11 @@ Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, 
 Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row, int64_t pos) {
   if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
   if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
-  if (pos < 1 || pos != st.n_seen)
+  if (st.n_seen == 0) return InvalidArgument("DSpark: a draft needs the prompt's features first (dspark_seed)");
+  if (pos != st.n_seen)
     return InvalidArgument("DSpark: a draft after position " + std::to_string(pos) + " but the state holds 0.." +
-                           std::to_string(st.n_seen - 1));
+                           std::to_string(st.n_seen - 1) + " (the next draft is after position " +
+                           std::to_string(st.n_seen) + ")");
   if (token < 0 || token >= c_.vocab_size)
     return InvalidArgument("DSpark: token id " + std::to_string(token) + " is outside the vocabulary");
   const int64_t B = c_.dspark_block_size, dim = c_.dim;

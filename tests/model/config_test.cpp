@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/files.h"
-
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "tests/support/files.h"
 
 #include "tests/support/npy.h"
 
@@ -115,6 +117,21 @@ TEST(ModelConfig, BadValuesAreNamed) {
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.error().message().find("sliding_window = 1000000000 is outside"), std::string::npos)
         << c.error().to_string();
+  }
+  // DSpark fields the draft indexes with: each refused with the field, the value and the range.
+  for (const auto& [field, value, expect] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"dspark_noise_token_id", 2000000000, "dspark_noise_token_id 2000000000 is outside the vocabulary [0, 129280)"},
+           {"dspark_noise_token_id", -5, "dspark_noise_token_id -5 is outside the vocabulary"},
+           {"dspark_block_size", 100000, "dspark_block_size = 100000 is outside [0, 64]"},
+           {"dspark_target_layer_ids", nlohmann::json::array({7, 5, 6}), "must be strictly increasing (7 then 5)"},
+           {"dspark_target_layer_ids", nlohmann::json::array({5, 5, 7}), "must be strictly increasing (5 then 5)"},
+           {"dspark_target_layer_ids", nlohmann::json::array({5, 6, 9}), "entry 9 is outside the layers [0, 8)"}}) {
+    auto j = base;
+    j["text_config"][field] = value;
+    auto c = ModelConfig::parse(j.dump(), "config.json");
+    ASSERT_FALSE(c.ok()) << field << " = " << value.dump();
+    EXPECT_NE(c.error().message().find(expect), std::string::npos) << c.error().to_string();
   }
   {
     auto j = base;

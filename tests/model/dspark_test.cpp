@@ -129,6 +129,27 @@ TEST_F(DSparkTiny, ReplayPrefillSeedsFromItsTail) {
   for (int32_t id : d->ids) EXPECT_TRUE(id >= 0 && id < c.vocab_size);
 }
 
+// After a seeding gap the rings still hold entries from before it; a draft must leave those out
+// (they are outside its window), exactly as if they had never been written.
+TEST_F(DSparkTiny, SeedingGapLeavesOldEntriesOut) {
+  const ModelConfig& c = model_->config();
+  const int64_t n = static_cast<int64_t>(ids_.size()), width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
+  KvCache cache = model_->new_cache();
+  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  ASSERT_GT(n, 120);
+  DSparkState gap = model_->new_dspark_state(), fresh = model_->new_dspark_state();
+  ASSERT_TRUE(model_->dspark_seed(gap, mh.data(), 10, 0).ok());  // positions 0..9, long before the window
+  ASSERT_TRUE(model_->dspark_seed(gap, mh.data() + 100 * width, 1, 100).ok());
+  ASSERT_TRUE(model_->dspark_seed(fresh, mh.data() + 100 * width, 1, 100).ok());
+  auto a = model_->dspark_draft(gap, 7, mh.data() + 101 * width, 101);
+  auto b = model_->dspark_draft(fresh, 7, mh.data() + 101 * width, 101);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->ids, b->ids);
+  EXPECT_EQ(a->confidence, b->confidence);
+  EXPECT_EQ(a->logits, b->logits);
+}
+
 TEST_F(DSparkTiny, OutOfOrderPositionsAndBadTokensAreRejected) {
   const ModelConfig& c = model_->config();
   const int64_t n = static_cast<int64_t>(ids_.size());
@@ -145,6 +166,12 @@ TEST_F(DSparkTiny, OutOfOrderPositionsAndBadTokensAreRejected) {
   EXPECT_EQ(model_->dspark_draft(st, static_cast<int32_t>(c.vocab_size), last, n).error().code(), StatusCode::kInvalidArgument);
   DSparkState other;
   EXPECT_EQ(model_->dspark_draft(other, 5, last, n).error().code(), StatusCode::kInvalidArgument);
+  DSparkState unseeded = model_->new_dspark_state();
+  auto r = model_->dspark_draft(unseeded, 5, last, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("dspark_seed"), std::string::npos) << r.error().to_string();
+  const Status zero = model_->dspark_seed(unseeded, mh.data(), 0, 0);
+  EXPECT_NE(zero.message().find("at least one position"), std::string::npos) << zero.to_string();
   EXPECT_EQ(st.n_seen, n);
   EXPECT_TRUE(model_->dspark_draft(st, 5, last, n).ok());
   EXPECT_EQ(st.n_seen, n + 1);
