@@ -1,10 +1,11 @@
 // ScopedDir: a directory the tools create for a while (the engine probe's synthetic checkpoint,
 // bench's cold copy of a checkpoint) and remove with its contents when it goes out of scope.
 //
-// A process killed before that (Ctrl-C during `strata probe`) cannot clean up, so temporary
-// directories carry the creating process id: the next make_temp() in the same parent removes those
-// of processes that are gone, once they are old enough not to belong to a live process this one
-// cannot see (another PID namespace sharing /tmp).
+// A process killed before that (Ctrl-C during `strata probe` or `strata bench`) cannot clean up, so
+// temporary directories carry the creating process id: the next make_temp() with the same prefix in
+// the same parent removes those of processes that are gone. Only real directories (not symbolic
+// links) that this user owns, in which nothing changed for a while (so a live process this one
+// cannot see, in another PID namespace sharing /tmp, keeps its directory while it works in it).
 #pragma once
 
 #include <string>
@@ -16,8 +17,9 @@ namespace strata::tools {
 class ScopedDir {
  public:
   // Creates `<parent>/<prefix>-<pid>-XXXXXX` (mkdtemp) after removing stale siblings
-  // `<prefix>-<pid>-*` whose process no longer runs and that were last modified over
-  // `stale_after_s` seconds ago. Errors: IOError naming `parent` when it cannot be created there.
+  // `<prefix>-<pid>-*`: directories of this user whose process no longer runs and in which no
+  // entry was modified for `stale_after_s` seconds. Errors: IOError naming `parent` when the
+  // directory cannot be created there.
   [[nodiscard]] static Result<ScopedDir> make_temp(const std::string& parent, const std::string& prefix,
                                                    double stale_after_s = 600);
   // Takes charge of an existing path (it is removed when this goes out of scope).

@@ -26,11 +26,13 @@ pid_t dead_pid() {
   return pid;
 }
 
-// A directory with one file, last modified `age` ago.
-void make_dir(const fs::path& p, std::chrono::seconds age) {
+// A directory with one file, both last modified `age` ago (the file `file_age` ago if given).
+void make_dir(const fs::path& p, std::chrono::seconds age, std::chrono::seconds file_age = std::chrono::seconds(-1)) {
   fs::create_directories(p);
   std::ofstream(p / "model.safetensors") << "x";
-  fs::last_write_time(p, fs::file_time_type::clock::now() - age);
+  const auto now = fs::file_time_type::clock::now();
+  fs::last_write_time(p / "model.safetensors", now - (file_age.count() >= 0 ? file_age : age));
+  fs::last_write_time(p, now - age);
 }
 
 TEST(ScopedDir, MakeTempIsRemovedAtScopeExit) {
@@ -63,6 +65,18 @@ TEST(ScopedDir, OnlyOldDirectoriesOfGoneProcessesAreSwept) {
   make_dir(p / ("strata-y-" + dead + "-eeeeee"), old);                             // another prefix
   make_dir(p / "strata-x-notapid-ffffff", old);                                    // another shape
   make_dir(p / ("strata-x-" + dead), old);                                         // no suffix
+  make_dir(p / ("strata-x-" + dead + "-gggggg"), old, std::chrono::seconds(0));    // a file just written
+  make_dir(p / ("strata-x-0" + dead + "-hhhhhh"), old);                            // leading zero
+  make_dir(p / "strata-x-4294967297-iiiiii", old);                                 // past a pid_t
+  // A link named like a stale directory: neither it nor what it points to is touched.
+  make_dir(p / "target", old);
+  fs::create_directory_symlink(p / "target", p / ("strata-x-" + dead + "-jjjjjj"));
+  // Another user's directory (checked where this test may change owners, i.e. as root).
+  const bool as_root = ::geteuid() == 0;
+  if (as_root) {
+    make_dir(p / ("strata-x-" + dead + "-kkkkkk"), old);
+    ASSERT_EQ(::chown((p / ("strata-x-" + dead + "-kkkkkk")).c_str(), 65534, 65534), 0);
+  }
   {
     auto d = ScopedDir::make_temp(parent.path(), "strata-x");
     ASSERT_TRUE(d.ok()) << d.error().to_string();
@@ -71,8 +85,11 @@ TEST(ScopedDir, OnlyOldDirectoriesOfGoneProcessesAreSwept) {
   for (const std::string& kept :
        {"strata-x-" + dead + "-bbbbbb", "strata-x-" + std::to_string(::getppid()) + "-cccccc",
         "strata-x-" + std::to_string(::getpid()) + "-dddddd", "strata-y-" + dead + "-eeeeee",
-        std::string("strata-x-notapid-ffffff"), "strata-x-" + dead})
+        std::string("strata-x-notapid-ffffff"), "strata-x-" + dead, "strata-x-" + dead + "-gggggg",
+        "strata-x-0" + dead + "-hhhhhh", std::string("strata-x-4294967297-iiiiii"), std::string("target")})
     EXPECT_TRUE(fs::exists(p / kept / "model.safetensors")) << kept;
+  EXPECT_TRUE(fs::is_symlink(p / ("strata-x-" + dead + "-jjjjjj")));
+  if (as_root) EXPECT_TRUE(fs::exists(p / ("strata-x-" + dead + "-kkkkkk") / "model.safetensors"));
 }
 
 TEST(ScopedDir, AdoptRemovesAnExistingPathAndEmptyRemovesNothing) {
