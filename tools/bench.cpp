@@ -199,7 +199,7 @@ ojson spread_json(const Spread& s) { return ojson{{"median", s.median}, {"min", 
 
 // Evicts the checkpoint's pages by the requested method; returns the method that worked and the
 // directory to load from (a fresh copy for "copy").
-Result<std::string> make_cold(const BenchOptions& o, const std::string& copy_dir, std::string* load_dir,
+Result<std::string> make_cold(const BenchOptions& o, ScopedDir* copy, std::string* load_dir,
                               std::vector<std::string>* notes) {
   *load_dir = o.model_dir;
   const std::string& want = o.cold;
@@ -216,9 +216,15 @@ Result<std::string> make_cold(const BenchOptions& o, const std::string& copy_dir
     if (want == "drop-caches") return d;
     notes->push_back("drop_caches not permitted: " + d.message());
   }
-  // A fresh copy written around the page cache.
-  STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, copy_dir));
-  *load_dir = copy_dir;
+  // A fresh copy written around the page cache, beside the checkpoint (the same disk), in a
+  // directory removed when the bench ends, fails, or (killed) by the next bench's make_temp.
+  fs::path model = fs::absolute(o.model_dir).lexically_normal();
+  if (model.filename().empty()) model = model.parent_path();  // "dir/" names dir
+  STRATA_ASSIGN_OR_RETURN(*copy, ScopedDir::make_temp(model.parent_path().string(),
+                                                      model.filename().string() + ".strata-bench-cold"));
+  const std::string dst = (fs::path(copy->path()) / model.filename()).string();
+  STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, dst));
+  *load_dir = dst;
   return std::string("copy");
 }
 
@@ -305,10 +311,9 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   // Cold: evict, load, one run per prompt length.
   if (o.cold != "none") {
     STRATA_ASSIGN_OR_RETURN(rep.page_cache_before, page_cache_fraction(o.model_dir));
-    const std::string copy_dir = o.model_dir + ".strata-bench-cold";
     std::string load_dir;
-    STRATA_ASSIGN_OR_RETURN(rep.cold_method, make_cold(o, copy_dir, &load_dir, &rep.notes));
-    const ScopedDir cleanup = load_dir == copy_dir ? ScopedDir::adopt(copy_dir) : ScopedDir();
+    ScopedDir cold_copy;  // holds the cold copy, if one was made, until the cold runs are done
+    STRATA_ASSIGN_OR_RETURN(rep.cold_method, make_cold(o, &cold_copy, &load_dir, &rep.notes));
     STRATA_ASSIGN_OR_RETURN(rep.page_cache_after, page_cache_fraction(load_dir));
     STRATA_ASSIGN_OR_RETURN(Loaded l, load(load_dir, vocab, o));
     rep.load_cold_s = l.seconds;

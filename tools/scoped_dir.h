@@ -22,8 +22,6 @@ class ScopedDir {
   // directory cannot be created there.
   [[nodiscard]] static Result<ScopedDir> make_temp(const std::string& parent, const std::string& prefix,
                                                    double stale_after_s = 600);
-  // Takes charge of an existing path (it is removed when this goes out of scope).
-  static ScopedDir adopt(std::string path) { return ScopedDir(std::move(path)); }
   ScopedDir() = default;
   ScopedDir(ScopedDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
   ScopedDir& operator=(ScopedDir&& o) noexcept;

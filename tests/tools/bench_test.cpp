@@ -122,6 +122,36 @@ TEST(Bench, PromptBeyondContextFailsBeforeRunning) {
   EXPECT_NE(r.error().message().find("context"), std::string::npos) << r.error().message();
 }
 
+// --cold copy: the copy sits beside the checkpoint in a temporary directory that is gone after the
+// bench; a copy a killed bench left (its process gone, untouched for a while) is removed by the next.
+TEST(Bench, ColdCopyIsRemovedAfterwardsAndAfterAKilledBench) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  testing::TempDir tmp;
+  const std::string ck = tmp.file("ck");
+  ASSERT_TRUE(copy_uncached(kTiny, ck).ok());
+  // What a bench killed during its cold runs leaves (pid 2^22 + 1: above the default pid_max).
+  const fs::path left = fs::path(tmp.path()) / "ck.strata-bench-cold-4194305-Ab12Cd";
+  fs::create_directory(left);
+  ASSERT_TRUE(copy_uncached(kTiny, (left / "ck").string()).ok());
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const auto& e : fs::recursive_directory_iterator(left)) fs::last_write_time(e.path(), old);
+  fs::last_write_time(left, old);
+  BenchOptions o;
+  o.model_dir = ck + "/";
+  o.prompts = {8};
+  o.gen = 2;
+  o.reps = 1;
+  o.warmup = 0;
+  o.threads = 1;
+  o.cold = "copy";
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->cold_method, "copy");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(tmp.path())) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"ck"}) << "left behind: " << names.size() << " entries";
+}
+
 TEST(Bench, CheckpointIdentityAndUncachedCopy) {
   STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
   testing::TempDir tmp;

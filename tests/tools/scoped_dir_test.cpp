@@ -92,14 +92,17 @@ TEST(ScopedDir, OnlyOldDirectoriesOfGoneProcessesAreSwept) {
   if (as_root) EXPECT_TRUE(fs::exists(p / ("strata-x-" + dead + "-kkkkkk") / "model.safetensors"));
 }
 
-TEST(ScopedDir, AdoptRemovesAnExistingPathAndEmptyRemovesNothing) {
+TEST(ScopedDir, MoveAssignmentRemovesWhatItReplacesAndEmptyRemovesNothing) {
   testing::TempDir parent;
-  const fs::path copy = fs::path(parent.path()) / "ckpt.strata-bench-cold";
-  make_dir(copy, std::chrono::seconds(0));
   { const ScopedDir none; }
-  EXPECT_TRUE(fs::exists(copy));
-  { const ScopedDir d = ScopedDir::adopt(copy.string()); }
-  EXPECT_FALSE(fs::exists(copy));
+  auto a = ScopedDir::make_temp(parent.path(), "strata-x");
+  auto b = ScopedDir::make_temp(parent.path(), "strata-x");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string first = a->path(), second = b->path();
+  ScopedDir d = std::move(*a);
+  d = std::move(*b);
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_TRUE(fs::exists(second));
 }
 
 TEST(ScopedDir, MissingParentIsAnIOErrorNamingIt) {
