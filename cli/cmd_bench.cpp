@@ -133,7 +133,7 @@ int run_bench_cmd(BenchCliOptions& o) {
   // they differ (the profile measured another file system).
   if (plan_expert_reads != store::ExpertReads::kNotStreamed && rep->expert_reads != store::ExpertReads::kNotStreamed &&
       plan_expert_reads != rep->expert_reads)
-    std::printf("  note: the plan assumed %s expert reads, the store used %s (the profile's disk is not the model's: run "
+    std::printf("  note: the plan assumed %s expert reads, the store read them %s (the profile's disk is not the model's: run "
                 "strata probe -m %s --cache %s)\n",
                 store::expert_reads_name(plan_expert_reads), store::expert_reads_name(rep->expert_reads),
                 b.model_dir.c_str(), o.probe.c_str());

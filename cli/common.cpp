@@ -84,19 +84,8 @@ Logger stderr_logger(LogLevel max) {
 void warn_if_ctx_above_model(int64_t ctx, int64_t max_position_embeddings, Logger* log) {
   if (ctx <= max_position_embeddings) return;
   log_to(log, LogLevel::kWarn,
-         "--ctx " + std::to_string(ctx) + " is above the model's max_position_embeddings " +
+         "context limit " + std::to_string(ctx) + " (--ctx) is above the model's max_position_embeddings " +
              std::to_string(max_position_embeddings) + "; using " + std::to_string(max_position_embeddings));
-}
-
-std::string llama_offload_flag(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") break;
-    for (std::string_view flag : {"-ngl", "--n-gpu-layers", "--gpu-layers"})
-      if (a == flag || (a.size() > flag.size() && a.substr(0, flag.size()) == flag && a[flag.size()] == '='))
-        return std::string(flag);
-  }
-  return "";
 }
 
 }  // namespace strata::cli

@@ -46,9 +46,4 @@ Logger stderr_logger(LogLevel max);
 // model's max_position_embeddings; the generator and the server's scheduler then use the model's.
 void warn_if_ctx_above_model(int64_t ctx, int64_t max_position_embeddings, Logger* log);
 
-// llama.cpp's GPU offload flags (-ngl N, --n-gpu-layers N, --gpu-layers N) have no meaning here:
-// strata places weights itself. Returns the flag found in argv (or "") so main can say what to use;
-// CLI11 would otherwise read "-ngl" as "-n gl".
-std::string llama_offload_flag(int argc, char** argv);
-
 }  // namespace strata::cli

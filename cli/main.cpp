@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/common.h"
+#include "cli/llama_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"strata: a local inference engine for DeepSeek V4.1 Flash"};
@@ -31,14 +31,6 @@ int main(int argc, char** argv) {
   add("plan", "component sizes, KV per token, placement and predicted speed for a config", strata::cli::register_plan);
   add("bench", "measure prefill, time to first token and decode speed (cold and warm, JSON + SVG)", strata::cli::register_bench);
   add("serve", "OpenAI-compatible HTTP server (chat completions, streaming, tools)", strata::cli::register_serve);
-  if (const std::string flag = strata::cli::llama_offload_flag(argc, argv); !flag.empty()) {
-    std::fprintf(stderr,
-                 "strata: error: %s (llama.cpp's GPU layer offload) is not a strata flag: strata places the weights "
-                 "itself (no GPU backend yet); see --load-mode, --ram-budget, --pin-layers and --hot, and "
-                 "`strata plan -m DIR` for the placement (see --help)\n",
-                 flag.c_str());
-    return 2;
-  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -48,6 +40,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // A llama.cpp habit gets an answer in strata's terms, not CLI11's reading of it.
+    if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv); !hint.empty()) {
+      std::fprintf(stderr, "strata: error: %s (see --help)\n", hint.c_str());
+      return 2;
+    }
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
     std::fprintf(stderr, "strata: error: %s (see --help)\n", what.c_str());

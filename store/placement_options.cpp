@@ -33,11 +33,11 @@ const char* expert_io_name(ExpertIo m) {
 
 const char* expert_reads_name(ExpertReads r) {
   switch (r) {
-    case ExpertReads::kDirect: return "O_DIRECT";
+    case ExpertReads::kDirect: return "direct";
     case ExpertReads::kBuffered: return "buffered";
     case ExpertReads::kNotStreamed: break;
   }
-  return "not streamed";
+  return "none";
 }
 
 const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::kLru ? "lru" : "lfu"; }

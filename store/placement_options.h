@@ -54,7 +54,7 @@ const char* expert_io_name(ExpertIo m);
 // How a store did read routed experts once open (ExpertIo::kAuto resolved): held in RAM (resident,
 // mmap), or streamed from the shards with O_DIRECT or through the page cache (TieredStore).
 enum class ExpertReads { kNotStreamed, kDirect, kBuffered };
-const char* expert_reads_name(ExpertReads r);  // "not streamed", "O_DIRECT", "buffered"
+const char* expert_reads_name(ExpertReads r);  // "none" (not streamed), "direct" (O_DIRECT), "buffered"
 
 // How Engram's per-row scale tensors (8 bytes per 256-byte row) are kept.
 enum class EngramScales { kAuto, kResident, kDisk };

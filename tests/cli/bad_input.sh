@@ -26,6 +26,9 @@ expect_error "tokenize without text" "needs --text or --file" -- "$strata" token
 # llama.cpp's offload flags get a strata answer instead of CLI11 reading "-ngl" as "-n gl"
 expect_error "llama.cpp -ngl" "-ngl (llama.cpp's GPU layer offload) is not a strata flag" -- "$strata" run -m "$tmp/none" -ngl 99 -p hi
 expect_error "llama.cpp --n-gpu-layers=N" "--n-gpu-layers (llama.cpp" -- "$strata" serve -m "$tmp/none" --n-gpu-layers=3
+expect_error "llama.cpp -ngl99" "-ngl (llama.cpp's GPU layer offload)" -- "$strata" run -m "$tmp/none" -ngl99 -p hi
+expect_error "llama.cpp -ctk" "-ctk (llama.cpp's KV cache types)" -- "$strata" run -m "$tmp/none" -ctk q8_0 -p hi
+expect_error "llama.cpp -np" "strata serve takes --parallel N" -- "$strata" serve -m "$tmp/none" -np 4
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
@@ -47,10 +50,16 @@ if [[ -d "$ck" ]]; then
   if [[ "$(cat "$tmp/notes.txt")" != "my notes" ]]; then echo "FAIL plan overwrote --probe file"; fail=1; fi
   # --ctx above the model's max_position_embeddings: a warning naming both numbers, then it runs
   if "$strata" run -m "$ck" -p hi -n 1 -c 1000000000 >/dev/null 2>"$tmp/err" &&
-     grep -q "ctx 1000000000 is above the model's max_position_embeddings 1048576" "$tmp/err"; then
+     grep -q "context limit 1000000000 (--ctx) is above the model's max_position_embeddings 1048576" "$tmp/err"; then
     echo "ok   run --ctx above the model: $(cat "$tmp/err")"
   else
     echo "FAIL run --ctx above the model:"; cat "$tmp/err"; fail=1
+  fi
+  # a prompt that reads like a llama.cpp flag is a prompt
+  if "$strata" run -m "$ck" -p -ngl -n 1 >/dev/null 2>"$tmp/err"; then
+    echo "ok   run -p -ngl: the prompt '-ngl' runs"
+  else
+    echo "FAIL run -p -ngl:"; cat "$tmp/err"; fail=1
   fi
   # tokenize works and prints a JSON array
   out=$("$strata" tokenize -m "$ck" --text "Hello world")

@@ -95,7 +95,7 @@ TEST(Bench, TinyCheckpointColdAndWarm) {
   EXPECT_EQ(j["points"][3]["runs"].size(), 2u);
   // auto load mode holds the tiny checkpoint in RAM: no routed expert is streamed
   EXPECT_EQ(r->expert_reads, store::ExpertReads::kNotStreamed);
-  EXPECT_EQ(j["expert_reads"], "not streamed");
+  EXPECT_EQ(j["expert_reads"], "none");
   EXPECT_NE(r->to_text().find("warm"), std::string::npos);
 
   const std::string svg = bench_svg(*r, {{8, 100, 10}, {24, 120, 9}});

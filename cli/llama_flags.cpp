@@ -1,0 +1,58 @@
+#include "cli/llama_flags.h"
+
+#include <cctype>
+#include <initializer_list>
+#include <string_view>
+
+namespace strata::cli {
+
+namespace {
+
+struct LlamaFlag {
+  std::initializer_list<std::string_view> spellings;
+  std::string_view what;    // what it does in llama.cpp
+  std::string_view advice;  // what strata does instead
+};
+
+constexpr std::string_view kPlacement =
+    "strata places the weights itself (no GPU backend yet): see --load-mode, --ram-budget, --pin-layers and --hot, "
+    "and `strata plan -m DIR` for the placement";
+
+const LlamaFlag kFlags[] = {
+    {{"-ngl", "--n-gpu-layers", "--gpu-layers", "-ngld", "--n-gpu-layers-draft"}, "GPU layer offload", kPlacement},
+    {{"-ts", "--tensor-split", "-sm", "--split-mode", "-mg", "--main-gpu", "-nkvo", "--no-kv-offload"},
+     "multi-GPU / KV offload", kPlacement},
+    {{"--mlock", "--no-mmap"}, "memory mapping", kPlacement},
+    {{"-fa", "--flash-attn"}, "flash attention",
+     "strata's attention is the model's CSA2 sparse attention, always on; there is nothing to switch"},
+    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"}, "KV cache types",
+     "the KV cache format is the model's (FP8 window, FP4 compressed KV: 890 B/token); there is nothing to choose"},
+    {{"-np"}, "parallel sequences", "strata serve takes --parallel N"},
+    {{"-cnv", "--conversation", "-i", "--interactive"}, "interactive chat",
+     "strata run answers one turn; continue with --save-session F / --load-session F, or use strata serve"},
+};
+
+bool matches(std::string_view arg, std::string_view flag) {
+  if (arg == flag) return true;
+  if (arg.size() <= flag.size() || arg.substr(0, flag.size()) != flag) return false;
+  const char next = arg[flag.size()];
+  const bool short_flag = flag.size() > 1 && flag[0] == '-' && flag[1] != '-';
+  return next == '=' || (short_flag && std::isdigit(static_cast<unsigned char>(next)));
+}
+
+}  // namespace
+
+std::string llama_cpp_flag_hint(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;
+    for (const LlamaFlag& f : kFlags)
+      for (std::string_view s : f.spellings)
+        if (matches(a, s))
+          return std::string(s) + " (llama.cpp's " + std::string(f.what) + ") is not a strata flag: " +
+                 std::string(f.advice);
+  }
+  return "";
+}
+
+}  // namespace strata::cli
