@@ -13,8 +13,8 @@
 //   and then runs the block.
 // - The draft block: the new token then (block - 1) noise tokens, at positions p+1 .. p+block,
 //   through every stage (mHC, DSpark attention, MoE with the stages' own experts). A block query
-//   sees every ring slot holding a position <= p and every block key (no causal mask inside the
-//   block). The drafts' own KV is never stored.
+//   sees every ring slot holding a position in (p - window, p] and every block key (no causal mask
+//   inside the block). The drafts' own KV is never stored.
 // - Head: hc_pre with the last stage's FFN pre-mix, the last stage's norm, the main LM head; then
 //   left to right, the Markov head adds a logit bias from the previous token (the new token, then
 //   each greedy draft) and the confidence head scores [hidden (before the norm), markov_embed].
