@@ -1,15 +1,15 @@
 #include "cli/llama_flags.h"
 
 #include <cctype>
-#include <initializer_list>
 #include <string_view>
+#include <vector>
 
 namespace strata::cli {
 
 namespace {
 
 struct LlamaFlag {
-  std::initializer_list<std::string_view> spellings;
+  std::vector<std::string_view> spellings;
   std::string_view what;    // what it does in llama.cpp
   std::string_view advice;  // what strata does instead
 };
