@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 
 #include <charconv>
-#include <optional>
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include "chat/dsml.h"
@@ -50,10 +50,10 @@ ApiError too_large(int64_t limit) {
 }
 
 // A response after which the connection must end because the request's body was not (fully) read:
-// its status is one of these and it says "Connection: close" (the logger then closes it, see
-// lingering_close; httplib 0.11 keeps the connection open whatever the handler's header says).
+// an error that says "Connection: close" (the logger then closes it, see lingering_close; httplib
+// 0.11 keeps the connection open whatever the handler's header says).
 bool ends_connection(const httplib::Response& res) {
-  return (res.status == 400 || res.status == 413) && res.get_header_value("Connection") == "close";
+  return res.status >= 400 && res.get_header_value("Connection") == "close";
 }
 
 // The Content-Length a request declares: nullopt when absent, -1 when not a decimal number that
@@ -495,15 +495,21 @@ Status HttpServer::start() {
     return [this, handler = guard(fn)](const httplib::Request& req, httplib::Response& res,
                                        const httplib::ContentReader& read) {
       httplib::Request full = req;
-      bool over = false;
-      const bool ok = read([&](const char* data, size_t n) {
-        if (full.body.size() + n > static_cast<size_t>(opt_.body_limit_bytes)) {
-          over = true;
-          return false;
-        }
-        full.body.append(data, n);
-        return true;
-      });
+      bool over = false, ok = false;
+      try {
+        ok = read([&](const char* data, size_t n) {
+          if (full.body.size() + n > static_cast<size_t>(opt_.body_limit_bytes)) {
+            over = true;
+            return false;
+          }
+          full.body.append(data, n);
+          return true;
+        });
+      } catch (const std::exception& e) {  // nothing may escape into httplib (STYLE.md §3.1)
+        send_error(res, internal_error(std::string("reading the request body: ") + e.what()));
+        res.set_header("Connection", "close");
+        return;
+      }
       if (over || !ok) {
         send_error(res, over ? too_large(opt_.body_limit_bytes)
                              : bad_request("The request body could not be read (connection closed or malformed chunks)", ""));
