@@ -111,15 +111,28 @@ TEST_F(DSparkTiny, ChunkedPrefillSeedsTheSameDraft) {
 }
 
 // Bounded-replay prefill hands back features of the replayed tail only; seeding from there works.
+// A target at the CED boundary reads what the encoder computed for every token, so its features
+// for the tail equal the exact prefill's; the later targets' differ (replay's approximation).
 TEST_F(DSparkTiny, ReplayPrefillSeedsFromItsTail) {
   const ModelConfig& c = model_->config();
   const int64_t n = static_cast<int64_t>(ids_.size()), tail = c.window_size;
-  KvCache cache = model_->new_cache();
+  auto boundary = model_->decoder_boundary();
+  ASSERT_TRUE(boundary.ok());
+  ASSERT_EQ(c.dspark_target_layer_ids.front(), *boundary) << "the fixture's first target is the boundary layer";
+  KvCache cache = model_->new_cache(), exact_cache = model_->new_cache();
   DSparkState st = model_->new_dspark_state();
-  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh, exact;
+  ASSERT_TRUE(model_->forward(exact_cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &exact).ok());
   ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, tail, &mh).ok());
   const int64_t width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
   ASSERT_EQ(static_cast<int64_t>(mh.size()), tail * width);
+  for (int64_t t = 0; t < tail; ++t) {
+    const float* got = mh.data() + t * width;
+    const float* want = exact.data() + (n - tail + t) * width;
+    EXPECT_TRUE(std::equal(got, got + c.dim, want)) << "boundary target features of tail row " << t;
+  }
+  EXPECT_FALSE(std::equal(mh.begin() + c.dim, mh.begin() + width, exact.begin() + (n - tail) * width + c.dim))
+      << "later targets run the decoder over the tail only: their features differ from the exact prefill's";
   ASSERT_TRUE(model_->dspark_seed(st, mh.data(), tail, n - tail).ok());
   const int32_t t[1] = {runtime::argmax(row)};
   ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
