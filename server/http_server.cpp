@@ -2,10 +2,13 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <charconv>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -56,14 +59,21 @@ bool ends_connection(const httplib::Response& res) {
   return res.status >= 400 && res.get_header_value("Connection") == "close";
 }
 
-// The Content-Length a request declares: nullopt when absent, -1 when not a decimal number that
-// fits (httplib would wait for a body it cannot size).
+// The Content-Length a request declares: nullopt when absent, -1 when not a decimal number
+// (httplib would wait for a body it cannot size); a number too large for int64 reads as INT64_MAX.
 std::optional<int64_t> declared_body_bytes(const httplib::Request& req) {
   if (!req.has_header("Content-Length")) return std::nullopt;
   const std::string v = req.get_header_value("Content-Length");
   int64_t n = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  return ec == std::errc() && end == v.data() + v.size() && !v.empty() && n >= 0 ? n : -1;
+  if (v.empty() || end != v.data() + v.size() || v[0] == '-') return -1;
+  if (ec == std::errc::result_out_of_range) return std::numeric_limits<int64_t>::max();
+  return ec == std::errc() ? n : -1;
+}
+
+// The two endpoints that take a request body (read through the --body-limit cap).
+bool takes_body(const httplib::Request& req) {
+  return req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions");
 }
 
 // Writes one SSE event; false when the client is gone.
@@ -132,7 +142,7 @@ struct HttpServer::Handlers {
   // done with the connection, after which the descriptor may belong to someone else.
   std::shared_ptr<std::atomic<bool>> watch_client(const httplib::Request& req, Job& job) const {
     auto alive = std::make_shared<std::atomic<bool>>(true);
-    const int fd = find_peer_socket(req.local_port, req.remote_addr, req.remote_port);
+    const int fd = find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     if (fd >= 0) job.client_gone = [fd, alive] { return alive->load() && peer_closed(fd); };
     return alive;
   }
@@ -438,9 +448,12 @@ Status HttpServer::start() {
   svr.set_payload_max_length(static_cast<size_t>(opt_.body_limit_bytes));
   // DECISION: SO_REUSEADDR only. httplib's default SO_REUSEPORT would let a second `strata serve` on
   // the same port start and silently share its connections; this way it fails with "address in use".
+  // TCP_NODELAY (inherited by accepted sockets): httplib writes headers and body separately, and
+  // with Nagle + delayed ACK every response after the first on a keep-alive connection waited ~40 ms.
   svr.set_socket_options([](int sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
   });
   svr.set_keep_alive_timeout(5);
   svr.set_read_timeout(30);
@@ -457,37 +470,42 @@ Status HttpServer::start() {
       }
     };
   };
-  // A body refused before it is read (declared over the limit, or a Content-Length that is not a
-  // number): httplib alone would read and drop all of it first, or wait for it. The unread body
-  // ends the connection (ends_connection, closed by the logger below).
-  auto refuse_unread_body = [this](const httplib::Request& req, httplib::Response& res) {
+  // Requests answered before their body is read: a Content-Length that is not a number, a body
+  // declared over the limit, a chunked body where none is taken (httplib would buffer it whole),
+  // a missing or wrong API key. httplib alone would read and drop the body first, wait for it, or
+  // read it all into memory. A body left unread ends the connection (ends_connection, closed by
+  // the logger below), so none of it is parsed as a next request.
+  auto refuse_early = [this](const httplib::Request& req, httplib::Response& res) {
     const std::optional<int64_t> declared = declared_body_bytes(req);
-    if (!declared) return false;
-    if (*declared < 0) {
-      send_error(res, bad_request("Content-Length '" + req.get_header_value("Content-Length") +
-                                  "' is not a byte count", ""));
-    } else if (*declared > opt_.body_limit_bytes) {
+    const bool chunked = req.has_header("Transfer-Encoding");
+    const bool body = chunked || declared.value_or(0) != 0;
+    if (declared && *declared < 0) {
+      send_error(res, bad_request("Content-Length '" + req.get_header_value("Content-Length") + "' is not a byte count", ""));
+    } else if (declared && *declared > opt_.body_limit_bytes) {
       send_error(res, too_large(opt_.body_limit_bytes));
+    } else if (chunked && !takes_body(req)) {
+      send_error(res, bad_request(req.method + " " + req.path +
+                                      " takes no chunked request body (only POST /v1/chat/completions and /v1/completions do)",
+                                  ""));
+    } else if (!opt_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+               req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
+      send_error(res, ApiError{401, "authentication_error",
+                               req.has_header("Authorization") ? "Incorrect API key provided"
+                                                               : "Missing API key: send Authorization: Bearer <key>",
+                               "", "invalid_api_key"});
+      if (!body) return true;  // nothing unread: the connection may go on
     } else {
       return false;
     }
     res.set_header("Connection", "close");
     return true;
   };
-  // "Expect: 100-continue": answer 413 instead of inviting the upload.
-  svr.set_expect_100_continue_handler([refuse_unread_body](const httplib::Request& req, httplib::Response& res) {
-    return refuse_unread_body(req, res) ? res.status : 100;
+  // "Expect: 100-continue": the same answers instead of inviting the upload.
+  svr.set_expect_100_continue_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
+    return refuse_early(req, res) ? res.status : 100;
   });
-  svr.set_pre_routing_handler([this, refuse_unread_body](const httplib::Request& req, httplib::Response& res) {
-    if (refuse_unread_body(req, res)) return httplib::Server::HandlerResponse::Handled;
-    if (opt_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError{401, "authentication_error",
-                             req.has_header("Authorization") ? "Incorrect API key provided"
-                                                             : "Missing API key: send Authorization: Bearer <key>",
-                             "", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
+  svr.set_pre_routing_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
+    return refuse_early(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
   // POST bodies are read through a cap: httplib 0.11 applies its payload limit to bodies with a
   // Content-Length but reads a chunked body whole, however large.
@@ -495,6 +513,15 @@ Status HttpServer::start() {
     return [this, handler = guard(fn)](const httplib::Request& req, httplib::Response& res,
                                        const httplib::ContentReader& read) {
       httplib::Request full = req;
+      if (req.get_header_value("Content-Type").rfind("multipart/", 0) == 0) {
+        send_error(res, ApiError{415, "invalid_request_error", "The request body must be JSON (Content-Type: application/json)",
+                                 "", "unsupported_media_type"});
+        res.set_header("Connection", "close");
+        return;
+      }
+      // HTTP/1.1: a request with neither Content-Length nor Transfer-Encoding has no body (reading
+      // would wait for the read timeout).
+      if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return handler(full, res);
       bool over = false, ok = false;
       try {
         ok = read([&](const char* data, size_t n) {
@@ -512,7 +539,9 @@ Status HttpServer::start() {
       }
       if (over || !ok) {
         send_error(res, over ? too_large(opt_.body_limit_bytes)
-                             : bad_request("The request body could not be read (connection closed or malformed chunks)", ""));
+                             : bad_request("The request body could not be read (connection closed, read timed out, or "
+                                           "malformed chunks)",
+                                           ""));
         res.set_header("Connection", "close");
         return;
       }
@@ -563,7 +592,8 @@ Status HttpServer::start() {
   // httplib calls the logger once the response is written: the moment to end a connection whose
   // body was left unread.
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (ends_connection(res)) lingering_close(find_peer_socket(req.local_port, req.remote_addr, req.remote_port), 1000);
+    if (ends_connection(res))
+      lingering_close(find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
     metrics_.count_request(res.status);
     if (logger_ && logger_->enabled(LogLevel::kInfo))
       logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(res.status) +

@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -37,7 +39,7 @@ bool describe(const sockaddr_storage& ss, std::string* addr, int* port) {
 
 }  // namespace
 
-int find_peer_socket(int local_port, const std::string& remote_addr, int remote_port) {
+int find_peer_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port) {
   DIR* d = opendir("/proc/self/fd");
   if (!d) return -1;
   int found = -1;
@@ -54,7 +56,7 @@ int find_peer_socket(int local_port, const std::string& remote_addr, int remote_
     std::string la, pa;
     int lp = 0, pp = 0;
     if (!describe(local, &la, &lp) || !describe(peer, &pa, &pp)) continue;
-    if (lp == local_port && pp == remote_port && pa == remote_addr) {
+    if (lp == local_port && pp == remote_port && pa == remote_addr && la == local_addr) {
       found = static_cast<int>(fd);
       break;
     }
@@ -63,20 +65,24 @@ int find_peer_socket(int local_port, const std::string& remote_addr, int remote_
   return found;
 }
 
-void lingering_close(int fd, int linger_ms) {
+void lingering_close(int fd) {
   if (fd < 0) return;
+  constexpr int kTotalMs = 10000, kIdleMs = 2000;
+  constexpr uint64_t kMaxBytes = 256ull << 20;
   ::shutdown(fd, SHUT_WR);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
-  char buf[16384];
-  for (;;) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTotalMs);
+  char buf[65536];
+  uint64_t dropped = 0;
+  while (dropped < kMaxBytes) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
     if (left <= 0) break;
     pollfd p{};
     p.fd = fd;
     p.events = POLLIN;
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kIdleMs))) <= 0) break;  // paused (or error)
     const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) break;  // closed, reset or error
+    if (n > 0) dropped += static_cast<uint64_t>(n);
+    else if (!(n < 0 && (errno == EAGAIN || errno == EINTR))) break;  // closed, reset or error
   }
   ::shutdown(fd, SHUT_RD);
 }

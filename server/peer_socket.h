@@ -12,20 +12,21 @@
 
 namespace strata::server {
 
-// The descriptor of the accepted TCP socket whose local port is `local_port` and whose peer is
-// `remote_addr`:`remote_port`, or -1 when none is found.
-int find_peer_socket(int local_port, const std::string& remote_addr, int remote_port);
+// The descriptor of the accepted TCP socket whose local end is `local_addr`:`local_port` and whose
+// peer is `remote_addr`:`remote_port` (all four: a server on 0.0.0.0 can hold two connections from
+// one client address and port to two local addresses), or -1 when none is found.
+int find_peer_socket(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
 
 // True when the peer of socket `fd` has closed or reset the connection (never blocks). False for
 // fd < 0.
 bool peer_closed(int fd);
 
 // Ends a connection whose request body was left unread (a 413 answered before reading it): FIN
-// after the response already written, then what the client still sends is read and dropped for up
-// to `linger_ms` (or until it closes), then reads see end of file, so httplib's keep-alive loop
-// closes the socket instead of parsing the rest of the body as a next request (nginx's lingering
-// close: closing with unread data would reset the connection, and the client could lose the
-// response). No-op for fd < 0.
-void lingering_close(int fd, int linger_ms);
+// after the response already written, then what the client still sends is read and dropped until
+// it closes, pauses for 2 s, has sent 256 MiB, or 10 s passed; then reads see end of file, so
+// httplib's keep-alive loop closes the socket instead of parsing the rest of the body as a next
+// request (nginx's lingering close: closing with unread data would reset the connection, and a
+// client still writing its body could lose the response). No-op for fd < 0.
+void lingering_close(int fd);
 
 }  // namespace strata::server

@@ -298,6 +298,59 @@ TEST_F(Serve, ApiKey) {
   EXPECT_EQ(c.Get("/metrics")->status, 200);
 }
 
+// Requests answered before their body is read end their connection (nothing of the body is parsed
+// as a next request); a body is never buffered where none is taken; a POST without a body is not
+// waited for.
+TEST_F(Serve, EarlyAnswersEndTheConnection) {
+  ServerOptions o;
+  o.body_limit_bytes = 4096;
+  o.api_key = "sekret";
+  start(o);
+  const std::string auth = "Authorization: Bearer sekret\r\n";
+  auto ask = [&](const std::string& raw, const std::string& until) {
+    RawConn c(srv_->port());
+    c.send_raw(raw);
+    std::string got = c.read_for(std::chrono::seconds(10), until);
+    c.send_raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");  // must not be answered
+    got = c.read_for(std::chrono::seconds(10));
+    EXPECT_TRUE(c.closed()) << raw.substr(0, 60);
+    EXPECT_EQ(got.find("HTTP/1.1", 1), std::string::npos) << "answered after an unread body: " << got;
+    return got;
+  };
+  // A wrong key with a body: 401, and the body is not read as a next request.
+  std::string got = ask("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000\r\n\r\n"
+                        "GET /v1/models HTTP/1.1\r\n\r\n",
+                        "invalid_api_key");
+  EXPECT_EQ(got.rfind("HTTP/1.1 401", 0), 0u) << got;
+  // A chunked body where none is taken: refused, not buffered.
+  got = ask("POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n400\r\n" +
+                std::string(1024, 'x') + "\r\n",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("takes no chunked request body"), std::string::npos) << got;
+  // A length past int64: 413 (not "not a number").
+  got = ask("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                "Content-Length: 99999999999999999999999\r\n\r\n",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  // multipart: 415.
+  got = ask("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                "Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 10\r\n\r\n--x--\r\n\r\n",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+  // No Content-Length and no Transfer-Encoding: an empty body, answered at once (400: not JSON),
+  // and the connection goes on.
+  RawConn c(srv_->port());
+  c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "\r\n");
+  got = c.read_for(std::chrono::seconds(10), "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_FALSE(c.closed());
+  // A right key without a body keeps the connection: a second request on it is answered.
+  c.send_raw("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "\r\n");
+  got = c.read_for(std::chrono::seconds(10), "deepseek");
+  EXPECT_NE(got.find("HTTP/1.1 200"), std::string::npos) << got;
+}
+
 TEST_F(Serve, DocumentedErrors) {
   ServerOptions o;
   o.body_limit_bytes = 4096;
