@@ -40,12 +40,21 @@ bool matches(std::string_view arg, std::string_view flag) {
   return next == '=' || (short_flag && std::isdigit(static_cast<unsigned char>(next)));
 }
 
+// True when CLI11's error text is about `arg`.
+bool named_by(std::string_view parse_error, std::string_view arg) {
+  if (parse_error.find(arg) != std::string_view::npos) return true;
+  if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-')
+    return parse_error.find("'" + std::string(arg.substr(2)) + "'") != std::string_view::npos;
+  return false;
+}
+
 }  // namespace
 
-std::string llama_cpp_flag_hint(int argc, char** argv) {
+std::string llama_cpp_flag_hint(int argc, char** argv, std::string_view parse_error) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--") break;
+    if (!named_by(parse_error, a)) continue;
     for (const LlamaFlag& f : kFlags)
       for (std::string_view s : f.spellings)
         if (matches(a, s))

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // A llama.cpp habit gets an answer in strata's terms, not CLI11's reading of it.
-    if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv); !hint.empty()) {
+    if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv, e.what()); !hint.empty()) {
       std::fprintf(stderr, "strata: error: %s (see --help)\n", hint.c_str());
       return 2;
     }
