@@ -1,4 +1,4 @@
-// strata plan (-m DIR | --config FILE) [--ram SIZE] [--vram SIZE] [--reserve SIZE] [-t N] [--ctx N]
+// strata plan (-m DIR | --config FILE) [--ram SIZE] [--vram SIZE] [--reserve SIZE] [-t N] [-c|--ctx N]
 //   [--prompt 512,2048,8192] [--gen N] [--chunk N] [--load-mode auto|resident|stream|mmap]
 //   [--prefill exact|replay] [--hit-rate X] [--hot FILE] [--disk-gbps X] [--iops X] [--direct-io] [--no-overlap]
 //   [--probe FILE] [--json]
@@ -47,6 +47,11 @@ int run_plan(PlanCliOptions& o) {
 
   tools::PlanOptions& po = o.plan;
   if (!o.prompts.empty()) po.prompts = o.prompts;
+  if (po.context > cfg->max_position_embeddings) {
+    Logger log = stderr_logger(LogLevel::kWarn);
+    warn_if_ctx_above_model(po.context, cfg->max_position_embeddings, &log);
+    po.context = cfg->max_position_embeddings;
+  }
   if (o.prefill != "exact" && o.prefill != "replay")
     return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
   po.replay = o.prefill == "replay";
@@ -123,7 +128,7 @@ Command register_plan(CLI::App& app) {
   app.add_option("--vram", o->vram, "GPU memory, e.g. 24G (reported only: no GPU backend yet)");
   app.add_option("--reserve", o->reserve, "RAM kept outside the store for KV, activations and the OS (default: max(1G, 10%))");
   app.add_option("-t,--threads", o->plan.threads, "threads (default: physical cores)")->check(in_range(0, 256));
-  app.add_option("--ctx", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
+  app.add_option("-c,--ctx,--ctx-size", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
       ->check(in_range(0, 1 << 30));
   app.add_option("--prompt", o->prompts, "prompt lengths to predict, comma separated (default 512,2048,8192)")
       ->delimiter(',')

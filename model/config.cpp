@@ -370,6 +370,8 @@ Status ModelConfig::validate() const {
         return bad("dspark_target_layer_ids must be strictly increasing (" + std::to_string(dspark_target_layer_ids[i - 1]) +
                    " then " + std::to_string(l) + ")");
     }
+    if (dspark_noise_token_id == -1)
+      return bad("dspark_noise_token_id is missing (the draft's filler token, needed with dspark_block_size > 0)");
     if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
       return bad("dspark_noise_token_id " + std::to_string(dspark_noise_token_id) + " is outside the vocabulary [0, " +
                  std::to_string(vocab_size) + ")");

@@ -72,7 +72,7 @@ struct ModelConfig {
   int64_t engram_compressed_vocab_size = 0;     // classes of the tokenizer's compressed map
   // --- DSpark ------------------------------------------------------------------------------------
   int dspark_block_size = 0;
-  int64_t dspark_noise_token_id = 0;
+  int64_t dspark_noise_token_id = -1;  // -1: absent (an error when DSpark is on)
   std::vector<int> dspark_target_layer_ids;
   int64_t dspark_markov_rank = 0;
   int dspark_n_routed_experts = 0;

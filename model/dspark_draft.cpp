@@ -1,6 +1,7 @@
 // Model::dspark_seed / dspark_draft: the DSpark stages run as blocks of the model (model/dspark.h).
 // Source: model.py Transformer.forward_spec, DSparkBlock.forward.
 #include <algorithm>
+#include <chrono>
 
 #include "model/dspark.h"
 #include "model/mhc.h"
@@ -18,6 +19,7 @@ Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, 
     return InvalidArgument("DSpark: seeding positions " + std::to_string(start) + ".. but the state already holds 0.." +
                            std::to_string(st.n_seen - 1));
   rope_window_.ensure(start + n);
+  ScopedNs timer(&profile_.dspark_ns);
   std::vector<float> main_x(static_cast<size_t>(n * c_.dim));
   dspark_main_x(c_, w_.dspark, main_hidden, n, main_x.data(), pool_.get());
   // The stages' attention only stores the main model's KV here (DSparkBlock.forward, start_pos 0).
@@ -43,6 +45,15 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
     return ResourceExhausted("DSpark: a draft block after position " + std::to_string(pos) +
                              " runs past max_position_embeddings " + std::to_string(c_.max_position_embeddings));
   rope_window_.ensure(pos + 1 + B);
+  // The stages run as blocks, which time their sublayers into the forward profile: the draft's
+  // time goes to dspark_ns only, so the main forward's sublayer times stay its own.
+  const ForwardProfile main_profile = profile_;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto restore_profile = [&] {
+    profile_ = main_profile;
+    profile_.dspark_ns += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
 
   std::vector<float> main_x(static_cast<size_t>(dim));
   dspark_main_x(c_, w_.dspark, main_hidden_row, 1, main_x.data(), pool_.get());
@@ -61,8 +72,12 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
     auto attend = [&](const float* u, float* f) {
       dspark_attention(c_, bw.attn, rope_window_, u, B, pos, ring, pool_.get(), f);
     };
-    STRATA_RETURN_IF_ERROR(block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, B, attend,
-                                         /*ahead=*/nullptr, /*obs=*/nullptr));
+    const Status st_block = block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, B, attend,
+                                          /*ahead=*/nullptr, /*obs=*/nullptr);
+    if (!st_block.ok()) {
+      restore_profile();
+      return st_block;
+    }
   }
   st.n_seen = pos + 1;
 
@@ -70,6 +85,7 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
   hc_pre(c_, x.data(), pre_mix.data(), B, h.data());
   DSparkDraft d;
   dspark_head(c_, w_, h.data(), token, pool_.get(), &d);
+  restore_profile();
   return d;
 }
 

@@ -20,11 +20,12 @@ struct ForwardProfile {
   uint64_t attention_ns = 0;  // attention sublayers (projections, compressor, indexer, attention, wo_a/wo_b)
   uint64_t head_ns = 0;       // final norm and LM head
   // The rest of forward_ns: embedding, mHC mixing and norms, buffers.
+  uint64_t dspark_ns = 0;     // DSpark drafts (Model::dspark_seed / dspark_draft), outside forward_ns
 
   ForwardProfile since(const ForwardProfile& e) const {
     return ForwardProfile{forwards - e.forwards,   tokens - e.tokens,   forward_ns - e.forward_ns,
                           engram_ns - e.engram_ns, moe_ns - e.moe_ns,   attention_ns - e.attention_ns,
-                          head_ns - e.head_ns};
+                          head_ns - e.head_ns,     dspark_ns - e.dspark_ns};
   }
 };
 

@@ -135,6 +135,13 @@ TEST(ModelConfig, BadValuesAreNamed) {
   }
   {
     auto j = base;
+    j["text_config"].erase("dspark_noise_token_id");
+    auto c = ModelConfig::parse(j.dump(), "config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message().find("dspark_noise_token_id is missing"), std::string::npos) << c.error().to_string();
+  }
+  {
+    auto j = base;
     j["text_config"]["hidden_act"] = "gelu";
     auto c = ModelConfig::parse(j.dump(), "config.json");
     ASSERT_FALSE(c.ok());

@@ -155,9 +155,16 @@ TEST_F(DSparkTiny, SeedingGapLeavesOldEntriesOut) {
   ASSERT_TRUE(model_->dspark_seed(gap, mh.data(), 10, 0).ok());  // positions 0..9, long before the window
   ASSERT_TRUE(model_->dspark_seed(gap, mh.data() + 100 * width, 1, 100).ok());
   ASSERT_TRUE(model_->dspark_seed(fresh, mh.data() + 100 * width, 1, 100).ok());
+  const ForwardProfile before = model_->profile();
   auto a = model_->dspark_draft(gap, 7, mh.data() + 101 * width, 101);
   auto b = model_->dspark_draft(fresh, 7, mh.data() + 101 * width, 101);
   ASSERT_TRUE(a.ok() && b.ok());
+  // Draft time is the draft's own: the main forward's sublayer counters do not move.
+  const ForwardProfile spent = model_->profile().since(before);
+  EXPECT_EQ(spent.attention_ns, 0u);
+  EXPECT_EQ(spent.moe_ns, 0u);
+  EXPECT_EQ(spent.forward_ns, 0u);
+  EXPECT_GT(spent.dspark_ns, 0u);
   EXPECT_EQ(a->ids, b->ids);
   EXPECT_EQ(a->confidence, b->confidence);
   EXPECT_EQ(a->logits, b->logits);
