@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <limits>
@@ -52,11 +53,15 @@ ApiError too_large(int64_t limit) {
                   "request_too_large"};
 }
 
-// A response after which the connection must end because the request's body was not (fully) read:
-// an error that says "Connection: close" (the logger then closes it, see lingering_close; httplib
-// 0.11 keeps the connection open whatever the handler's header says).
-bool ends_connection(const httplib::Response& res) {
-  return res.status >= 400 && res.get_header_value("Connection") == "close";
+// One connection, as the four addresses of its socket.
+std::string connection_key(const httplib::Request& req) {
+  return req.local_addr + ":" + std::to_string(req.local_port) + "/" + req.remote_addr + ":" +
+         std::to_string(req.remote_port);
+}
+
+// Methods whose body httplib 0.11 reads (detail::expect_content); any other leaves it unread.
+bool body_is_read(const httplib::Request& req) {
+  return req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
 }
 
 // The Content-Length a request declares: nullopt when absent, -1 when not a decimal number
@@ -456,6 +461,7 @@ Status HttpServer::start() {
     ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
   });
   svr.set_keep_alive_timeout(5);
+  svr.set_keep_alive_max_count(1000);  // httplib's 5 closed every fifth keep-alive response
   svr.set_read_timeout(30);
   svr.set_write_timeout(30);
 
@@ -477,9 +483,24 @@ Status HttpServer::start() {
   // the logger below), so none of it is parsed as a next request.
   auto refuse_early = [this](const httplib::Request& req, httplib::Response& res) {
     const std::optional<int64_t> declared = declared_body_bytes(req);
-    const bool chunked = req.has_header("Transfer-Encoding");
-    const bool body = chunked || declared.value_or(0) != 0;
-    if (declared && *declared < 0) {
+    const bool has_te = req.has_header("Transfer-Encoding");
+    std::string te = req.get_header_value("Transfer-Encoding");
+    for (char& ch : te) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const bool chunked = has_te && te == "chunked";
+    const bool body = has_te || declared.value_or(0) != 0;
+    // Framing a proxy and httplib could read differently is refused (request smuggling).
+    if (has_te && !chunked) {
+      send_error(res, ApiError{501, "invalid_request_error",
+                               "Transfer-Encoding '" + req.get_header_value("Transfer-Encoding") +
+                                   "' is not supported (only chunked)",
+                               "", "unsupported_transfer_encoding"});
+    } else if (has_te && declared) {
+      send_error(res, bad_request("a request may not have both Transfer-Encoding and Content-Length", ""));
+    } else if (req.get_header_value_count("Content-Length") > 1) {
+      send_error(res, bad_request("a request may not have more than one Content-Length", ""));
+    } else if (body && !body_is_read(req)) {
+      send_error(res, bad_request(req.method + " requests take no body", ""));
+    } else if (declared && *declared < 0) {
       send_error(res, bad_request("Content-Length '" + req.get_header_value("Content-Length") + "' is not a byte count", ""));
     } else if (declared && *declared > opt_.body_limit_bytes) {
       send_error(res, too_large(opt_.body_limit_bytes));
@@ -497,7 +518,7 @@ Status HttpServer::start() {
     } else {
       return false;
     }
-    res.set_header("Connection", "close");
+    mark_unread_body(req, res);
     return true;
   };
   // "Expect: 100-continue": the same answers instead of inviting the upload.
@@ -516,8 +537,7 @@ Status HttpServer::start() {
       if (req.get_header_value("Content-Type").rfind("multipart/", 0) == 0) {
         send_error(res, ApiError{415, "invalid_request_error", "The request body must be JSON (Content-Type: application/json)",
                                  "", "unsupported_media_type"});
-        res.set_header("Connection", "close");
-        return;
+        return mark_unread_body(req, res);
       }
       // HTTP/1.1: a request with neither Content-Length nor Transfer-Encoding has no body (reading
       // would wait for the read timeout).
@@ -534,16 +554,14 @@ Status HttpServer::start() {
         });
       } catch (const std::exception& e) {  // nothing may escape into httplib (STYLE.md §3.1)
         send_error(res, internal_error(std::string("reading the request body: ") + e.what()));
-        res.set_header("Connection", "close");
-        return;
+        return mark_unread_body(req, res);
       }
       if (over || !ok) {
         send_error(res, over ? too_large(opt_.body_limit_bytes)
                              : bad_request("The request body could not be read (connection closed, read timed out, or "
                                            "malformed chunks)",
                                            ""));
-        res.set_header("Connection", "close");
-        return;
+        return mark_unread_body(req, res);
       }
       handler(full, res);
     };
@@ -589,12 +607,22 @@ Status HttpServer::start() {
                                "", ""});
     }
   });
+  // Just before the response is written: it is counted (a client that reads /metrics right after
+  // its response finds it there), and a closing response loses the Keep-Alive header httplib
+  // added (0.11's set_header appends, so "Connection: close" sits beside it).
+  svr.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    metrics_.count_request(res.status);
+    if (res.get_header_value_count("Connection") > 1 || res.get_header_value("Connection") == "close") {
+      res.headers.erase("Keep-Alive");
+      res.headers.erase("Connection");
+      res.headers.emplace("Connection", "close");
+    }
+  });
   // httplib calls the logger once the response is written: the moment to end a connection whose
   // body was left unread.
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (ends_connection(res))
+    if (take_unread_body(req))
       lingering_close(find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
-    metrics_.count_request(res.status);
     if (logger_ && logger_->enabled(LogLevel::kInfo))
       logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(res.status) +
                     " remote=" + req.remote_addr);
@@ -660,6 +688,17 @@ void HttpServer::set_failed(std::string message) {
     failure_ = std::move(message);
   }
   state_.store(2);
+}
+
+void HttpServer::mark_unread_body(const httplib::Request& req, httplib::Response& res) {
+  res.set_header("Connection", "close");
+  std::lock_guard<std::mutex> l(unread_mu_);
+  unread_body_.insert(connection_key(req));
+}
+
+bool HttpServer::take_unread_body(const httplib::Request& req) {
+  std::lock_guard<std::mutex> l(unread_mu_);
+  return unread_body_.erase(connection_key(req)) > 0;
 }
 
 void HttpServer::stop() {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -81,6 +82,12 @@ class HttpServer {
   std::string failure_;
   std::unique_ptr<Backend> backend_;
   std::atomic<Backend*> live_{nullptr};
+  // Connections whose request body was left unread (answered early): the logger ends them with a
+  // lingering close once the response is written. Keys: connection_key(req).
+  std::mutex unread_mu_;
+  std::set<std::string> unread_body_;
+  void mark_unread_body(const httplib::Request& req, httplib::Response& res);
+  bool take_unread_body(const httplib::Request& req);
 };
 
 }  // namespace strata::server

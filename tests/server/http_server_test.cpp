@@ -322,6 +322,25 @@ TEST_F(Serve, EarlyAnswersEndTheConnection) {
                         "GET /v1/models HTTP/1.1\r\n\r\n",
                         "invalid_api_key");
   EXPECT_EQ(got.rfind("HTTP/1.1 401", 0), 0u) << got;
+  EXPECT_EQ(got.find("Keep-Alive"), std::string::npos) << "a closing response says only Connection: close: " << got;
+  // A body on a method whose body httplib never reads, and framings a proxy could read otherwise
+  // (request smuggling): refused, and the connection ends.
+  got = ask("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 35\r\n\r\n", "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("GET requests take no body"), std::string::npos) << got;
+  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                "Transfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << got;
+  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
+                "Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}",
+            "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+  EXPECT_NE(got.find("more than one Content-Length"), std::string::npos) << got;
   // A chunked body where none is taken: refused, not buffered.
   got = ask("POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n400\r\n" +
                 std::string(1024, 'x') + "\r\n",
