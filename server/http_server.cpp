@@ -445,6 +445,7 @@ Status HttpServer::start() {
   // SIGPIPE (httplib 0.11 sends without MSG_NOSIGNAL). The disposition is process-wide.
   ::signal(SIGPIPE, SIG_IGN);
   created_ = unix_now();
+  closer_ = std::make_unique<LingeringCloser>();
   http_ = std::make_unique<httplib::Server>();
   httplib::Server& svr = *http_;
   const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads)
@@ -622,7 +623,7 @@ Status HttpServer::start() {
   // body was left unread.
   svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (take_unread_body(req))
-      lingering_close(find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
+      closer_->hand_over(find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
     if (logger_ && logger_->enabled(LogLevel::kInfo))
       logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(res.status) +
                     " remote=" + req.remote_addr);
@@ -715,6 +716,7 @@ void HttpServer::stop() {
   }
   b.reset();
   http_.reset();
+  closer_.reset();
 }
 
 }  // namespace strata::server

@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "server/lingering_close.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/scheduler.h"
@@ -86,6 +87,7 @@ class HttpServer {
   // lingering close once the response is written. Keys: connection_key(req).
   std::mutex unread_mu_;
   std::set<std::string> unread_body_;
+  std::unique_ptr<LingeringCloser> closer_;  // drains and closes those connections
   void mark_unread_body(const httplib::Request& req, httplib::Response& res);
   bool take_unread_body(const httplib::Request& req);
 };

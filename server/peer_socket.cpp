@@ -6,12 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -63,39 +58,6 @@ int find_peer_socket(const std::string& local_addr, int local_port, const std::s
   }
   closedir(d);
   return found;
-}
-
-void lingering_close(int fd) {
-  if (fd < 0) return;
-  // Short caps: this runs on an httplib worker thread, which it holds meanwhile.
-  constexpr int kTotalMs = 3000, kIdleMs = 1000;
-  constexpr uint64_t kMaxBytes = 64ull << 20;
-  ::shutdown(fd, SHUT_WR);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTotalMs);
-  char buf[65536];
-  uint64_t dropped = 0;
-  while (dropped < kMaxBytes) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count();
-    if (left <= 0) break;
-    pollfd p{};
-    p.fd = fd;
-    p.events = POLLIN;
-    if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kIdleMs))) <= 0) break;  // paused (or error)
-    const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) dropped += static_cast<uint64_t>(n);
-    else if (!(n < 0 && (errno == EAGAIN || errno == EINTR))) break;  // closed, reset or error
-  }
-  // Linux still delivers data after shutdown(SHUT_RD), so the descriptor is replaced by one end of
-  // a socket pair whose other end is closed: httplib's next read sees end of file and closes it,
-  // and the TCP connection closes now (dup2 released it).
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0) {
-    ::close(pair[1]);
-    ::dup2(pair[0], fd);
-    ::close(pair[0]);
-  } else {
-    ::shutdown(fd, SHUT_RD);
-  }
 }
 
 bool peer_closed(int fd) {

@@ -21,13 +21,4 @@ int find_peer_socket(const std::string& local_addr, int local_port, const std::s
 // fd < 0.
 bool peer_closed(int fd);
 
-// Ends a connection whose request body was left unread (a 413 answered before reading it): FIN
-// after the response already written, then what the client still sends is read and dropped until
-// it closes, pauses for 1 s, has sent 64 MiB, or 3 s passed; then the descriptor is swapped for
-// one that reads end of file, so httplib's keep-alive loop closes it instead of parsing the rest
-// of the body as a next request (nginx's lingering close: closing at once with unread data would
-// reset the connection, and a client still writing its body could lose the response). No-op for
-// fd < 0.
-void lingering_close(int fd);
-
 }  // namespace strata::server
