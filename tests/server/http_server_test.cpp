@@ -323,40 +323,37 @@ TEST_F(Serve, EarlyAnswersEndTheConnection) {
                         "invalid_api_key");
   EXPECT_EQ(got.rfind("HTTP/1.1 401", 0), 0u) << got;
   EXPECT_EQ(got.find("Keep-Alive"), std::string::npos) << "a closing response says only Connection: close: " << got;
-  // A body on a method whose body httplib never reads, and framings a proxy could read otherwise
-  // (request smuggling): refused, and the connection ends.
-  got = ask("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 35\r\n\r\n", "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
-  EXPECT_NE(got.find("GET requests take no body"), std::string::npos) << got;
-  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-                "Transfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 501", 0), 0u) << got;
-  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-                "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
-  got = ask("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-                "Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
-  EXPECT_NE(got.find("more than one Content-Length"), std::string::npos) << got;
-  // A chunked body where none is taken: refused, not buffered.
-  got = ask("POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n400\r\n" +
-                std::string(1024, 'x') + "\r\n",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
-  EXPECT_NE(got.find("takes no chunked request body"), std::string::npos) << got;
-  // A length past int64: 413 (not "not a number").
-  got = ask("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-                "Content-Length: 99999999999999999999999\r\n\r\n",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
-  // multipart: 415.
-  got = ask("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
-                "Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 10\r\n\r\n--x--\r\n\r\n",
-            "}}");
-  EXPECT_EQ(got.rfind("HTTP/1.1 415", 0), 0u) << got;
+  // A body on a method whose body httplib never reads, framings a proxy could read otherwise
+  // (request smuggling), a chunked body where none is taken (refused, not buffered), a length
+  // past int64 (413, not "not a number"), multipart (415): refused, and the connection ends.
+  struct Case {
+    std::string request;
+    const char* status;
+    const char* says;  // "" = only the status is checked
+  };
+  const std::string post_completions = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth;
+  const std::string post_chat = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth;
+  const Case cases[] = {
+      {"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 35\r\n\r\n", "HTTP/1.1 400",
+       "GET requests take no body"},
+      {post_completions + "Transfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 501", ""},
+      {post_completions + "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", "HTTP/1.1 400", ""},
+      {post_completions + "Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}", "HTTP/1.1 400",
+       "more than one Content-Length"},
+      {"POST /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n400\r\n" +
+           std::string(1024, 'x') + "\r\n",
+       "HTTP/1.1 400", "takes no chunked request body"},
+      {post_chat + "Content-Length: 99999999999999999999999\r\n\r\n", "HTTP/1.1 413", ""},
+      {post_chat + "Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 10\r\n\r\n--x--\r\n\r\n",
+       "HTTP/1.1 415", ""},
+  };
+  for (const Case& k : cases) {
+    got = ask(k.request, "}}");
+    EXPECT_EQ(got.rfind(k.status, 0), 0u) << k.request.substr(0, 60) << "\n" << got;
+    if (*k.says) {
+      EXPECT_NE(got.find(k.says), std::string::npos) << got;
+    }
+  }
   // No Content-Length and no Transfer-Encoding: an empty body, answered at once (400: not JSON),
   // and the connection goes on.
   RawConn c(srv_->port());
