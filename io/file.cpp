@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <string>
 
+#include "io/env.h"
+#include "io/temp_file.h"
+
 namespace strata::io {
 
 namespace {
@@ -126,36 +129,24 @@ Result<std::string> read_file_to_string(const std::string& path, size_t max_byte
   return s;
 }
 
-Status write_file_atomic(const std::string& path, const void* data, size_t n) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IOError(tmp + ": create", errno);
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::write(fd, p + done, n - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IOError(tmp + ": write", e);
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return IOError(tmp + ": fsync", e);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return IOError(path + ": rename from " + tmp, e);
-  }
-  return Status();
+Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env) {
+  env = env_or_default(env);
+  // A temp file a killed earlier writer left beside PATH is swept first (issue #13). Best effort:
+  // a directory that cannot be listed fails at the create below with a clearer error.
+  (void)sweep_stale_temps_of(path, env);
+  const std::string tmp = temp_path_for(path);
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->new_writable_file(tmp));
+  // Any failure before the rename removes the temp file; PATH is untouched until then.
+  auto fail = [&](Status s) {
+    (void)f->close();
+    (void)env->remove_file(tmp);
+    return s;
+  };
+  if (Status s = f->append(data, n); !s.ok()) return fail(s);
+  if (Status s = f->sync(); !s.ok()) return fail(s);
+  if (Status s = f->close(); !s.ok()) return fail(s);
+  if (Status s = env->rename_file(tmp, path); !s.ok()) return fail(s);
+  return env->sync_dir(dir_of(path));
 }
 
 bool file_exists(const std::string& path) {

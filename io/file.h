@@ -14,6 +14,8 @@
 
 namespace strata::io {
 
+class Env;  // io/env.h
+
 class File {
  public:
   virtual ~File() = default;
@@ -65,8 +67,14 @@ inline constexpr uint64_t kDirectIoAlign = 4096;
 // Reads a whole (small) file into a string; kNotFound when it does not exist.
 [[nodiscard]] Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes = 1ull << 30);
 
-// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename.
-[[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n);
+// Writes `data` to `path` atomically: `path`.tmp.<pid> in the same directory (io/temp_file.h),
+// fsync, close, rename over `path`, fsync the directory; a stale temp file of `path` left by a
+// killed process is swept first. All writes go through `env` (null = default_env(); tests pass an
+// io::FaultInjectionEnv). Errors name the file and the step: kResourceExhausted (ENOSPC), kIOError
+// (write, fsync, close, rename), kNotFound (missing directory). On any error before the rename the
+// temp file is removed and `path` keeps its previous contents; an error syncing the directory
+// comes after the rename (`path` then holds the new bytes, which a crash might still undo).
+[[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);
 

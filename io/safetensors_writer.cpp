@@ -13,6 +13,7 @@
 #include <set>
 
 #include "io/file.h"
+#include "io/temp_file.h"
 
 namespace strata::io {
 
@@ -121,13 +122,25 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
                                  " bytes but the file system has " + std::to_string(free_bytes) + " bytes free");
     }
   }
+  w->env_ = env_or_default(options.env);
+  // Temp shards of this stem left by a killed writer (issue #13); live writers' files stay.
+  const std::string stem = options.stem, index = stem + ".safetensors.index.json";
+  auto swept = sweep_stale_temps(
+      dir,
+      [&](std::string_view t) {
+        return t == index || (t.starts_with(stem) && t.ends_with(".safetensors") &&
+                              t.size() > stem.size() && (t.size() == stem.size() + 12 || t[stem.size()] == '-'));
+      },
+      w->env_);
+  if (!swept.ok()) return swept.error();
   w->buf_.resize(kBufferBytes);
   STRATA_RETURN_IF_ERROR(w->open_shard(0));
   return w;
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (file_) (void)file_->close();
+  file_.reset();
   if (!finished_) remove_temp_files();
 }
 
@@ -144,30 +157,28 @@ std::string SafetensorsWriter::index_file_name() const {
 std::string SafetensorsWriter::final_path(size_t s) const { return join_path(dir_, shards_[s].file_name); }
 
 std::string SafetensorsWriter::temp_path(size_t s) const {
-  return final_path(s) + ".tmp." + std::to_string(::getpid());
+  return temp_path_for(final_path(s));
 }
 
 void SafetensorsWriter::remove_temp_files() {
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (temp_exists_[s]) ::unlink(temp_path(s).c_str());
+    if (temp_exists_[s]) (void)env_->remove_file(temp_path(s));
     temp_exists_[s] = false;
   }
 }
 
 Status SafetensorsWriter::fail(Status s) {
   dead_ = true;
-  if (fd_ >= 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
+  if (file_) (void)file_->close();
+  file_.reset();
   remove_temp_files();
   return s;
 }
 
 Status SafetensorsWriter::open_shard(size_t s) {
-  const std::string tmp = temp_path(s);
-  fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) return fail(IOError(tmp + ": create", errno));
+  auto f = env_->new_writable_file(temp_path(s));
+  if (!f.ok()) return fail(f.error());
+  file_ = std::move(f).value();
   temp_exists_[s] = true;
   cur_shard_ = s;
   fd_written_ = 0;
@@ -176,18 +187,8 @@ Status SafetensorsWriter::open_shard(size_t s) {
 }
 
 Status SafetensorsWriter::raw_write(const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::write(fd_, p + done, n - done);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return fail(IOError(temp_path(cur_shard_) + ": write of " + std::to_string(n - done) + " bytes at offset " +
-                              std::to_string(fd_written_ + done),
-                          errno));
-    }
-    done += static_cast<size_t>(r);
-  }
+  // append() loops over short writes and names the temp shard and the offset on error.
+  if (Status s = file_->append(data, n); !s.ok()) return fail(s);
   fd_written_ += n;
   return Status();
 }
@@ -205,17 +206,17 @@ Status SafetensorsWriter::close_shard() {
   if (fd_written_ != p.file_bytes())
     return fail(Internal(temp_path(cur_shard_) + ": wrote " + std::to_string(fd_written_) + " bytes, planned " +
                          std::to_string(p.file_bytes())));
-  if (opt_.fsync && ::fsync(fd_) != 0) return fail(IOError(temp_path(cur_shard_) + ": fsync", errno));
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) return fail(IOError(temp_path(cur_shard_) + ": fstat", errno));
-  if (static_cast<uint64_t>(st.st_size) != p.file_bytes())
-    return fail(Corruption(temp_path(cur_shard_) + ": " + std::to_string(st.st_size) + " bytes on disk, expected " +
-                           std::to_string(p.file_bytes())));
-  if (::close(fd_) != 0) {
-    fd_ = -1;
-    return fail(IOError(temp_path(cur_shard_) + ": close", errno));
+  if (opt_.fsync) {
+    if (Status s = file_->sync(); !s.ok()) return fail(s);
   }
-  fd_ = -1;
+  auto on_disk = file_->size_on_disk();
+  if (!on_disk.ok()) return fail(on_disk.error());
+  if (*on_disk != p.file_bytes())
+    return fail(Corruption(temp_path(cur_shard_) + ": " + std::to_string(*on_disk) + " bytes on disk, expected " +
+                           std::to_string(p.file_bytes())));
+  Status closed = file_->close();
+  file_.reset();
+  if (!closed.ok()) return fail(closed);
   return Status();
 }
 
@@ -297,8 +298,7 @@ Status SafetensorsWriter::finish() {
     STRATA_RETURN_IF_ERROR(open_shard(cur_shard_ + 1));
   }
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (::rename(temp_path(s).c_str(), final_path(s).c_str()) != 0)
-      return fail(IOError(final_path(s) + ": rename from " + temp_path(s), errno));
+    if (Status r = env_->rename_file(temp_path(s), final_path(s)); !r.ok()) return fail(r);
     temp_exists_[s] = false;
   }
   const std::string index = index_file_name();
@@ -310,16 +310,10 @@ Status SafetensorsWriter::finish() {
       for (size_t i = p.first_tensor; i < p.end_tensor; ++i) wm[tensors_[i].name] = p.file_name;
     j["weight_map"] = std::move(wm);
     const std::string text = j.dump(2) + "\n";
-    Status s = write_file_atomic(join_path(dir_, index), text.data(), text.size());
+    Status s = write_file_atomic(join_path(dir_, index), text.data(), text.size(), env_);
     if (!s.ok()) return fail(s);
   }
-  if (opt_.fsync) {
-    int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);  // best effort: makes the renames durable
-      ::close(dfd);
-    }
-  }
+  if (opt_.fsync) (void)env_->sync_dir(dir_);  // best effort: makes the renames durable
   finished_ = true;
   return Status();
 }

@@ -10,9 +10,12 @@
 // plus model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map": {tensor: file}}), the
 // release's layout; without one (or when everything fits) a single model.safetensors is written.
 //
-// Atomicity: shards are written under temporary names (`<file>.tmp.<pid>`), fsynced, and renamed only
-// by finish(); the index is written last. A writer destroyed before finish() succeeds removes its
-// temporary files, so a failed run never leaves a shard that looks complete.
+// Atomicity: shards are written under temporary names (`<file>.tmp.<pid>`, io/temp_file.h), fsynced,
+// and renamed only by finish(); the index is written last. A writer that fails, or is destroyed
+// before finish() succeeds, removes its temporary files, so a failed run never leaves a shard that
+// looks complete; stale temp files of this stem that a killed process left in the directory are
+// swept by create(). Every write goes through an io::Env (options.env; tests inject ENOSPC, EIO and
+// short writes with io::FaultInjectionEnv, issue #13).
 // Byte counts are verified: a chunk that runs past the current tensor, a finish() with a tensor short
 // of bytes, and a shard whose size on disk differs from its plan are all errors naming the tensor/file.
 // Thread safety: none; one thread drives a writer. Source: https://github.com/huggingface/safetensors
@@ -27,6 +30,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "io/env.h"
 
 namespace strata::io {
 
@@ -53,6 +57,9 @@ struct SafetensorsWriterOptions {
   // Fail early with kResourceExhausted when the directory's file system has less free space than
   // the checkpoint needs (default true).
   bool check_free_space = true;
+  // Where files are written (null = io::default_env(), the POSIX one). Not owned; must outlive
+  // the writer. Tests pass an io::FaultInjectionEnv.
+  Env* env = nullptr;
 };
 
 // Where a shard's tensors go: tensors [first_tensor, end_tensor) of the declaration list.
@@ -70,7 +77,8 @@ class SafetensorsWriter {
   // Plans the shards for `tensors` (declaration order = data order) under directory `dir` (which
   // must exist) and opens the first shard. Errors: kInvalidArgument (empty or duplicate name, the
   // reserved name "__metadata__", a dtype with no safetensors size), kNotFound (no such directory),
-  // kResourceExhausted (not enough free space), kIOError (cannot create the file).
+  // kResourceExhausted (not enough free space, or ENOSPC creating the file), kIOError (cannot
+  // create the file, or a stale temp file cannot be swept).
   [[nodiscard]] static Result<std::unique_ptr<SafetensorsWriter>> create(const std::string& dir,
                                                                          std::vector<TensorDecl> tensors,
                                                                          SafetensorsWriterOptions options = {});
@@ -84,7 +92,8 @@ class SafetensorsWriter {
   // a tensor is complete after exactly nbytes() bytes and the next write goes to the next tensor.
   // A chunk larger than what the current tensor still needs is kInvalidArgument naming the tensor;
   // writing after every tensor is complete or after an error is kInvalidArgument too. OS errors
-  // (ENOSPC ...) are kIOError naming the shard.
+  // name the temp shard and the offset: kResourceExhausted for ENOSPC, kIOError otherwise (EIO);
+  // after one the writer is dead and its temporary files are removed.
   [[nodiscard]] Status write(const void* data, size_t n);
 
   // Writes one whole tensor: checks that `name` is the current tensor and `n` its size, then write().
@@ -129,7 +138,8 @@ class SafetensorsWriter {
   size_t cur_tensor_ = 0;
   uint64_t cur_tensor_written_ = 0;
   uint64_t data_written_ = 0;
-  int fd_ = -1;
+  Env* env_ = nullptr;
+  std::unique_ptr<WritableFile> file_;  // the open temp shard, or null
   uint64_t fd_written_ = 0;         // bytes written to the open shard file (header included)
   std::vector<unsigned char> buf_;  // coalesces small writes
   size_t buf_used_ = 0;

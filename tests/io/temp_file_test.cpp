@@ -1,0 +1,103 @@
+// Temp file names and the sweep of temp files left by killed writers (issue #13 item 10: "a killed
+// save leaves F.tmp.<pid>"): strict name parsing, only regular files of this user whose process is
+// gone are removed; a live process's temp file, symlinks, directories and look-alike names stay.
+#include "io/temp_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "io/file.h"
+#include "tests/support/files.h"
+#include "tests/support/processes.h"
+#include "tests/support/temp_dir.h"
+
+namespace strata::io {
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+TEST(TempFile, NameIsPathDotTmpDotPid) {
+  EXPECT_EQ(temp_path_for("/a/b.strata"), "/a/b.strata.tmp." + std::to_string(::getpid()));
+}
+
+TEST(TempFile, ParsesOnlyCanonicalPids) {
+  EXPECT_EQ(parse_temp_pid("s.strata.tmp.123", "s.strata"), 123);
+  EXPECT_EQ(parse_temp_pid("s.strata.tmp.2147483647", "s.strata"), 2147483647);
+  for (const char* bad : {"s.strata.tmp.", "s.strata.tmp.0", "s.strata.tmp.012", "s.strata.tmp.+12", "s.strata.tmp.-12",
+                          "s.strata.tmp.12a", "s.strata.tmp.12 ", "s.strata.tmp. 12", "s.strata.tmp.2147483648",
+                          "s.strata.tmp.99999999999", "s.strata.tmp.12.tmp", "s.strata.tmp", "s.strata"})
+    EXPECT_FALSE(parse_temp_pid(bad, "s.strata").has_value()) << bad;
+  EXPECT_FALSE(parse_temp_pid("t.strata.tmp.123", "s.strata").has_value());   // another target
+  EXPECT_FALSE(parse_temp_pid("xs.strata.tmp.123", "s.strata").has_value());  // a longer target
+  auto t = split_temp_name("model-00001-of-00002.safetensors.tmp.77");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->target, "model-00001-of-00002.safetensors");
+  EXPECT_EQ(t->pid, 77);
+  EXPECT_FALSE(split_temp_name(".tmp.77").has_value());
+}
+
+TEST(TempFile, LivenessOfProcesses) {
+  EXPECT_TRUE(process_alive(::getpid()));
+  testing::LiveChild child;
+  EXPECT_TRUE(process_alive(child.pid()));
+  const int dead = testing::dead_pid();
+  ASSERT_GT(dead, 0);
+  EXPECT_FALSE(process_alive(dead));
+}
+
+TEST(TempFile, SweepsOnlyStaleRegularFilesOfTheTarget) {
+  testing::TempDir d;
+  const std::string target = d.file("s.strata");
+  testing::write_all(target, "current");
+  const int dead = testing::dead_pid();
+  testing::LiveChild live;
+  const std::string stale = target + ".tmp." + std::to_string(dead);
+  const std::string of_live = target + ".tmp." + std::to_string(live.pid());
+  const std::string of_self = temp_path_for(target);
+  const std::string other_target = d.file("t.strata.tmp." + std::to_string(dead));
+  const std::string leading_zero = target + ".tmp.0" + std::to_string(dead);
+  const std::string dir_named = target + ".tmp." + std::to_string(dead + 100000);  // a directory, not a file
+  const std::string link_named = target + ".tmp." + std::to_string(dead + 200000);
+  for (const std::string& p : {stale, of_live, of_self, other_target, leading_zero}) testing::write_all(p, "partial");
+  ASSERT_EQ(::mkdir(dir_named.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(target.c_str(), link_named.c_str()), 0);
+
+  auto r = sweep_stale_temps_of(target);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->removed, 1);
+  EXPECT_EQ(r->kept_live, 2);   // the live child's and this process's
+  EXPECT_EQ(r->kept_other, 2);  // the directory and the symlink
+  EXPECT_FALSE(exists(stale));
+  for (const std::string& p : {of_live, of_self, other_target, leading_zero, dir_named, link_named, target})
+    EXPECT_TRUE(exists(p)) << p;
+  EXPECT_EQ(testing::read_all(target), "current");  // the symlink's target untouched
+}
+
+TEST(TempFile, SweepOfMissingDirectoryIsEmpty) {
+  auto r = sweep_stale_temps_of("/nonexistent-strata-dir/x.strata");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->removed, 0);
+}
+
+TEST(TempFile, WriteFileAtomicSweepsAStaleTempBesideIt) {
+  testing::TempDir d;
+  const std::string target = d.file("stats.json");
+  const std::string stale = target + ".tmp." + std::to_string(testing::dead_pid());
+  testing::LiveChild live;
+  const std::string of_live = target + ".tmp." + std::to_string(live.pid());
+  testing::write_all(stale, "half a fi");
+  testing::write_all(of_live, "in progress");
+  ASSERT_TRUE(write_file_atomic(target, "{}", 2).ok());
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(of_live));
+  EXPECT_EQ(testing::read_all(target), "{}");
+}
+
+}  // namespace
+}  // namespace strata::io
