@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/json_limits.h"
+
 namespace strata::io {
 
 namespace fs = std::filesystem;
@@ -20,7 +22,9 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
   std::map<std::string, std::string> index_map;
   const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
   if (file_exists(index_path)) {
-    STRATA_ASSIGN_OR_RETURN(std::string text, read_file_to_string(index_path, 1ull << 30));
+    // The release's index (~100K tensors) is a few MB; 64 MiB and 8 levels bound a forged one.
+    STRATA_ASSIGN_OR_RETURN(std::string text, read_file_to_string(index_path, 64u << 20));
+    STRATA_RETURN_IF_ERROR(check_json_nesting(text, 8, index_path));
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Corruption(index_path + ": not a JSON object");
     auto wm = j.find("weight_map");

@@ -3,13 +3,20 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "io/json_limits.h"
+
 namespace strata::io {
 
 Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what, const std::string& header_json,
                                                          uint64_t data_start, uint64_t file_size, int shard) {
+  STRATA_RETURN_IF_ERROR(check_json_nesting(header_json, kMaxSafetensorsHeaderDepth, what + ": safetensors header"));
   auto j = nlohmann::json::parse(header_json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return Corruption(what + ": safetensors header is not a JSON object");
+  if (data_start > file_size)
+    return Corruption(what + ": header ends at byte " + std::to_string(data_start) + ", past the end of the file (" +
+                      std::to_string(file_size) + " bytes)");
+  const uint64_t region = file_size - data_start;  // bytes of the data region
   std::vector<TensorInfo> out;
   out.reserve(j.size());
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -45,24 +52,41 @@ Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what
     if (en - b != want)
       return bad("data_offsets span " + std::to_string(en - b) + " bytes, expected " + std::to_string(want) +
                  " for " + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string());
-    if (data_start + en > file_size)
-      return bad("data ends at byte " + std::to_string(data_start + en) + " past the end of the file (" +
-                 std::to_string(file_size) + " bytes; truncated shard?)");
+    // Compared against the data region's size, never as data_start + offset: offsets near 2^64
+    // would wrap that sum below the file size and point into the header or below byte 0
+    // (issue 13 item 1).
+    if (en > region)
+      return bad("data ends at byte " + std::to_string(en) + " of the data region, past the end of the file (" +
+                 std::to_string(region) + " data bytes after the " + std::to_string(data_start) +
+                 "-byte header; truncated shard?)");
     t.offset = data_start + b;
     t.nbytes = want;
     out.push_back(std::move(t));
   }
-  // Two tensors sharing bytes would alias each other's weights: reject instead of running garbage.
+  // The data region must be covered exactly, as the safetensors format requires ("entirely indexed,
+  // no holes"): two tensors sharing bytes would alias each other's weights, and a gap (a header
+  // length one byte short shifts every tensor) would run on misaligned bytes (issue 13 item 7).
   std::vector<const TensorInfo*> by_offset;
-  for (const auto& t : out)
-    if (t.nbytes > 0) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const TensorInfo& a = *by_offset[i - 1];
-    const TensorInfo& b = *by_offset[i];
-    if (a.offset + a.nbytes > b.offset)
-      return Corruption(what + ": tensors '" + a.name + "' and '" + b.name + "' overlap (data_offsets share bytes)");
+  for (const auto& t : out) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->nbytes < b->nbytes;
+  });
+  uint64_t covered = data_start;  // absolute end of the bytes indexed so far
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo* t : by_offset) {
+    if (t->offset < covered)
+      return Corruption(what + ": tensors '" + prev->name + "' and '" + t->name + "' overlap (data_offsets share bytes)");
+    if (t->offset > covered)
+      return Corruption(what + ": bytes " + std::to_string(covered - data_start) + ".." +
+                        std::to_string(t->offset - data_start) + " of the data region belong to no tensor (before '" +
+                        t->name + "'); the header length or data_offsets are wrong");
+    covered = t->offset + t->nbytes;
+    prev = t;
   }
+  if (covered != file_size)
+    return Corruption(what + ": the tensors cover " + std::to_string(covered - data_start) + " of the " +
+                      std::to_string(region) + " bytes of the data region; the header length (" +
+                      std::to_string(data_start - 8) + ") or data_offsets are wrong, or the file has trailing bytes");
   return out;
 }
 

@@ -25,8 +25,11 @@ struct TensorInfo {
   uint64_t nbytes = 0;
 };
 
-// Largest header strata accepts (the real shards' headers are well under 1 MiB).
-inline constexpr uint64_t kMaxSafetensorsHeader = 256ull << 20;
+// Largest header strata accepts: the safetensors library's own limit (MAX_HEADER_SIZE, 100 MB);
+// the real shards' headers are well under 1 MiB.
+inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
+// Deepest nesting a header may have ({name: {shape: [...]}} is 3; __metadata__ 2).
+inline constexpr int kMaxSafetensorsHeaderDepth = 8;
 
 // Parses the header of `file`; entries get shard index `shard`. Errors (kCorruption) name the file
 // and, where it applies, the tensor and field.

@@ -10,7 +10,11 @@
 // fault-injecting wrapper) is read with File::read_at on the submitting thread, so injected faults
 // reach the caller exactly as a failed io_uring read would.
 // Errors per read: kIOError (errno from the kernel), kCorruption for a read that hit end of file
-// (short read); both name the file, offset and length.
+// (short read); both name the file, offset and length. When io_uring_enter itself keeps failing
+// (issue 13 item 6: the reaper used to spin at 100% CPU and the batch never finished), the reader
+// is broken for good: every read not yet in the kernel ends with kIOError naming io_uring_enter
+// and its errno, reads already in the kernel are still collected from the completion ring without
+// a system call (polled with a sleep, never a spin), and later submits fail at once.
 // Thread safety: submit() may be called from any thread; a batch is waited on by its owner.
 #pragma once
 
@@ -27,13 +31,28 @@
 #include "io/file.h"
 
 struct io_uring;
+struct io_uring_cqe;
+struct __kernel_timespec;
 
 namespace strata::io {
+
+// The two io_uring calls that enter the kernel, behind an interface so tests can make them fail
+// (LevelDB's Env pattern). Return values as liburing's: >= 0 or -errno.
+class UringSyscalls {
+ public:
+  virtual ~UringSyscalls() = default;
+  // io_uring_submit: the number of submission entries the kernel took.
+  virtual int submit(io_uring* ring) const;
+  // io_uring_wait_cqe_timeout: 0 with *cqe set, -ETIME on timeout, or -errno.
+  virtual int wait_cqe_timeout(io_uring* ring, io_uring_cqe** cqe, __kernel_timespec* ts) const;
+};
 
 struct UringReaderOptions {
   // Most reads in flight in the kernel at once (io_uring submission entries), 1..4096. Deeper
   // queues keep an NVMe busy with small random reads (Engram rows); 64 covers both uses.
   int queue_depth = 64;
+  // The kernel calls; null = liburing's. Must outlive the reader (tests inject failures).
+  const UringSyscalls* syscalls = nullptr;
 
   [[nodiscard]] Status validate() const;
 };
@@ -103,8 +122,11 @@ class UringReader {
   UringReader& operator=(const UringReader&) = delete;
 
   // Starts every read of `batch`. Returns at once, except that reads of files without a descriptor
-  // run here (synchronously). REQUIRES: batch not already in flight.
+  // run here (synchronously). On a broken reader (see above) every read ends at once with its
+  // error. REQUIRES: batch not already in flight.
   void submit(ReadBatch* batch);
+  // OK, or why io_uring_enter stopped working (then every read fails).
+  Status broken() const;
 
   int queue_depth() const { return depth_; }
   // Bytes delivered by completed reads since creation.
@@ -113,18 +135,29 @@ class UringReader {
   uint64_t reads_completed() const { return reads_.load(std::memory_order_relaxed); }
 
  private:
-  explicit UringReader(int depth);
+  UringReader(int depth, const UringSyscalls* syscalls);
   void reaper_loop();
-  // Moves queued reads into the ring while fewer than depth_ are in flight. REQUIRES mu_ held.
-  void pump_locked();
+  // Moves queued reads into the ring while fewer than depth_ are in it, and submits them. Reads
+  // that can no longer reach the kernel (the reader broke) are moved to *failed for the caller to
+  // complete outside the lock. REQUIRES mu_ held.
+  void pump_locked(std::vector<ReadBatch::Op*>* failed);
+  // Submits the prepared entries, retrying transient refusals for a bounded time; on a lasting
+  // failure marks the reader broken and hands back every read not in the kernel. REQUIRES mu_.
+  void submit_locked(std::vector<ReadBatch::Op*>* failed);
   // Records a finished read (any outcome).
   void complete(ReadBatch::Op* op, Status s);
+  // Completes `ops` with the broken reader's error.
+  void fail_all(const std::vector<ReadBatch::Op*>& ops);
 
   int depth_;
+  const UringSyscalls* sys_;
   std::unique_ptr<io_uring> ring_;
-  std::mutex mu_;                       // guards the submission side and queue_
+  mutable std::mutex mu_;               // guards the submission side, queue_, prepared_, broken_
   std::deque<ReadBatch::Op*> queue_;    // reads waiting for a free ring entry
-  int in_flight_ = 0;                   // reads in the kernel (guarded by mu_)
+  std::deque<ReadBatch::Op*> prepared_; // in the submission ring, not yet taken by the kernel
+  int in_ring_ = 0;                     // reads prepared or in the kernel (guarded by mu_)
+  Status broken_;                       // set once io_uring_enter fails for good
+  std::atomic<bool> stop_{false};       // the destructor asks the reaper to end
   std::thread reaper_;
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> reads_{0};

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
+#include "io/json_limits.h"
 
 namespace strata::model {
 
@@ -132,6 +133,7 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 }  // namespace
 
 Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::string& what) {
+  STRATA_RETURN_IF_ERROR(io::check_json_nesting(json_text, 16, what));
   json root = json::parse(json_text, nullptr, false);
   if (root.is_discarded() || !root.is_object()) return InvalidArgument(what + ": not a JSON object");
   FieldReader r(root, what);
@@ -268,6 +270,8 @@ Status ModelConfig::validate() const {
       {"engram_head_dim", engram_head_dim, 1 << 14}, {"engram_n_heads", engram_n_heads, 1024},
       {"engram_max_ngram_size", engram_max_ngram_size, 16}, {"max_position_embeddings", max_position_embeddings, int64_t{1} << 30},
       {"dspark_markov_rank", dspark_markov_rank, 1 << 16}, {"dspark_block_size", dspark_block_size, 64},
+      {"dspark_n_routed_experts", dspark_n_routed_experts, 1 << 16},
+      {"dspark_num_experts_per_tok", dspark_n_activated_experts, 1 << 16},
   };
   for (const Limit& l : limits)
     if (l.value < 0 || l.value > l.max)
@@ -295,6 +299,11 @@ Status ModelConfig::validate() const {
   if (o_lora_rank <= 0 || (o_groups * o_lora_rank) % 32 != 0) return bad("o_groups * o_lora_rank must be a multiple of 32");
   if (n_routed_experts <= 0 || n_activated_experts <= 0 || n_activated_experts > n_routed_experts)
     return bad("need 0 < num_experts_per_tok (n_activated_experts) <= n_routed_experts");
+  // The DSpark stages route like the backbone, with their own expert counts where given (0 = the
+  // backbone's): top-k above the expert count would index past the router's scores (issue 13 item 5).
+  if (n_mtp_layers > 0 && n_active(n_layers) > n_experts(n_layers))
+    return bad("dspark_num_experts_per_tok (" + std::to_string(n_active(n_layers)) + ") exceeds dspark_n_routed_experts (" +
+               std::to_string(n_experts(n_layers)) + "); the DSpark stages need 0 < top-k <= experts");
   if (n_shared_experts != 1) return NotSupported("n_shared_experts " + std::to_string(n_shared_experts) + ", expected 1");
   if (score_func != "sqrtsoftplus" && score_func != "softmax" && score_func != "sigmoid")
     return bad("scoring_func '" + score_func + "' is not one of sqrtsoftplus, softmax, sigmoid");

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -15,6 +16,16 @@
 #include "store/open_store.h"
 
 namespace strata::model {
+
+namespace {
+
+bool all_finite(const float* v, int64_t n) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= std::isfinite(v[i]);  // no early exit: vectorizes
+  return ok;
+}
+
+}  // namespace
 
 int64_t LogitsRequest::count(int64_t n_tokens) const {
   switch (kind) {
@@ -209,6 +220,7 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
 
   AttentionShared shared;
   int64_t n_run = n, start_run = start;  // the tokens the layers run (bounded replay narrows them)
+  int first_nonfinite = -1;  // the first layer after which the last position held NaN/Inf
   for (int l = 0; l < c_.n_layers; ++l) {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
@@ -225,6 +237,9 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
     AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
     auto attend = [&](const float* u, float* f) { attention_forward(actx, l, bw.attn, u, n_run, start_run, f); };
     STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &lookahead_, obs));
+    // Only the last position's streams (hc * dim floats, nothing beside the layer's work): enough
+    // to name where a corrupt weight or input turned the state non-finite (issue 13 item 7).
+    if (first_nonfinite < 0 && !all_finite(x.data() + (n_run - 1) * hc * dim, hc * dim)) first_nonfinite = l;
   }
   if (features) {
     STRATA_RETURN_IF_ERROR(features->assemble(n_run, main_hidden));
@@ -275,6 +290,14 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
       } else {
         w_.head.apply(h.data(), m, logits, pool_.get());
       }
+      // NaN/Inf logits would be sampled as garbage, or as token 0, and exit 0: refuse them.
+      if (!all_finite(logits, n_out * c_.vocab_size))
+        return Corruption("the logits are not finite (NaN/Inf): " +
+                          (first_nonfinite >= 0 ? "the hidden state first became non-finite in layer " +
+                                                      std::to_string(first_nonfinite)
+                                                : std::string("the last position's hidden state stayed finite through every "
+                                                              "layer, so the head or an earlier position produced them")) +
+                          "; the checkpoint's weights (or the input) are corrupt");
     }
   }
 

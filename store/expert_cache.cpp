@@ -379,7 +379,8 @@ void ExpertCache::release(int id) {
 
 Status ExpertCache::pin_permanently(std::span<const int> requested) {
   std::unique_lock<std::mutex> lk(mu_);
-  std::vector<int> ids;
+  std::vector<int> ids;  // marked permanent and pinned by this call
+  Status first;
   for (int id : requested) {
     Entry& e = entries_[static_cast<size_t>(id)];
     if (e.permanent) continue;
@@ -389,29 +390,44 @@ Status ExpertCache::pin_permanently(std::span<const int> requested) {
     if (e.state == Entry::State::kAbsent) {
       Status err;
       if (!try_start_locked(id, false, false, &err)) {
-        if (!err.ok()) return err;
-        return ResourceExhausted("expert cache: no slot left to pin layer " + std::to_string(cat_.plan(id).key.layer) +
-                                 " expert " + std::to_string(cat_.plan(id).key.expert));
+        first = !err.ok() ? err
+                          : ResourceExhausted("expert cache: no slot left to pin layer " +
+                                              std::to_string(cat_.plan(id).key.layer) + " expert " +
+                                              std::to_string(cat_.plan(id).key.expert));
+        break;
       }
     }
   }
-  // All reads are in flight; settle them in order.
-  Status first;
+  // Settle every read in flight, in order (after a failure too: they write into their slots).
   for (int id : ids) {
     Entry& e = entries_[static_cast<size_t>(id)];
     if (e.state == Entry::State::kLoading) {
       std::shared_ptr<Load> ld = e.load;
       lk.unlock();
       Status s = ld->batch.wait();
-      if (!s.ok()) s = reread(id);
+      if (!s.ok()) s = reread(id);  // pinned and kLoading: nobody else writes this slot
       lk.lock();
-      loading_.erase(std::find(loading_.begin(), loading_.end(), id));
-      e.load.reset();
-      e.state = Entry::State::kReady;
-      if (!s.ok() && first.ok()) first = s.with_context("pinning routed expert " + std::to_string(cat_.plan(id).key.expert) +
-                                                        " of layer " + std::to_string(cat_.plan(id).key.layer));
+      if (e.state == Entry::State::kLoading) {  // not settled meanwhile by an acquire of the same id
+        loading_.erase(std::find(loading_.begin(), loading_.end(), id));
+        e.load.reset();
+        if (s.ok()) {
+          e.state = Entry::State::kReady;
+        } else {
+          e.state = Entry::State::kAbsent;
+          slot_owner_[static_cast<size_t>(e.slot)] = -1;
+          free_slots_.push_back(e.slot);
+          e.slot = -1;
+        }
+      }
+      if (!s.ok() && first.ok())
+        first = s.with_context("pinning routed expert " + std::to_string(cat_.plan(id).key.expert) + " of layer " +
+                               std::to_string(cat_.plan(id).key.layer));
     }
     --e.pins;
+    // Only bytes that arrived are kept for good: an expert whose read and retry both failed (or
+    // that never got a slot) is not permanent and not ready, so no acquire can take its slot's
+    // stale or zeroed bytes for a hit (issue 13 item 9).
+    if (e.state != Entry::State::kReady) e.permanent = false;
   }
   return first;
 }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
+#include "io/json_limits.h"
 #include "tokenizer/byte_level.h"
 
 namespace strata::tokenizer {
@@ -173,6 +174,7 @@ Result<Tokenizer> Tokenizer::load(const std::string& path) {
 }
 
 Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, std::string_view source) {
+  STRATA_RETURN_IF_ERROR(io::check_json_nesting(json_text, 32, source));
   const Json root = Json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Corruption(std::string(source) + ": not valid JSON");
   if (!root.is_object()) return Corruption(std::string(source) + ": expected a JSON object at the top level");

@@ -34,5 +34,53 @@ TEST(Safetensors, RejectsBadEntries) {
   bad(R"({"a":{"dtype":"F32","shape":[2]}})", 100, "data_offsets");
 }
 
+// Issue 13 items 1 and 7: offsets that wrap past 2^64 (pointing into the header or below byte 0),
+// gaps, trailing bytes and a data region the tensors do not cover exactly are all refused.
+TEST(Safetensors, RefusesWrappingOffsetsAndUncoveredBytes) {
+  auto parse = [](const std::string& h, uint64_t data_start, uint64_t file_size) {
+    return parse_safetensors_header("x.safetensors", h, data_start, file_size, 0);
+  };
+  const uint64_t max = ~uint64_t{0};
+  // begin = 2^64 - 100 + 8: data_start (100) + begin wraps to byte 8, inside the header.
+  const std::string wrap = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[)" + std::to_string(max - 91) + "," +
+                           std::to_string(max - 83) + "]}}";
+  auto r = parse(wrap, 100, 108);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("past the end of the file"), std::string::npos) << r.error().to_string();
+  // A data region longer than the tensors (trailing bytes, or a header length one byte short).
+  r = parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 100, 109);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("the tensors cover 8 of the 9 bytes"), std::string::npos) << r.error().to_string();
+  // A hole between two tensors.
+  r = parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+            100, 112);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("bytes 4..8 of the data region belong to no tensor (before 'b')"), std::string::npos)
+      << r.error().to_string();
+  // A data region that does not start at 0.
+  r = parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 100, 108);
+  ASSERT_FALSE(r.ok());
+  // A header that claims to end past the file.
+  r = parse("{}", 200, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("past the end of the file"), std::string::npos) << r.error().to_string();
+  // Exact cover with a zero-size tensor in the middle is fine; an empty data region with no tensors too.
+  EXPECT_TRUE(parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                    100, 108)
+                  .ok());
+  EXPECT_TRUE(parse(R"({"__metadata__":{"format":"pt"}})", 100, 100).ok());
+}
+
+TEST(Safetensors, RefusesDeepNestingBeforeParsing) {
+  const std::string deep = "{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}";
+  auto r = parse_safetensors_header("x.safetensors", deep, 8, 8, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("nested deeper than 8 levels"), std::string::npos) << r.error().to_string();
+  // Brackets inside strings do not count.
+  const std::string in_string = R"({"__metadata__":{"note":"[[[[[[[[[[[[[[[[[[[[\"[[[[[[[[["}})";
+  EXPECT_TRUE(parse_safetensors_header("x.safetensors", in_string, 8, 8, 0).ok());
+}
+
 }  // namespace
 }  // namespace strata::io

@@ -126,7 +126,12 @@ TEST(ModelConfig, BadValuesAreNamed) {
            {"dspark_block_size", 100000, "dspark_block_size = 100000 is outside [0, 64]"},
            {"dspark_target_layer_ids", nlohmann::json::array({7, 5, 6}), "must be strictly increasing (7 then 5)"},
            {"dspark_target_layer_ids", nlohmann::json::array({5, 5, 7}), "must be strictly increasing (5 then 5)"},
-           {"dspark_target_layer_ids", nlohmann::json::array({5, 6, 9}), "entry 9 is outside the layers [0, 8)"}}) {
+           {"dspark_target_layer_ids", nlohmann::json::array({5, 6, 9}), "entry 9 is outside the layers [0, 8)"},
+           // Issue 13 item 5: top-k above the stage's experts crashed the draft; a negative count
+           // surfaced as "vector::_M_default_append".
+           {"dspark_num_experts_per_tok", 1000, "dspark_num_experts_per_tok (1000) exceeds dspark_n_routed_experts"},
+           {"dspark_num_experts_per_tok", -1, "dspark_num_experts_per_tok = -1 is outside [0, 65536]"},
+           {"dspark_n_routed_experts", -3, "dspark_n_routed_experts = -3 is outside [0, 65536]"}}) {
     auto j = base;
     j["text_config"][field] = value;
     auto c = ModelConfig::parse(j.dump(), "config.json");

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "io/checkpoint.h"
+#include "tests/support/checkpoint_copy.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
@@ -25,33 +26,7 @@ using strata::testing::write_all;
 
 namespace fs = std::filesystem;
 
-
-
-// Copies the tiny checkpoint into `dst`, letting `edit` change the safetensors header JSON (data
-// offsets stay valid) or the config.
-void copy_tiny(const std::string& dst, const std::function<void(nlohmann::json&)>& edit_header,
-               const std::function<void(nlohmann::json&)>& edit_config = nullptr) {
-  const std::string src = testing::tiny_dir() + "/checkpoint";
-  fs::copy_file(src + "/tokenizer.json", dst + "/tokenizer.json");
-  auto cfg = nlohmann::json::parse(read_all(src + "/config.json"));
-  if (edit_config) edit_config(cfg);
-  write_all(dst + "/config.json", cfg.dump(2));
-  const std::string st = read_all(src + "/model.safetensors");
-  uint64_t n = 0;
-  std::memcpy(&n, st.data(), 8);
-  auto header = nlohmann::json::parse(st.substr(8, n));
-  if (edit_header) edit_header(header);
-  // Keep the data region where the offsets expect it: pad the new header to the old length when it
-  // is shorter; offsets are relative to the data start, so a longer header is fine too.
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  uint64_t hn = h.size();
-  std::string out(8, '\0');
-  std::memcpy(out.data(), &hn, 8);
-  out += h;
-  out += st.substr(8 + n);
-  write_all(dst + "/model.safetensors", out);
-}
+using strata::testing::copy_tiny;
 
 Status load_status(const std::string& dir) {
   auto m = testing::load_model(dir, 1);
@@ -70,7 +45,7 @@ TEST_F(LoadErrors, IntactCopyLoads) {
 }
 
 TEST_F(LoadErrors, MissingTensor) {
-  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h.erase("layers.3.attn.wq_a.weight"); });
+  testing::copy_tiny_without(tmp_.path(), "layers.3.attn.wq_a.weight");
   Status s = load_status(tmp_.path());
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("tensor 'layers.3.attn.wq_a.weight' is missing from the checkpoint (expected F8_E4M3 [64, 64]"),
@@ -79,7 +54,7 @@ TEST_F(LoadErrors, MissingTensor) {
 }
 
 TEST_F(LoadErrors, MissingRoutedExpertTensor) {
-  copy_tiny(tmp_.path(), [](nlohmann::json& h) { h.erase("layers.6.ffn.experts.5.w2.scale"); });
+  testing::copy_tiny_without(tmp_.path(), "layers.6.ffn.experts.5.w2.scale");
   Status s = load_status(tmp_.path());
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("layers.6.ffn.experts.5.w2.scale"), std::string::npos) << s.to_string();
