@@ -80,10 +80,7 @@ class PosixEnv final : public Env {
     do {
       fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-      if (errno == ENOENT) return NotFound(path + ": create: no such directory");
-      return os_error(path + ": create", errno);
-    }
+    if (fd < 0) return os_error(path + ": create", errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
   Status rename_file(const std::string& from, const std::string& to) override {

@@ -61,7 +61,8 @@ class Env {
   virtual ~Env() = default;
 
   // Creates `path` (or truncates it) for writing, mode 0644, O_CLOEXEC.
-  // Errors: kNotFound (missing directory), kResourceExhausted (ENOSPC), kIOError; each names the path.
+  // Errors: kResourceExhausted (ENOSPC), kIOError (a missing directory: ENOENT; others); each names
+  // the path.
   [[nodiscard]] virtual Result<std::unique_ptr<WritableFile>> new_writable_file(const std::string& path) = 0;
   // rename(2): atomically replaces `to` with `from`. kIOError naming both paths.
   [[nodiscard]] virtual Status rename_file(const std::string& from, const std::string& to) = 0;

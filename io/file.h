@@ -71,9 +71,10 @@ inline constexpr uint64_t kDirectIoAlign = 4096;
 // fsync, close, rename over `path`, fsync the directory; a stale temp file of `path` left by a
 // killed process is swept first. All writes go through `env` (null = default_env(); tests pass an
 // io::FaultInjectionEnv). Errors name the file and the step: kResourceExhausted (ENOSPC), kIOError
-// (write, fsync, close, rename), kNotFound (missing directory). On any error before the rename the
-// temp file is removed and `path` keeps its previous contents; an error syncing the directory
-// comes after the rename (`path` then holds the new bytes, which a crash might still undo).
+// (create, write, fsync, close, rename; a missing directory is ENOENT at create). On any error
+// before the rename the temp file is removed and `path` keeps its previous contents; an error
+// syncing the directory comes after the rename (`path` then holds the new bytes, which a crash
+// might still undo).
 [[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);

@@ -36,7 +36,15 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
     ao.chunk = opt.prefill_chunk;
     ao.mode = opt.prefill_mode;
     ao.progress = opt.prefill_progress;
-    STRATA_RETURN_IF_ERROR(session_.append(prompt, ao, logits.data()));
+    ao.cancel = opt.cancel;
+    if (Status s = session_.append(prompt, ao, logits.data()); !s.ok()) {
+      if (s.code() == StatusCode::kCancelled && stats) {
+        st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
+        st.cancelled = true;
+        *stats = st;
+      }
+      return s;
+    }
   }
   st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
 
@@ -46,11 +54,14 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
     const int32_t tok = sampler.sample(logits);
     ++st.generated_tokens;
     const bool is_stop = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end();
-    const bool go_on = on_token(tok);
+    // The cancel hook is read between tokens: the token just emitted is the last one.
+    const bool cancelled = opt.cancel != nullptr && opt.cancel->load();
+    const bool go_on = on_token(tok) && !cancelled;
     const bool at_limit = session_.n_past() + 1 > limit;
     if (!go_on || is_stop || i + 1 == opt.max_new_tokens || at_limit) {
       st.stopped_by_eos = is_stop;
       st.stopped_by_context = go_on && !is_stop && i + 1 < opt.max_new_tokens && at_limit;
+      st.cancelled = cancelled;
       if (opt.consume_last && !at_limit) {
         const int32_t one[1] = {tok};
         STRATA_RETURN_IF_ERROR(session_.append(one, nullptr));

@@ -7,6 +7,7 @@
 // Thread safety: one Generator per sequence; the Model is used one forward at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -30,6 +31,11 @@ struct GenerateOptions {
   bool consume_last = false;
   SamplerOptions sampler;
   ProgressFn prefill_progress;       // prompt progress per chunk (AppendOptions::progress); may be empty
+  // Cancel hook (may be null; not owned): once it reads true, generation stops after the token being
+  // emitted, as if -n were reached (consume_last still applies, so the session can be saved), and
+  // stats->cancelled is set; during prefill it stops at the next chunk boundary (kCancelled).
+  // `strata run` points it at its SIGINT flag (issue #13 item 10).
+  const std::atomic<bool>* cancel = nullptr;
 
   [[nodiscard]] Status validate() const;
 };
@@ -41,6 +47,7 @@ struct GenerateStats {
   double decode_s = 0;
   bool stopped_by_eos = false;
   bool stopped_by_context = false;  // the context limit ended generation before max_new_tokens
+  bool cancelled = false;           // GenerateOptions::cancel ended generation (or prefill)
   double prefill_tok_per_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
   // Decode rate over the decode forwards (the first generated token comes from prefill's logits).
   double decode_tok_per_s() const { return decode_s > 0 ? (generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0; }
@@ -57,7 +64,8 @@ class Generator {
   // the context limit (stats->stopped_by_context). An empty prompt continues a session that holds
   // last-token logits (one restored from a file: session() = load_session(...)). Errors, before
   // any work: empty prompt on a session without logits (kInvalidArgument), a prompt that alone
-  // exceeds the context limit (kResourceExhausted); then model errors.
+  // exceeds the context limit (kResourceExhausted); then model errors; kCancelled when `cancel` fired
+  // during prefill (the session then ends at a chunk boundary without logits; *stats is filled).
   [[nodiscard]] Status generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                                 GenerateStats* stats);
 

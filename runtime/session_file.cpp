@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "io/checkpoint.h"
+#include "io/temp_file.h"
 
 namespace strata::runtime {
 
@@ -169,13 +170,17 @@ std::vector<uint64_t> shape_of(const model::ModelConfig& c, int engram_history) 
   return s;
 }
 
-// Buffered sequential writer that hashes what it writes.
+// Buffered sequential writer that hashes what it writes. With no file it only counts and hashes
+// (the first pass of save_session, which needs the payload's size and checksum for the header).
 class Writer {
  public:
-  explicit Writer(int fd) : fd_(fd) { buf_.reserve(kBuf); }
+  explicit Writer(io::WritableFile* file) : file_(file) {
+    if (file_) buf_.reserve(kBuf);
+  }
   void put(const void* p, size_t n) {
     hash_.update(p, n);
     bytes_ += n;
+    if (!file_) return;
     const auto* b = static_cast<const uint8_t*>(p);
     while (n > 0) {
       const size_t take = std::min(n, kBuf - buf_.size());
@@ -199,29 +204,20 @@ class Writer {
   }
   uint64_t bytes() const { return bytes_; }
   uint64_t digest() const { return hash_.digest(); }
-  void set_path(const std::string& p) { path_ = p; }
 
  private:
   static constexpr size_t kBuf = 1 << 20;
   Status flush() {
-    size_t done = 0;
-    while (done < buf_.size()) {
-      const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return IOError(path_ + ": write", errno);
-      }
-      done += static_cast<size_t>(w);
-    }
+    if (!file_ || buf_.empty()) return Status();
+    Status s = file_->append(buf_.data(), buf_.size());  // loops over short writes; names the file
     buf_.clear();
-    return Status();
+    return s;
   }
-  int fd_;
+  io::WritableFile* file_;
   std::vector<uint8_t> buf_;
   Xxh64 hash_;
   uint64_t bytes_ = 0;
   Status status_;
-  std::string path_;
 };
 
 // Writes the payload records of `s`.
@@ -267,57 +263,49 @@ void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 }  // namespace
 
-Status save_session(const Session& s, const ModelIdentity& id, const std::string& path) {
+Status save_session(const Session& s, const ModelIdentity& id, const std::string& path, io::Env* env) {
   if (!s.valid()) return InvalidArgument("save session " + path + ": the session is unusable after a model failure");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IOError(tmp + ": create", errno);
-  auto fail = [&](Status st) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return st;
-  };
+  env = io::env_or_default(env);
+  // A temp file a killed earlier save left beside PATH (issue #13); live savers' files stay. Best
+  // effort: a directory that cannot be listed fails at the create below with a clearer error.
+  (void)io::sweep_stale_temps_of(path, env);
+
+  // Pass 1 sizes and hashes the payload, so the file is then written strictly front to back
+  // (header first) through io::WritableFile, which has no positioned writes.
+  Writer sizing(nullptr);
+  write_payload(s, sizing);
   uint8_t header[kHeaderBytes] = {};
-  if (::pwrite(fd, header, kHeaderBytes, 0) != static_cast<ssize_t>(kHeaderBytes))
-    return fail(IOError(tmp + ": write header", errno));
-  if (::lseek(fd, kHeaderBytes, SEEK_SET) < 0) return fail(IOError(tmp + ": seek", errno));
-  Writer w(fd);
-  w.set_path(tmp);
-  write_payload(s, w);
-  if (Status st = w.finish(); !st.ok()) return fail(st);
   std::memcpy(header, kMagic, 8);
   put_u32(header + 8, kSessionFormatVersion);
   put_u32(header + 12, kHeaderBytes);
   put_u64(header + 16, id.config_hash);
   put_u64(header + 24, id.tensors_hash);
-  put_u64(header + 32, w.bytes());
-  put_u64(header + 40, w.digest());
+  put_u64(header + 32, sizing.bytes());
+  put_u64(header + 40, sizing.digest());
   put_u64(header + 48, s.replayed() ? kFlagReplayed : 0);
   put_u64(header + 56, xxh64(header, 56));
-  if (::pwrite(fd, header, kHeaderBytes, 0) != static_cast<ssize_t>(kHeaderBytes))
-    return fail(IOError(tmp + ": write header", errno));
-  if (::fsync(fd) != 0) return fail(IOError(tmp + ": fsync", errno));
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return IOError(tmp + ": close", e);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return IOError(path + ": rename from " + tmp, e);
-  }
+
+  const std::string tmp = io::temp_path_for(path);
+  auto created = env->new_writable_file(tmp);
+  if (!created.ok()) return created.error().with_context("save session " + path);
+  std::unique_ptr<io::WritableFile> f = std::move(created).value();
+  // Any failure before the rename removes the temp file; PATH keeps its previous contents.
+  auto fail = [&](Status st) {
+    (void)f->close();
+    (void)env->remove_file(tmp);
+    return st.with_context("save session " + path);
+  };
+  if (Status st = f->append(header, kHeaderBytes); !st.ok()) return fail(st);
+  Writer w(f.get());
+  write_payload(s, w);
+  if (Status st = w.finish(); !st.ok()) return fail(st);
+  if (w.bytes() != sizing.bytes() || w.digest() != sizing.digest())
+    return fail(Internal(tmp + ": the session changed while it was saved"));
+  if (Status st = f->sync(); !st.ok()) return fail(st);
+  if (Status st = f->close(); !st.ok()) return fail(st);
+  if (Status st = env->rename_file(tmp, path); !st.ok()) return fail(st);
   // Make the rename itself durable.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    const int r = ::fsync(dfd);
-    const int e = errno;
-    ::close(dfd);
-    if (r != 0 && e != EINVAL) return IOError(dir + ": fsync directory", e);
-  }
-  return Status();
+  return env->sync_dir(io::dir_of(path));
 }
 
 // ---- loading --------------------------------------------------------------------------------------

@@ -17,8 +17,10 @@
 // Everything the next token depends on is stored exactly (packed bytes as held in memory), so a
 // loaded session decodes bit-identically to one that was never saved.
 //
-// Saving streams to `PATH.tmp.<pid>` in the same directory, fsyncs, renames over PATH and fsyncs
-// the directory: an existing PATH is either the old file or the new one, never a mix. Loading reads
+// Saving streams to `PATH.tmp.<pid>` in the same directory through an io::Env, fsyncs, renames over
+// PATH and fsyncs the directory: an existing PATH is either the old file or the new one, never a mix,
+// and a failed save removes its temp file. A temp file of PATH left by a killed save (its pid no
+// longer running) is swept by the next save (io/temp_file.h; issue #13). Loading reads
 // through io::File (fault-injectable) and builds a new Session; the caller's state is untouched on
 // any error. Errors (each names the file): kNotFound; kCorruption for a wrong magic, a checksum
 // mismatch, a truncated or oversized file, or records that do not parse; kInvalidArgument for a
@@ -33,6 +35,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "io/env.h"
 #include "io/file.h"
 #include "runtime/session.h"
 
@@ -69,9 +72,13 @@ struct ModelIdentity {
 // of each shard). Errors: those of io::Checkpoint::open and reading config.json.
 [[nodiscard]] Result<ModelIdentity> model_identity(const std::string& dir);
 
-// Writes `s` to `path` (see the file comment). `s` must be valid(). Errors: kInvalidArgument for an
-// invalid session; kIOError (errno, naming the temp file) — PATH is then unchanged.
-[[nodiscard]] Status save_session(const Session& s, const ModelIdentity& id, const std::string& path);
+// Writes `s` to `path` (see the file comment) through `env` (null = io::default_env(); tests inject
+// faults with io::FaultInjectionEnv). `s` must be valid(). Errors, each prefixed "save session PATH"
+// and naming the temp file and the step: kInvalidArgument for an invalid session; kResourceExhausted
+// (ENOSPC) or kIOError (EIO, fsync, close, rename; errno text) — PATH is then unchanged and no temp
+// file is left; kIOError from syncing the directory after the rename (PATH then holds the new file).
+[[nodiscard]] Status save_session(const Session& s, const ModelIdentity& id, const std::string& path,
+                                  io::Env* env = nullptr);
 
 // Reads `path` into a new Session over `m`, which must be the model `id` was computed for.
 [[nodiscard]] Result<Session> load_session(model::Model& m, const ModelIdentity& id, const std::string& path);

@@ -54,7 +54,8 @@ TEST(PosixEnv, WritesSyncsRenamesAndRemoves) {
   EXPECT_EQ(env->remove_file(d.file("b")).code(), StatusCode::kNotFound);
   auto missing = env->new_writable_file(d.file("no/such/dir"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.error().code(), StatusCode::kIOError);
+  EXPECT_NE(missing.error().message().find("No such file or directory"), std::string::npos);
   EXPECT_NE(missing.error().message().find("no/such/dir"), std::string::npos);
 }
 

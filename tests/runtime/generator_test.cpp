@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,6 +49,51 @@ TEST_F(GeneratorTiny, GreedyGenerationMatchesFixture) {
   EXPECT_EQ(st.prompt_tokens, 197);
   EXPECT_EQ(st.generated_tokens, static_cast<int64_t>(want.size()));
   EXPECT_GT(st.prefill_tok_per_s(), 0);
+}
+
+// The cancel hook (issue #13 item 10: Ctrl-C in `strata run`): read between tokens, so the token
+// being emitted when it fires is the last; consume_last still feeds it, so the session can be saved.
+TEST_F(GeneratorTiny, CancelStopsAfterTheCurrentToken) {
+  Generator g(*model_);
+  GenerateOptions o;
+  o.max_new_tokens = 50;
+  o.sampler.temperature = 0;
+  o.consume_last = true;
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  std::vector<int32_t> got;
+  GenerateStats st;
+  Status s = g.generate(ids_, o, [&](int32_t t) {
+    got.push_back(t);
+    if (got.size() == 3) cancel.store(true);  // as a signal handler would, between two tokens
+    return true;
+  }, &st);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(got.size(), 4u);  // the flag is read before the 4th token is handed out
+  EXPECT_TRUE(st.cancelled);
+  EXPECT_FALSE(st.stopped_by_eos);
+  EXPECT_EQ(st.generated_tokens, 4);
+  EXPECT_EQ(g.session().n_past(), static_cast<int64_t>(ids_.size()) + 4);  // the last token consumed
+  EXPECT_FALSE(g.session().last_logits().empty());
+}
+
+TEST_F(GeneratorTiny, CancelDuringPrefillStopsAtAChunkBoundary) {
+  Generator g(*model_);
+  GenerateOptions o;
+  o.prefill_chunk = 64;
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  int64_t chunks = 0;
+  o.prefill_progress = [&](const ProgressEvent&) {
+    if (++chunks == 1) cancel.store(true);
+  };
+  GenerateStats st;
+  Status s = g.generate(ids_, o, [](int32_t) { return true; }, &st);
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.to_string();
+  EXPECT_TRUE(st.cancelled);
+  EXPECT_EQ(st.generated_tokens, 0);
+  EXPECT_LT(g.session().n_past(), static_cast<int64_t>(ids_.size()));
+  EXPECT_EQ(g.session().n_past() % 64, 0);  // a chunk boundary
 }
 
 TEST_F(GeneratorTiny, EmptyPromptIsRejected) {
