@@ -166,6 +166,20 @@ Command register_serve(CLI::App& app) {
       ->check(in_range(0, 100000));
   app.add_option("--body-limit", f->body_limit_mib, "largest request body in MiB (default 64; larger gets 413)")
       ->check(in_range(0.001, 4096));
+  app.add_option("--max-connections", o.max_connections, "open HTTP connections; more get 503 at once (default 512)")
+      ->check(in_range(1, 100000));
+  app.add_option("--header-limit-kib", o.header_limit_kib, "largest request line + headers in KiB (default 64; "
+                 "larger gets 431)")->check(in_range(1, 16384));
+  app.add_option("--max-header-fields", o.max_header_fields, "most header fields per request (default 100; more "
+                 "gets 431)")->check(in_range(1, 100000));
+  app.add_option("--header-timeout-s", o.header_timeout_s, "seconds for a whole request head, however slowly it is "
+                 "sent (default 10; then 408 and close)")->check(in_range(0.01, 86400));
+  app.add_option("--keepalive-timeout-s", o.keepalive_timeout_s, "seconds an idle keep-alive connection stays open "
+                 "(default 5)")->check(in_range(0.01, 86400));
+  app.add_option("--body-timeout-s", o.body_timeout_s, "seconds for a whole request body once its head is read "
+                 "(default 60; then 408 and close)")->check(in_range(0.01, 86400));
+  app.add_option("--write-timeout-s", o.write_timeout_s, "seconds a response (or one stream write) may wait for a "
+                 "client that does not read (default 30)")->check(in_range(0.01, 86400));
   app.add_option("--model-id", o.model_id, "the served model id (default deepseek-v4.1-flash)");
   app.add_flag("--any-model", o.any_model, "accept every `model` value in requests");
   app.add_flag("--think,!--no-think", o.default_thinking, "thinking when a request does not say (default: on)");

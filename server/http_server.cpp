@@ -1,16 +1,6 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-#include <signal.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
-#include <cctype>
-#include <charconv>
 #include <chrono>
-#include <limits>
-#include <optional>
 #include <random>
 
 #include "chat/dsml.h"
@@ -18,8 +8,10 @@
 #include "server/chat_request.h"
 #include "server/completion_request.h"
 #include "server/generation_job.h"
+#include "server/http_transport.h"
 #include "server/peer_socket.h"
 #include "server/responses.h"
+#include "server/worker_pool.h"
 
 namespace strata::server {
 
@@ -31,14 +23,10 @@ int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(e.to_json(), "application/json");
-}
-
-void send_json(httplib::Response& res, const std::string& body) {
-  res.status = 200;
-  res.set_content(body, "application/json");
+Response json_response(std::string body) {
+  Response r;
+  r.body = std::move(body);
+  return r;
 }
 
 // A 499-style status for the metrics of requests whose client left ("client closed request").
@@ -47,45 +35,8 @@ constexpr int kClientClosed = 499;
 // What a request still running when the server stops gets (503; in a stream, its last event).
 ApiError shutting_down() { return unavailable("The server is shutting down; the generation was stopped", "server_shutdown"); }
 
-ApiError too_large(int64_t limit) {
-  return ApiError{413, "invalid_request_error",
-                  "The request body is larger than the server's limit of " + std::to_string(limit) + " bytes", "",
-                  "request_too_large"};
-}
-
-// One connection, as the four addresses of its socket.
-std::string connection_key(const httplib::Request& req) {
-  return req.local_addr + ":" + std::to_string(req.local_port) + "/" + req.remote_addr + ":" +
-         std::to_string(req.remote_port);
-}
-
-// Methods whose body httplib 0.11 reads (detail::expect_content); any other leaves it unread.
-bool body_is_read(const httplib::Request& req) {
-  return req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
-}
-
-// The Content-Length a request declares: nullopt when absent, -1 when not a decimal number
-// (httplib would wait for a body it cannot size); a number too large for int64 reads as INT64_MAX.
-std::optional<int64_t> declared_body_bytes(const httplib::Request& req) {
-  if (!req.has_header("Content-Length")) return std::nullopt;
-  const std::string v = req.get_header_value("Content-Length");
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || end != v.data() + v.size() || v[0] == '-') return -1;
-  if (ec == std::errc::result_out_of_range) return std::numeric_limits<int64_t>::max();
-  return ec == std::errc() ? n : -1;
-}
-
-// The two endpoints that take a request body (read through the --body-limit cap).
-bool takes_body(const httplib::Request& req) {
-  return req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions");
-}
-
 // Writes one SSE event; false when the client is gone.
-bool sse(httplib::DataSink& sink, const std::string& payload) {
-  const std::string ev = "data: " + payload + "\n\n";
-  return sink.write(ev.data(), ev.size());
-}
+bool sse(ChunkSink& sink, const std::string& payload) { return sink.write("data: " + payload + "\n\n"); }
 
 }  // namespace
 
@@ -98,21 +49,22 @@ struct HttpServer::Backend {
   ~Backend() { scheduler.reset(); }
 };
 
-// The endpoint handlers (a struct of functions so http_server.h needs no httplib include).
+// The endpoint handlers: each turns a complete request into its response (a struct of functions
+// so http_server.h needs none of the HTTP types).
 struct HttpServer::Handlers {
   HttpServer& s;
 
   // The backend, or the 503 that says why there is none.
-  Backend* backend(httplib::Response& res) const {
+  Backend* backend(Response* res) const {
     Backend* b = s.live_.load();
     if (s.state_.load() == 2 || (b && b->scheduler->model_failures() > 0)) {
       std::lock_guard<std::mutex> l(s.mu_);
-      send_error(res, unavailable("the model backend failed: " + (s.failure_.empty() ? std::string("a forward pass failed") : s.failure_),
+      *res = error_response(unavailable("the model backend failed: " + (s.failure_.empty() ? std::string("a forward pass failed") : s.failure_),
                                   "unhealthy"));
       return nullptr;
     }
     if (!b) {
-      send_error(res, unavailable("the model is loading; retry when GET /health returns 200", "model_loading"));
+      *res = error_response(unavailable("the model is loading; retry when GET /health returns 200", "model_loading"));
       return nullptr;
     }
     return b;
@@ -145,9 +97,9 @@ struct HttpServer::Handlers {
   // Connects the job to its client's socket: a closed peer cancels it (checked by the model thread
   // before every step, and by the handler while it waits). `alive` turns false when the handler is
   // done with the connection, after which the descriptor may belong to someone else.
-  std::shared_ptr<std::atomic<bool>> watch_client(const httplib::Request& req, Job& job) const {
+  std::shared_ptr<std::atomic<bool>> watch_client(const Request& req, Job& job) const {
     auto alive = std::make_shared<std::atomic<bool>>(true);
-    const int fd = find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    const int fd = req.fd;
     if (fd >= 0) job.client_gone = [fd, alive] { return alive->load() && peer_closed(fd); };
     return alive;
   }
@@ -179,89 +131,83 @@ struct HttpServer::Handlers {
     std::function<std::string(std::string_view finish)> final;
     std::function<std::string(const JobStats&, int64_t reasoning)> usage;
   };
-  void stream(httplib::Response& res, std::shared_ptr<GenerationJob> job, std::shared_ptr<std::atomic<bool>> alive,
-              StreamFormat fmt) const {
-    res.status = 200;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
+  Response stream(std::shared_ptr<GenerationJob> job, std::shared_ptr<std::atomic<bool>> alive, StreamFormat fmt) const {
+    Response res;
+    res.content_type = "text/event-stream";
+    res.headers.emplace_back("X-Accel-Buffering", "no");
     HttpServer* srv = &s;
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [srv, job, fmt, done](size_t, httplib::DataSink& sink) {
-          auto gone = [&] {
-            job->cancel = true;
-            return false;
-          };
-          if (!fmt.first.empty() && !sse(sink, fmt.first)) return gone();
-          const auto keep_alive = std::chrono::duration<double>(srv->opt_.keep_alive_s);
-          auto last_write = clock_type::now();
-          for (;;) {
-            const auto wait = std::min<clock_type::duration>(
-                std::chrono::milliseconds(100), std::chrono::duration_cast<clock_type::duration>(keep_alive));
-            GenerationJob::Update u = job->wait(std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
-                                                std::chrono::milliseconds(1));
-            for (const chat::Delta& d : u.deltas) {
-              const std::string chunk = fmt.delta(d);
-              if (chunk.empty()) continue;
-              if (!sse(sink, chunk)) return gone();
-              last_write = clock_type::now();
-            }
-            if (u.finished) {
-              srv->metrics_.reasoning_tokens += static_cast<uint64_t>(job->reasoning_tokens());
-              done->store(true);
-              if (u.end == JobEnd::kCancelled) return false;
-              if (u.end == JobEnd::kError) {
-                // After the first byte an error is an event, and the stream ends without [DONE].
-                sse(sink, from_status(u.status.ok() ? Internal("generation failed") : u.status).to_json());
-                sink.done();
-                return true;
-              }
-              const std::string_view finish = chat::finish_reason_name(job->parser().finish_reason());
-              if (!sse(sink, fmt.final(finish))) return false;
-              if (fmt.usage && !sse(sink, fmt.usage(u.stats, job->reasoning_tokens()))) return false;
-              const std::string end = "data: [DONE]\n\n";
-              if (!sink.write(end.data(), end.size())) return false;
-              sink.done();
-              return true;
-            }
-            // While queued or prefilling, a comment every keep_alive_s keeps proxies and clients waiting.
-            if (!u.first_token && clock_type::now() - last_write >= keep_alive) {
-              static constexpr char kKeepAlive[] = ": keep-alive\n\n";
-              if (!sink.write(kKeepAlive, sizeof kKeepAlive - 1)) return gone();
-              last_write = clock_type::now();
-            }
-            if (job->client_gone && job->client_gone()) return gone();
-            if (srv->stopping_.load()) {
-              // The server stops (SIGINT/SIGTERM): end the stream as an error event with a closed
-              // body, so clients see why instead of a cut connection (§6.3 errors after the first byte).
-              job->cancel = true;
-              done->store(true);
-              sse(sink, shutting_down().to_json());
-              sink.done();
-              return true;
-            }
-          }
-        },
-        [job, alive, done](bool) {
-          alive->store(false);
-          if (!done->load()) job->cancel = true;
-        });
+    res.stream = [srv, job, alive, fmt = std::move(fmt)](ChunkSink& sink) {
+      bool done = false;  // the job ended (else: the client left, cancel it)
+      const bool ended = write_events(*srv, *job, fmt, sink, &done);
+      alive->store(false);
+      if (!done) job->cancel = true;
+      return ended;
+    };
+    return res;
   }
 
-  void chat_completions(const httplib::Request& req, httplib::Response& res) const {
-    Backend* b = backend(res);
-    if (!b) return;
+  // The events of one stream; true when the body was ended with its last chunk.
+  static bool write_events(HttpServer& srv, GenerationJob& job, const StreamFormat& fmt, ChunkSink& sink, bool* done) {
+    if (!fmt.first.empty() && !sse(sink, fmt.first)) return false;
+    const auto keep_alive = std::chrono::duration<double>(srv.opt_.keep_alive_s);
+    auto last_write = clock_type::now();
+    for (;;) {
+      const auto wait = std::min<clock_type::duration>(std::chrono::milliseconds(100),
+                                                       std::chrono::duration_cast<clock_type::duration>(keep_alive));
+      GenerationJob::Update u =
+          job.wait(std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
+      for (const chat::Delta& d : u.deltas) {
+        const std::string chunk = fmt.delta(d);
+        if (chunk.empty()) continue;
+        if (!sse(sink, chunk)) return false;
+        last_write = clock_type::now();
+      }
+      if (u.finished) {
+        srv.metrics_.reasoning_tokens += static_cast<uint64_t>(job.reasoning_tokens());
+        *done = true;
+        if (u.end == JobEnd::kCancelled) return false;
+        if (u.end == JobEnd::kError) {
+          // After the first byte an error is an event, and the stream ends without [DONE].
+          sse(sink, from_status(u.status.ok() ? Internal("generation failed") : u.status).to_json());
+          return sink.done();
+        }
+        const std::string_view finish = chat::finish_reason_name(job.parser().finish_reason());
+        if (!sse(sink, fmt.final(finish))) return false;
+        if (fmt.usage && !sse(sink, fmt.usage(u.stats, job.reasoning_tokens()))) return false;
+        if (!sink.write("data: [DONE]\n\n")) return false;
+        return sink.done();
+      }
+      // While queued or prefilling, a comment every keep_alive_s keeps proxies and clients waiting.
+      if (!u.first_token && clock_type::now() - last_write >= keep_alive) {
+        if (!sink.write(": keep-alive\n\n")) return false;
+        last_write = clock_type::now();
+      }
+      if (job.client_gone && job.client_gone()) return false;
+      if (srv.stopping_.load()) {
+        // The server stops (SIGINT/SIGTERM): end the stream as an error event with a closed body,
+        // so clients see why instead of a cut connection (§6.3 errors after the first byte).
+        job.cancel = true;
+        *done = true;
+        sse(sink, shutting_down().to_json());
+        return sink.done();
+      }
+    }
+  }
+
+  Response chat_completions(const Request& req) const {
+    Response res;
+    Backend* b = backend(&res);
+    if (!b) return res;
     ChatRequest cr;
-    if (ApiError e = parse_chat_request(req.body, s.opt_, &cr); !e.ok()) return send_error(res, e);
+    if (ApiError e = parse_chat_request(req.body, s.opt_, &cr); !e.ok()) return error_response(e);
     auto rendered = chat::render_conversation(*b->tok, cr.messages, cr.render);
-    if (!rendered.ok()) return send_error(res, from_status(rendered.error()));
+    if (!rendered.ok()) return error_response(from_status(rendered.error()));
     int64_t max_tokens = 0;
     const int64_t P = static_cast<int64_t>(rendered->ids.size());
     if (ApiError e = fit_context(P, cr.max_tokens, cr.render.thinking ? 65536 : 8192, b->scheduler->context_limit(),
                                  &max_tokens);
         !e.ok())
-      return send_error(res, e);
+      return error_response(e);
 
     chat::ParserOptions po;
     po.start = rendered->start;
@@ -281,7 +227,7 @@ struct HttpServer::Handlers {
       job->scripted = b->tok->encode(cr.test_output, /*allow_special=*/true);
     }
     auto alive = watch_client(req, *job);
-    if (ApiError e = submit(*b, job); !e.ok()) return send_error(res, e);
+    if (ApiError e = submit(*b, job); !e.ok()) return error_response(e);
 
     ResponseHeader h;
     h.id = random_id("chatcmpl-");
@@ -295,13 +241,14 @@ struct HttpServer::Handlers {
       alive->store(false);
       finished_metrics(*job);
       if (u.end == JobEnd::kCancelled) {
-        if (s.stopping_.load()) return send_error(res, shutting_down());
+        if (s.stopping_.load()) return error_response(shutting_down());
         res.status = kClientClosed;
-        return;
+        res.close = true;
+        return res;
       }
-      if (u.end == JobEnd::kError) return send_error(res, internal_error("generation failed: " + u.status.to_string()));
+      if (u.end == JobEnd::kError) return error_response(internal_error("generation failed: " + u.status.to_string()));
       const std::string_view finish = chat::finish_reason_name(job->parser().finish_reason());
-      return send_json(res, chat_completion_json(h, job->parser(), u.stats, job->reasoning_tokens(), finish));
+      return json_response(chat_completion_json(h, job->parser(), u.stats, job->reasoning_tokens(), finish));
     }
     StreamFormat fmt;
     fmt.first = chat_chunk_json(h, Json{{"role", "assistant"}, {"content", ""}}, "");
@@ -309,19 +256,20 @@ struct HttpServer::Handlers {
     fmt.final = [h](std::string_view finish) { return chat_chunk_json(h, Json::object(), finish); };
     if (cr.include_usage)
       fmt.usage = [h](const JobStats& st, int64_t r) { return usage_chunk_json(h, "chat.completion.chunk", st, r); };
-    stream(res, job, alive, std::move(fmt));
+    return stream(job, alive, std::move(fmt));
   }
 
-  void completions(const httplib::Request& req, httplib::Response& res) const {
-    Backend* b = backend(res);
-    if (!b) return;
+  Response completions(const Request& req) const {
+    Response res;
+    Backend* b = backend(&res);
+    if (!b) return res;
     CompletionRequest cr;
-    if (ApiError e = parse_completion_request(req.body, s.opt_, &cr); !e.ok()) return send_error(res, e);
+    if (ApiError e = parse_completion_request(req.body, s.opt_, &cr); !e.ok()) return error_response(e);
     std::vector<int32_t> ids;
     if (cr.has_ids) {
       for (size_t i = 0; i < cr.prompt_ids.size(); ++i)
         if (cr.prompt_ids[i] >= b->tok->vocab_size())
-          return send_error(res, bad_request("prompt[" + std::to_string(i) + "]: token id " +
+          return error_response(bad_request("prompt[" + std::to_string(i) + "]: token id " +
                                                  std::to_string(cr.prompt_ids[i]) + " is outside the vocabulary of " +
                                                  std::to_string(b->tok->vocab_size()),
                                              "prompt[" + std::to_string(i) + "]"));
@@ -335,7 +283,7 @@ struct HttpServer::Handlers {
                                  b->scheduler->context_limit(), &max_tokens);
         !e.ok()) {
       if (e.param == "messages") e.param = "prompt";
-      return send_error(res, e);
+      return error_response(e);
     }
     chat::ParserOptions po;
     po.start = chat::ParseStart::kContent;
@@ -353,7 +301,7 @@ struct HttpServer::Handlers {
       job->scripted = b->tok->encode(cr.test_output, true);
     }
     auto alive = watch_client(req, *job);
-    if (ApiError e = submit(*b, job); !e.ok()) return send_error(res, e);
+    if (ApiError e = submit(*b, job); !e.ok()) return error_response(e);
     ResponseHeader h;
     h.id = random_id("cmpl-");
     h.created = unix_now();
@@ -362,12 +310,13 @@ struct HttpServer::Handlers {
       const GenerationJob::Update u = wait_done(*job);
       alive->store(false);
       if (u.end == JobEnd::kCancelled) {
-        if (s.stopping_.load()) return send_error(res, shutting_down());
+        if (s.stopping_.load()) return error_response(shutting_down());
         res.status = kClientClosed;
-        return;
+        res.close = true;
+        return res;
       }
-      if (u.end == JobEnd::kError) return send_error(res, internal_error("generation failed: " + u.status.to_string()));
-      return send_json(res, completion_json(h, job->parser().content(), u.stats,
+      if (u.end == JobEnd::kError) return error_response(internal_error("generation failed: " + u.status.to_string()));
+      return json_response(completion_json(h, job->parser().content(), u.stats,
                                             chat::finish_reason_name(job->parser().finish_reason())));
     }
     StreamFormat fmt;
@@ -377,7 +326,7 @@ struct HttpServer::Handlers {
     fmt.final = [h](std::string_view finish) { return completion_chunk_json(h, "", finish); };
     if (cr.include_usage)
       fmt.usage = [h](const JobStats& st, int64_t r) { return usage_chunk_json(h, "text_completion", st, r); };
-    stream(res, job, alive, std::move(fmt));
+    return stream(job, alive, std::move(fmt));
   }
 
   Json model_object() const {
@@ -393,31 +342,31 @@ struct HttpServer::Handlers {
     return m;
   }
 
-  void models(const httplib::Request&, httplib::Response& res) const {
+  Response models(const Request&) const {
     Json j;
     j["object"] = "list";
     j["data"] = Json::array({model_object()});
-    send_json(res, dump_json(j));
+    return json_response(dump_json(j));
   }
 
-  void model(const httplib::Request& req, httplib::Response& res) const {
-    const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
-    if (id != s.opt_.model_id) return send_error(res, model_not_found(id));
-    send_json(res, dump_json(model_object()));
+  Response model(const Request& req) const {
+    const std::string id = req.path.substr(std::string_view("/v1/models/").size());
+    if (id != s.opt_.model_id) return error_response(model_not_found(id));
+    return json_response(dump_json(model_object()));
   }
 
-  void health(const httplib::Request&, httplib::Response& res) const {
+  Response health(const Request&) const {
     Backend* b = s.live_.load();
     if (s.state_.load() == 2 || (b && b->scheduler->model_failures() > 0)) {
       std::lock_guard<std::mutex> l(s.mu_);
-      return send_error(res, unavailable("the model backend failed" + (s.failure_.empty() ? "" : ": " + s.failure_),
+      return error_response(unavailable("the model backend failed" + (s.failure_.empty() ? "" : ": " + s.failure_),
                                          "unhealthy"));
     }
-    if (!b) return send_error(res, unavailable("the model is loading", "model_loading"));
-    send_json(res, R"({"status":"ok"})");
+    if (!b) return error_response(unavailable("the model is loading", "model_loading"));
+    return json_response(R"({"status":"ok"})");
   }
 
-  void metrics(const httplib::Request&, httplib::Response& res) const {
+  Response metrics(const Request&) const {
     Gauges g;
     if (Backend* b = s.live_.load()) {
       g.running = b->scheduler->running();
@@ -429,8 +378,10 @@ struct HttpServer::Handlers {
       g.prefix_cache_lookups = pc.lookups;
       g.prefix_cache_hits = pc.hits;
     }
-    res.status = 200;
-    res.set_content(s.metrics_.render(g), "text/plain; version=0.0.4");
+    Response res;
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = s.metrics_.render(g);
+    return res;
   }
 };
 
@@ -441,211 +392,83 @@ HttpServer::~HttpServer() { stop(); }
 Status HttpServer::start() {
   STRATA_RETURN_IF_ERROR(opt_.validate());
   if (http_) return InvalidArgument("server already started");
-  // DECISION: a write to a client that already left must fail with EPIPE, not kill the process with
-  // SIGPIPE (httplib 0.11 sends without MSG_NOSIGNAL). The disposition is process-wide.
-  ::signal(SIGPIPE, SIG_IGN);
   created_ = unix_now();
-  closer_ = std::make_unique<LingeringCloser>();
-  http_ = std::make_unique<httplib::Server>();
-  httplib::Server& svr = *http_;
-  const size_t threads = opt_.http_threads > 0 ? static_cast<size_t>(opt_.http_threads)
-                                               : static_cast<size_t>(std::min(opt_.parallel + opt_.max_queue + 8, 1024));
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_payload_max_length(static_cast<size_t>(opt_.body_limit_bytes));
-  // DECISION: SO_REUSEADDR only. httplib's default SO_REUSEPORT would let a second `strata serve` on
-  // the same port start and silently share its connections; this way it fails with "address in use".
-  // TCP_NODELAY (inherited by accepted sockets): httplib writes headers and body separately, and
-  // with Nagle + delayed ACK every response after the first on a keep-alive connection waited ~40 ms.
-  svr.set_socket_options([](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-  });
-  svr.set_keep_alive_timeout(5);
-  svr.set_keep_alive_max_count(1000);  // httplib's 5 closed every fifth keep-alive response
-  svr.set_read_timeout(30);
-  svr.set_write_timeout(30);
-
-  auto h = std::make_shared<Handlers>(Handlers{*this});
-  // Wrap every handler: nothing may escape into httplib (STYLE.md §3.1).
-  auto guard = [this, h](void (Handlers::*fn)(const httplib::Request&, httplib::Response&) const) {
-    return [this, h, fn](const httplib::Request& req, httplib::Response& res) {
-      try {
-        ((*h).*fn)(req, res);
-      } catch (const std::exception& e) {
-        send_error(res, internal_error(std::string("internal error: ") + e.what()));
-      }
-    };
-  };
-  // Requests answered before their body is read: a Content-Length that is not a number, a body
-  // declared over the limit, a chunked body where none is taken (httplib would buffer it whole),
-  // a missing or wrong API key. httplib alone would read and drop the body first, wait for it, or
-  // read it all into memory. A body left unread ends the connection (ends_connection, closed by
-  // the logger below), so none of it is parsed as a next request.
-  auto refuse_early = [this](const httplib::Request& req, httplib::Response& res) {
-    const std::optional<int64_t> declared = declared_body_bytes(req);
-    const bool has_te = req.has_header("Transfer-Encoding");
-    std::string te = req.get_header_value("Transfer-Encoding");
-    for (char& ch : te) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    const bool chunked = has_te && te == "chunked";
-    const bool body = has_te || declared.value_or(0) != 0;
-    // Framing a proxy and httplib could read differently is refused (request smuggling).
-    if (has_te && !chunked) {
-      send_error(res, ApiError{501, "invalid_request_error",
-                               "Transfer-Encoding '" + req.get_header_value("Transfer-Encoding") +
-                                   "' is not supported (only chunked)",
-                               "", "unsupported_transfer_encoding"});
-    } else if (has_te && declared) {
-      send_error(res, bad_request("a request may not have both Transfer-Encoding and Content-Length", ""));
-    } else if (req.get_header_value_count("Content-Length") > 1) {
-      send_error(res, bad_request("a request may not have more than one Content-Length", ""));
-    } else if (body && !body_is_read(req)) {
-      send_error(res, bad_request(req.method + " requests take no body", ""));
-    } else if (declared && *declared < 0) {
-      send_error(res, bad_request("Content-Length '" + req.get_header_value("Content-Length") + "' is not a byte count", ""));
-    } else if (declared && *declared > opt_.body_limit_bytes) {
-      send_error(res, too_large(opt_.body_limit_bytes));
-    } else if (chunked && !takes_body(req)) {
-      send_error(res, bad_request(req.method + " " + req.path +
-                                      " takes no chunked request body (only POST /v1/chat/completions and /v1/completions do)",
-                                  ""));
-    } else if (!opt_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
-               req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
-      send_error(res, ApiError{401, "authentication_error",
-                               req.has_header("Authorization") ? "Incorrect API key provided"
-                                                               : "Missing API key: send Authorization: Bearer <key>",
-                               "", "invalid_api_key"});
-      if (!body) return true;  // nothing unread: the connection may go on
-    } else {
-      return false;
-    }
-    mark_unread_body(req, res);
-    return true;
-  };
-  // "Expect: 100-continue": the same answers instead of inviting the upload.
-  svr.set_expect_100_continue_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
-    return refuse_early(req, res) ? res.status : 100;
-  });
-  svr.set_pre_routing_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
-    return refuse_early(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
-  });
-  // POST bodies are read through a cap: httplib 0.11 applies its payload limit to bodies with a
-  // Content-Length but reads a chunked body whole, however large.
-  auto guard_body = [this, guard](void (Handlers::*fn)(const httplib::Request&, httplib::Response&) const) {
-    return [this, handler = guard(fn)](const httplib::Request& req, httplib::Response& res,
-                                       const httplib::ContentReader& read) {
-      httplib::Request full = req;
-      if (req.get_header_value("Content-Type").rfind("multipart/", 0) == 0) {
-        send_error(res, ApiError{415, "invalid_request_error", "The request body must be JSON (Content-Type: application/json)",
-                                 "", "unsupported_media_type"});
-        return mark_unread_body(req, res);
-      }
-      // HTTP/1.1: a request with neither Content-Length nor Transfer-Encoding has no body (reading
-      // would wait for the read timeout).
-      if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return handler(full, res);
-      bool over = false, ok = false;
-      try {
-        ok = read([&](const char* data, size_t n) {
-          if (full.body.size() + n > static_cast<size_t>(opt_.body_limit_bytes)) {
-            over = true;
-            return false;
-          }
-          full.body.append(data, n);
-          return true;
-        });
-      } catch (const std::exception& e) {  // nothing may escape into httplib (STYLE.md §3.1)
-        send_error(res, internal_error(std::string("reading the request body: ") + e.what()));
-        return mark_unread_body(req, res);
-      }
-      if (over || !ok) {
-        send_error(res, over ? too_large(opt_.body_limit_bytes)
-                             : bad_request("The request body could not be read (connection closed, read timed out, or "
-                                           "malformed chunks)",
-                                           ""));
-        return mark_unread_body(req, res);
-      }
-      handler(full, res);
-    };
-  };
-  svr.Post("/v1/chat/completions", guard_body(&Handlers::chat_completions));
-  svr.Post("/v1/completions", guard_body(&Handlers::completions));
-  svr.Get("/v1/models", guard(&Handlers::models));
-  svr.Get(R"(/v1/models/([^/]+))", guard(&Handlers::model));
-  svr.Get("/health", guard(&Handlers::health));
-  svr.Get("/metrics", guard(&Handlers::metrics));
-  // A known path with the wrong method: 405 (§6.6).
-  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-    send_error(res, ApiError{405, "invalid_request_error", "Method " + req.method + " is not allowed on " + req.path, "",
-                             "method_not_allowed"});
-  };
-  for (const char* p : {"/v1/chat/completions", "/v1/completions"}) {
-    svr.Get(p, not_allowed);
-    svr.Put(p, not_allowed);
-    svr.Delete(p, not_allowed);
-    svr.Patch(p, not_allowed);
-  }
-  for (const char* p : {"/v1/models", R"(/v1/models/([^/]+))", "/health", "/metrics"}) {
-    svr.Post(p, not_allowed);
-    svr.Put(p, not_allowed);
-    svr.Delete(p, not_allowed);
-    svr.Patch(p, not_allowed);
-  }
-  // httplib's own errors (no route, body too large, bad request line) get the OpenAI envelope.
-  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      send_error(res, ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + req.path + ")", "", ""});
-    } else if (res.status == 413) {
-      send_error(res, ApiError{413, "invalid_request_error", "The request body is larger than the server's limit", "",
-                               "request_too_large"});
-    } else if (res.status >= 500) {
-      send_error(res, internal_error("internal error"));
-    } else {
-      const int st = res.status;
-      send_error(res, ApiError{st, "invalid_request_error",
-                               "The HTTP request could not be read (malformed request line or headers, headers too large, or "
-                               "a body that does not match its Content-Length)",
-                               "", ""});
-    }
-  });
-  // Just before the response is written: it is counted (a client that reads /metrics right after
-  // its response finds it there), and a closing response loses the Keep-Alive header httplib
-  // added (0.11's set_header appends, so "Connection: close" sits beside it).
-  svr.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-    metrics_.count_request(res.status);
-    if (res.get_header_value_count("Connection") > 1 || res.get_header_value("Connection") == "close") {
-      res.headers.erase("Keep-Alive");
-      res.headers.erase("Connection");
-      res.headers.emplace("Connection", "close");
-    }
-  });
-  // httplib calls the logger once the response is written: the moment to end a connection whose
-  // body was left unread.
-  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    if (take_unread_body(req))
-      closer_->hand_over(find_peer_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port));
-    if (logger_ && logger_->enabled(LogLevel::kInfo))
-      logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(res.status) +
-                    " remote=" + req.remote_addr);
-  });
-
-  if (opt_.port == 0) {
-    port_ = svr.bind_to_any_port(opt_.host);
-    if (port_ < 0) port_ = 0;
-  } else {
-    port_ = svr.bind_to_port(opt_.host, opt_.port) ? opt_.port : 0;
-  }
-  if (port_ == 0) {
+  handlers_ = std::make_shared<Handlers>(Handlers{*this});
+  // Every waiting stream holds a worker (it writes its events), so the default is one per slot and
+  // queue place, plus a few for requests being parsed.
+  const int threads = opt_.http_threads > 0 ? opt_.http_threads : std::min(opt_.parallel + opt_.max_queue + 8, 1024);
+  TransportOptions t;
+  t.host = opt_.host;
+  t.port = opt_.port;
+  t.max_connections = opt_.max_connections;
+  t.header_limit_bytes = opt_.header_limit_kib << 10;
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  t.header_timeout = ms(opt_.header_timeout_s);
+  t.keep_alive_timeout = ms(opt_.keepalive_timeout_s);
+  t.body_timeout = ms(opt_.body_timeout_s);
+  t.write_timeout = ms(opt_.write_timeout_s);
+  t.policy.body_limit_bytes = opt_.body_limit_bytes;
+  t.policy.api_key = opt_.api_key;
+  t.policy.max_header_fields = opt_.max_header_fields;
+  http_ = std::make_unique<HttpTransport>(
+      std::move(t), [this](Request req, std::shared_ptr<Exchange> ex) { dispatch(std::move(req), std::move(ex)); },
+      [this](const Request& req, int status) {
+        // Counted before the response is written: a client that reads /metrics right after its
+        // response finds it there.
+        metrics_.count_request(status);
+        if (logger_ && logger_->enabled(LogLevel::kInfo))
+          logger_->info("http method=" + req.method + " path=" + req.path + " status=" + std::to_string(status) +
+                        " remote=" + req.remote);
+      });
+  if (Status st = http_->start(); !st.ok()) {
     http_.reset();
-    return IOError("cannot listen on " + opt_.host + ":" + std::to_string(opt_.port) +
-                   " (address in use, or not an address of this machine)");
+    return st;
   }
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
-  // httplib's stop() does nothing until the listener has marked itself running; wait for that so a
-  // stop() right after start() cannot leave the listener blocked in accept().
-  for (int i = 0; i < 5000 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  port_ = http_->port();
+  workers_ = std::make_unique<WorkerPool>(threads);
   log_to(logger_, LogLevel::kInfo, "listening host=" + opt_.host + " port=" + std::to_string(port_));
   return Status();
+}
+
+void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
+  using Handler = Response (Handlers::*)(const Request&) const;
+  const std::string& p = req.path;
+  Handler fn = nullptr;
+  const char* method = "GET";
+  bool generates = false;  // runs on a worker (parses, renders, waits for the model)
+  if (p == "/v1/chat/completions" || p == "/v1/completions") {
+    fn = p == "/v1/completions" ? &Handlers::completions : &Handlers::chat_completions;
+    method = "POST";
+    generates = true;
+  } else if (p == "/v1/models") {
+    fn = &Handlers::models;
+  } else if (p.rfind("/v1/models/", 0) == 0 && p.size() > 11 && p.find('/', 11) == std::string::npos) {
+    fn = &Handlers::model;
+  } else if (p == "/health") {
+    fn = &Handlers::health;
+  } else if (p == "/metrics") {
+    fn = &Handlers::metrics;
+  }
+  if (!fn)
+    return ex->respond(
+        error_response(ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}));
+  // A known path with the wrong method: 405 (§6.6).
+  if (req.method != method)
+    return ex->respond(error_response(ApiError{
+        405, "invalid_request_error", "Method " + req.method + " is not allowed on " + p, "", "method_not_allowed"}));
+  // Wrapped: nothing may escape into the transport (STYLE.md §3.1).
+  auto run = [h = handlers_, fn](const Request& r) {
+    try {
+      return ((*h).*fn)(r);
+    } catch (const std::exception& e) {
+      return error_response(internal_error(std::string("internal error: ") + e.what()));
+    }
+  };
+  // /health, /metrics and /v1/models are answered here on the I/O thread: they stay answerable
+  // while every worker waits on a generation.
+  if (!generates) return ex->respond(run(req));
+  if (stopping_.load()) return ex->respond(error_response(shutting_down()));
+  workers_->post([run, req = std::move(req), ex = std::move(ex)] { ex->respond(run(req)); });
 }
 
 Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::unique_ptr<model::Model> model,
@@ -691,23 +514,13 @@ void HttpServer::set_failed(std::string message) {
   state_.store(2);
 }
 
-void HttpServer::mark_unread_body(const httplib::Request& req, httplib::Response& res) {
-  res.set_header("Connection", "close");
-  std::lock_guard<std::mutex> l(unread_mu_);
-  unread_body_.insert(connection_key(req));
-}
-
-bool HttpServer::take_unread_body(const httplib::Request& req) {
-  std::lock_guard<std::mutex> l(unread_mu_);
-  return unread_body_.erase(connection_key(req)) > 0;
-}
-
 void HttpServer::stop() {
   if (stopping_.exchange(true)) return;
-  if (http_) {
-    http_->stop();
-    if (listener_.joinable()) listener_.join();
-  }
+  // Idle connections close now; requests in progress see stopping_ (generations end with 503
+  // server_shutdown) and their connections close after the response.
+  if (http_) http_->stop_accepting();
+  if (workers_) workers_->join();
+  if (http_) http_->stop();
   live_.store(nullptr);
   std::unique_ptr<Backend> b;
   {
@@ -716,7 +529,7 @@ void HttpServer::stop() {
   }
   b.reset();
   http_.reset();
-  closer_.reset();
+  workers_.reset();
 }
 
 }  // namespace strata::server

@@ -1,4 +1,4 @@
-// HttpServer: strata's OpenAI-compatible HTTP API (chat-and-api.md §6) on cpp-httplib.
+// HttpServer: strata's OpenAI-compatible HTTP API (chat-and-api.md §6) on Boost.Beast.
 //
 //   POST /v1/chat/completions   chat, streaming (SSE) or not; reasoning, tool calls, usage
 //   POST /v1/completions        raw prompt, no template
@@ -6,37 +6,38 @@
 //   GET  /health                503 model_loading -> 200 ok (-> 503 unhealthy after a model failure)
 //   GET  /metrics               Prometheus text
 // The server starts listening before the model is loaded (so /health can say "loading"), and
-// serves generations once attach() hands it the tokenizer and model. Requests are checked and
-// rendered on httplib's handler threads; generation runs on the Scheduler's single model thread.
-// Every failure a client can cause is an OpenAI error envelope (400/401/404/405/413/503); a
-// client that disconnects cancels its generation (server/peer_socket.h).
+// serves generations once attach() hands it the tokenizer and model. Connections are read by one
+// I/O thread with every resource bounded (server/http_transport.h: connection cap, header bytes,
+// fields and deadline, body limit, idle keep-alive); complete generation requests are parsed,
+// rendered and streamed on a worker pool (server/worker_pool.h); generation runs on the
+// Scheduler's single model thread. /health, /metrics and /v1/models are answered on the I/O thread,
+// so they stay answerable while every worker waits on the model.
+// Every failure a client can cause is an OpenAI error envelope (400/401/404/405/408/413/415/431/
+// 501/503); a client that disconnects cancels its generation (server/peer_socket.h).
 // Ownership: owns the backend (tokenizer, model, scheduler) once attached. Thread safety: start,
 // attach, set_failed and stop may be called from any thread; handlers run concurrently.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 
 #include "core/log.h"
 #include "core/status.h"
 #include "model/model.h"
-#include "server/lingering_close.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace strata::server {
+
+class HttpTransport;
+class WorkerPool;
+class Exchange;
+struct Request;
 
 class HttpServer {
  public:
@@ -73,8 +74,9 @@ class HttpServer {
   ServerOptions opt_;
   const Logger* logger_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
+  std::unique_ptr<HttpTransport> http_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::shared_ptr<Handlers> handlers_;
   int port_ = 0;
   int64_t created_ = 0;  // unix seconds: server start, then model load time
   std::atomic<int> state_{0};  // 0 loading, 1 ready, 2 failed
@@ -83,13 +85,8 @@ class HttpServer {
   std::string failure_;
   std::unique_ptr<Backend> backend_;
   std::atomic<Backend*> live_{nullptr};
-  // Connections whose request body was left unread (answered early): the logger ends them with a
-  // lingering close once the response is written. Keys: connection_key(req).
-  std::mutex unread_mu_;
-  std::set<std::string> unread_body_;
-  std::unique_ptr<LingeringCloser> closer_;  // drains and closes those connections
-  void mark_unread_body(const httplib::Request& req, httplib::Response& res);
-  bool take_unread_body(const httplib::Request& req);
+  // Routes a complete request (I/O thread): cheap routes answered at once, generations to a worker.
+  void dispatch(Request req, std::shared_ptr<Exchange> ex);
 };
 
 }  // namespace strata::server

@@ -42,7 +42,7 @@ void LingeringCloser::hand_over(int fd) {
   if (fd < 0) return;
   const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   ::shutdown(fd, SHUT_WR);  // FIN after the response (the socket is shared with `own`)
-  // httplib's descriptor now reads end of file: its keep-alive loop ends and closes it.
+  // The caller's descriptor now reads end of file: whatever still reads it ends, and closes it.
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0) {
     ::close(pair[1]);

@@ -1,12 +1,12 @@
 // LingeringCloser: ends connections whose request body was left unread (an answer given before
-// reading it: 413, 401 with a body, ...) without holding httplib's worker threads.
+// reading it: 413, 401 with a body, 431, 408, ...) without holding the server's I/O thread.
 //
 // Closing such a socket at once would reset the connection while the client may still be writing
-// its body, and the client could lose the response; leaving it open lets httplib parse the rest of
-// the body as a next request. So, as nginx's lingering close: FIN after the response, then what
+// its body, and the client could lose the response; leaving it open would let the rest of the body
+// be parsed as a next request. So, as nginx's lingering close: FIN after the response, then what
 // the client still sends is read and dropped until it closes, pauses for 2 s, has sent 256 MiB, or
-// 10 s passed. That wait runs on one background thread; httplib's descriptor is swapped at once
-// for one that reads end of file, so its worker thread moves on.
+// 10 s passed. That wait runs on one background thread; the caller's descriptor is swapped at once
+// for one that reads end of file, so the caller may simply close it.
 // Thread safety: hand_over may be called from any thread. Linux only.
 #pragma once
 
@@ -26,8 +26,9 @@ class LingeringCloser {
   LingeringCloser(const LingeringCloser&) = delete;
   LingeringCloser& operator=(const LingeringCloser&) = delete;
 
-  // Takes over the TCP connection of descriptor `fd` (httplib's, still open): sends FIN after what
-  // was written, drains in the background, and leaves `fd` reading end of file. No-op for fd < 0.
+  // Takes over the TCP connection of descriptor `fd` (the caller's, still open; the caller closes
+  // it): sends FIN after what was written, drains in the background, and leaves `fd` reading end
+  // of file. No-op for fd < 0.
   void hand_over(int fd);
 
   // Connections still draining (for tests).

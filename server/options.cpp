@@ -1,5 +1,7 @@
 #include "server/options.h"
 
+#include <utility>
+
 namespace strata::server {
 
 Status ServerOptions::validate() const {
@@ -12,6 +14,14 @@ Status ServerOptions::validate() const {
   if (!(keep_alive_s > 0)) return InvalidArgument("--sse-keepalive: must be > 0 seconds");
   if (prefill_chunk < 1) return InvalidArgument("--prefill-chunk: must be >= 1");
   if (prefix_cache_mib < 0) return InvalidArgument("--prefix-cache-mib: must be >= 0");
+  if (max_connections < 1 || max_connections > 100000) return InvalidArgument("--max-connections: must be in 1..100000");
+  if (header_limit_kib < 1 || header_limit_kib > 16384) return InvalidArgument("--header-limit-kib: must be in 1..16384");
+  if (max_header_fields < 1 || max_header_fields > 100000) return InvalidArgument("--max-header-fields: must be in 1..100000");
+  for (const auto& [flag, v] : {std::pair<const char*, double>{"--header-timeout-s", header_timeout_s},
+                                {"--keepalive-timeout-s", keepalive_timeout_s},
+                                {"--body-timeout-s", body_timeout_s},
+                                {"--write-timeout-s", write_timeout_s}})
+    if (!(v >= 0.01 && v <= 86400)) return InvalidArgument(std::string(flag) + ": must be in 0.01..86400 seconds");
   if (http_threads < 0) return InvalidArgument("http threads: must be >= 0");
   if (model_id.empty()) return InvalidArgument("model id: must not be empty");
   return Status();

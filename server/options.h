@@ -36,6 +36,14 @@ struct ServerOptions {
   double keep_alive_s = 10.0;       // --sse-keepalive: SSE comment interval while queued or prefilling
   int64_t prefill_chunk = 512;      // tokens per prefill forward; other slots decode between chunks
   int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
+  // HTTP limits per connection (server/http_transport.h). Each bounds what one client can hold.
+  int max_connections = 512;        // --max-connections: open connections; more get 503 at once
+  int64_t header_limit_kib = 64;    // --header-limit-kib: request line + headers; more gets 431
+  int max_header_fields = 100;      // --max-header-fields: more header fields get 431
+  double header_timeout_s = 10.0;   // --header-timeout-s: the whole head, however slowly sent (408)
+  double keepalive_timeout_s = 5.0; // --keepalive-timeout-s: idle time between requests before close
+  double body_timeout_s = 60.0;     // --body-timeout-s: the whole body once the head is read (408)
+  double write_timeout_s = 30.0;    // --write-timeout-s: one response, or one write of a stream
   int http_threads = 0;             // 0 = parallel + max_queue + 8 (every waiting stream holds a thread)
   // TEST ONLY (--test-scripted-output): a request may carry "strata_test_output": TEXT, whose tokens
   // are emitted instead of sampled ones (then EOS), so tool calls and reasoning can be driven end to
@@ -43,7 +51,7 @@ struct ServerOptions {
   bool test_scripted_output = false;
 
   // Errors name the flag: port outside 0..65535, parallel < 1, negative ctx or queue, body limit
-  // < 1 KiB, effort outside 0..100, keep-alive <= 0, prefill chunk < 1.
+  // < 1 KiB, effort outside 0..100, keep-alive <= 0, prefill chunk < 1, HTTP limits out of range.
   [[nodiscard]] Status validate() const;
 };
 
