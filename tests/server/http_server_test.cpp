@@ -828,6 +828,31 @@ TEST_F(Serve, KeepAliveDuringLongPrefill) {
   EXPECT_EQ(metric("strata_requests_waiting"), 0);  // it was prefilling, not queued
 }
 
+// /health, /metrics and /v1/models do not wait behind generations: with every worker thread
+// holding a stream (one generating, one queued), they are still answered at once.
+TEST_F(Serve, CheapRoutesWhileEveryWorkerIsBusy) {
+  ServerOptions o;
+  o.parallel = 1;
+  o.max_queue = 1;
+  o.http_threads = 2;
+  start(o);
+  RawConn busy(srv_->port()), queued(srv_->port());
+  busy.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 100000}, {"stream", true}}).dump());
+  ASSERT_EQ(wait_metric("strata_requests_running", 1), 1);
+  queued.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 2}, {"stream", true}}).dump());
+  ASSERT_EQ(wait_metric("strata_requests_waiting", 1), 1);
+  for (const char* path : {"/health", "/metrics", "/v1/models"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RawConn c(srv_->port());
+    c.send_raw(std::string("GET ") + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    const std::string& got = c.read_for(5000ms, "\r\n\r\n");
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << got;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << path;
+  }
+  busy.close();
+  EXPECT_NE(queued.read_for(30000ms, "data: [DONE]").find("data: [DONE]"), std::string::npos);
+}
+
 // A queued request whose client leaves gives its queue place back at once (it never takes a slot).
 TEST_F(Serve, QueuedClientLeavingFreesItsPlace) {
   ServerOptions o;
