@@ -215,6 +215,14 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view json_text, std::string_v
       tokens.resize(id + 1);
       present.resize(id + 1, false);
     }
+    // One id, one string: V3 lists its BOS/EOS/pad in both model.vocab and added_tokens with the
+    // same text, but an id given two texts would encode one and decode as the other (fuzzing found
+    // "!" decoding as "<｜▁pad▁｜>").
+    if (present[id] && tokens[id] != tok) {
+      return Corruption(field_error(source, field,
+                                    "id " + std::to_string(id) + " is already the token \"" + tokens[id] +
+                                        "\"; one id cannot name two tokens"));
+    }
     tokens[id] = tok;
     present[id] = true;
     return Status();

@@ -263,11 +263,39 @@ TEST(TokenizerErrors, IdGapsAndHugeIds) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.error().message().find("added_tokens[0].id"), std::string::npos) << t.error().to_string();
   j = tiny_tokenizer_json();
-  j["added_tokens"][0]["id"] = 265;
-  j["added_tokens"][2]["id"] = 264;  // shares 264 with <｜User｜>, so 263 is left empty
+  j["added_tokens"][2]["id"] = 266;  // 265 left empty; a repeat of <｜User｜> keeps the entry count
+  j["added_tokens"].push_back(j["added_tokens"][1]);
   t = Tokenizer::from_json(j.dump(), "t");
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.error().message().find("token id 263"), std::string::npos) << t.error().to_string();
+  EXPECT_NE(t.error().message().find("token id 265"), std::string::npos) << t.error().to_string();
+}
+
+// Found by fuzz/tokenizer_fuzz: an id given two different strings was loaded, the later string
+// winning, so "!" encoded to the id of "<｜▁pad▁｜>" and decoded as that. V3 lists BOS/EOS/pad in
+// both model.vocab and added_tokens with the same text, which stays accepted.
+TEST(TokenizerErrors, OneIdCannotNameTwoTokens) {
+  Json j = tiny_tokenizer_json();
+  j["added_tokens"][0]["id"] = 33;  // "<s>" onto the byte token "!"
+  auto t = Tokenizer::from_json(j.dump(), "t");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(t.error().message().find("added_tokens[0].id"), std::string::npos) << t.error().to_string();
+  EXPECT_NE(t.error().message().find("id 33 is already the token \"!\""), std::string::npos) << t.error().to_string();
+
+  j = tiny_tokenizer_json();
+  j["model"]["vocab"][spell("ll")] = 257;  // two vocab keys ("ll", "he") on one id
+  j["model"]["vocab"][spell("zz")] = 256;  // keep the ids dense
+  t = Tokenizer::from_json(j.dump(), "t");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message().find("one id cannot name two tokens"), std::string::npos) << t.error().to_string();
+
+  j = tiny_tokenizer_json();
+  j["added_tokens"][1]["id"] = 264;
+  j["added_tokens"].push_back(j["added_tokens"][1]);  // the same token twice: accepted
+  j["added_tokens"].push_back({{"id", 104}, {"content", spell("h")}});  // as V3's BOS: vocab and added agree
+  t = Tokenizer::from_json(j.dump(), "t");
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  EXPECT_EQ(t->decode(t->encode("!hh", false)), "!hh");
 }
 
 TEST(TokenizerErrors, UnsupportedPipelines) {
