@@ -21,6 +21,27 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "fuzz/fuzz_support.h"
+
+// Beast's own assertions stay on (BOOST_ENABLE_ASSERT_HANDLER, set for this target), except one that
+// is wrong: basic_parser::parse_chunk_header asserts `n >= 5` when a final chunk "0\r\n" arrived in
+// one read and the next read brings fewer than two more bytes. The code after it is correct (it
+// searches for the end of the message and asks for more), so release builds (NDEBUG) are fine;
+// fixed upstream in boostorg/beast PR 2861 (2024). Debug builds of the server against Boost 1.74
+// would abort on such a segmented request. Replay: fuzz/corpus/http_request/chunked_final_byte_by_byte.
+namespace boost {
+void assertion_failed(char const* expr, char const* function, char const* file, long line) {
+  const std::string_view f(file);
+  if (std::string_view(expr) == "n >= 5" && f.size() >= 16 && f.substr(f.size() - 16) == "basic_parser.ipp")
+    return;
+  std::fprintf(stderr, "Boost assertion failed: %s in %s (%s:%ld)\n", expr, function, file, line);
+  std::abort();
+}
+void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file, long line) {
+  std::fprintf(stderr, "Boost assertion failed: %s (%s) in %s (%s:%ld)\n", expr, msg, function, file, line);
+  std::abort();
+}
+}  // namespace boost
+
 #if STRATA_FUZZ_HAVE_REQUEST_HEAD
 #include "server/request_head.h"
 #endif

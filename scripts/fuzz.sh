@@ -80,24 +80,31 @@ run() {
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:allocator_may_return_null=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
     "$exe" "${flags[@]}" "$@" "$scratch/corpus") >"$scratch/log" 2>&1 || status=$?
-  local runs rate files
+  local runs rate files found=""
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$scratch/log" | tail -1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$scratch/log" | tail -1)"
+  if [[ -z "$runs" ]]; then  # -fork mode prints no final stats: take the last status line
+    runs="$(grep -oE '^#[0-9]+' "$scratch/log" | tail -1 | tr -d '#')"
+    [[ -n "$runs" ]] && rate="$((runs / (secs > 0 ? secs : 1)))"
+  fi
   files="$(find "$scratch/corpus" -type f | wc -l)"
+  if compgen -G "$scratch/artifacts/*" >/dev/null; then
+    found="$(cd "$scratch/artifacts" && ls | tr '\n' ' ')"
+    [[ "$status" -eq 0 ]] && status=1  # -ignore_crashes: a saved input is still a failure
+  fi
   if [[ "$status" -eq 0 ]]; then
     echo "$t: OK ${runs:-?} executions in ${secs} s (${rate:-?} exec/s), corpus ${files} inputs"
   else
-    echo "$t: FAILED (libFuzzer status $status) after ${runs:-?} executions; log tail:"
-    grep -E "ERROR|SUMMARY|FUZZ CHECK|Test unit written|runtime error|deadly signal|leak|timeout|out-of-memory" \
-      "$scratch/log" | head -20 | sed 's/^/  /'
-    if compgen -G "$scratch/artifacts/*" >/dev/null; then
-      mkdir -p "$BUILD/findings/$t"
+    echo "$t: FAILED (status $status) after ${runs:-?} executions (${rate:-?} exec/s), corpus ${files} inputs; log:"
+    grep -E "ERROR|SUMMARY|FUZZ CHECK|Test unit written|runtime error|deadly signal|leak|timeout|out-of-memory|what\(\)" \
+      "$scratch/log" | sort | uniq -c | sort -rn | head -20 | sed 's/^/  /'
+    mkdir -p "$BUILD/findings/$t"
+    cp "$scratch/log" "$BUILD/findings/$t.log"
+    if [[ -n "$found" ]]; then
       cp "$scratch/artifacts/"* "$BUILD/findings/$t/"
-      echo "  input(s) saved to $BUILD/findings/$t/: $(cd "$scratch/artifacts" && ls | tr '\n' ' ')"
+      echo "  input(s) saved to $BUILD/findings/$t/: $found"
       echo "  reproduce: $exe $BUILD/findings/$t/<file>"
     fi
-    mkdir -p "$BUILD/findings"
-    cp "$scratch/log" "$BUILD/findings/$t.log"
     echo "  full log: $BUILD/findings/$t.log"
   fi
   if [[ -n "${STRATA_FUZZ_CORPUS_OUT:-}" ]]; then
