@@ -7,6 +7,10 @@
 // --save-session feeds the last generated token and saves the session (runtime/session_file.h).
 // Placement flags (cli/placement_flags.h) choose where weights live; --stats adds per-phase
 // placement counters on stderr.
+// Ctrl-C (cli/interrupt.h, issue #13 item 10): the first SIGINT ends generation after the current
+// token, then the newline, the stats line and --save-session are written as after any run, and the
+// exit status is 130; a second SIGINT exits 130 at once. A SIGINT during prefill stops at the next
+// chunk: stats are printed but no session is saved (it would end inside the prompt).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 #include "chat/render.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/stats_report.h"
@@ -73,6 +78,7 @@ std::string mb(uint64_t bytes) {
 }
 
 int run_run(const RunOptions& o) {
+  InterruptGuard interrupt;
   std::string user;
   if (!o.file.empty()) {
     auto doc = io::read_file_to_string(o.file, 64u << 20);
@@ -105,6 +111,8 @@ int run_run(const RunOptions& o) {
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
   auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn());
   if (!lm.ok()) return fail(lm.error());
+  if (interrupt.interrupted()) return kExitInterrupted;  // nothing generated yet: nothing to report
+  g.cancel = interrupt.flag_ptr();
   const tokenizer::Tokenizer& tok = *lm->tok;
   model::Model& m = *lm->model;
   warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
@@ -159,11 +167,16 @@ int run_run(const RunOptions& o) {
   }, &st);
   std::string rest = dec.flush();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
-  if (!s.ok()) {
+  // Ctrl-C during prefill: report what ran, but the session ends inside the prompt (not saved).
+  const bool stopped_in_prefill = !s.ok() && s.code() == StatusCode::kCancelled && interrupt.interrupted();
+  if (!s.ok() && !stopped_in_prefill) {
     std::fputc('\n', stdout);
     return fail(s);
   }
-  const char* why = st.stopped_by_eos ? " (end of sequence)" : st.stopped_by_context ? " (context full)" : "";
+  const char* why = st.cancelled            ? " (interrupted)"
+                    : st.stopped_by_eos     ? " (end of sequence)"
+                    : st.stopped_by_context ? " (context full)"
+                                            : "";
   std::printf("\n\n[strata] prompt %lld tokens, prefill %.1f tok/s | generated %lld tokens, decode %.2f tok/s%s\n",
               static_cast<long long>(st.prompt_tokens), st.prefill_tok_per_s(),
               static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), why);
@@ -190,12 +203,14 @@ int run_run(const RunOptions& o) {
       if (Status w = io::write_file_atomic(o.stats_json, js.data(), js.size()); !w.ok()) return fail(w);
     }
   }
-  if (!o.save_session.empty()) {
+  if (!o.save_session.empty() && stopped_in_prefill) {
+    std::fprintf(stderr, "[strata] interrupted during prefill: session not saved to %s\n", o.save_session.c_str());
+  } else if (!o.save_session.empty()) {
     if (Status w = runtime::save_session(gen.session(), identity, o.save_session); !w.ok()) return fail(w);
     std::fprintf(stderr, "[strata] session saved to %s (%lld tokens)\n", o.save_session.c_str(),
                  static_cast<long long>(gen.session().n_past()));
   }
-  return 0;
+  return interrupt.interrupted() ? kExitInterrupted : 0;
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 // writes a random-weight checkpoint with the exact V4.1 architecture and release storage format
 // (tools/synth.h). Progress goes to stderr only when stderr is a terminal; the chosen shape and a
 // summary line go to stdout.
+// Interrupted runs (issue #13 item 10): the first Ctrl-C stops between write batches, removes the
+// temp shards and exits 130 (cli/interrupt.h); temp files of a killed run (SIGKILL, power loss)
+// whose process is gone are swept before the directory is checked, so they do not make it look used.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/progress_bar.h"
 #include "tools/synth.h"
 
@@ -85,6 +89,13 @@ Command register_synth(CLI::App& app) {
     if (!std::filesystem::exists(s.v3_tokenizer_path))
       return fail(NotFound(s.v3_tokenizer_path +
                            ": no DeepSeek V3 tokenizer.json (run scripts/install-deps.sh, or pass --tokenizer FILE)"));
+    if (std::error_code ec; std::filesystem::is_directory(s.out_dir, ec)) {
+      auto swept = tools::sweep_stale_synth_temps(s.out_dir);
+      if (!swept.ok()) return fail(swept.error());
+      if (swept->removed > 0)
+        std::fprintf(stderr, "strata synth: removed %d temporary file%s left by an interrupted run in %s\n",
+                     swept->removed, swept->removed == 1 ? "" : "s", s.out_dir.c_str());
+    }
     auto non_empty = non_empty_dir(s.out_dir);
     if (!non_empty.ok()) return fail(non_empty.error());
     if (*non_empty && !o->force)
@@ -97,8 +108,13 @@ Command register_synth(CLI::App& app) {
         bar.on_event(ProgressEvent{"synth", "bytes", p.bytes_done, p.bytes_total,
                                    phase == "weights" ? std::string_view() : phase, phase == "done"});
       };
+    InterruptGuard interrupt;
+    s.cancel = interrupt.flag_ptr();
     auto report = tools::synth_checkpoint(s, progress);
-    if (!report.ok()) return fail(report.error());
+    if (!report.ok()) {
+      const int rc = fail(report.error());
+      return report.error().code() == StatusCode::kCancelled ? kExitInterrupted : rc;
+    }
     std::printf("strata synth: preset %s, seed %llu -> %s\n", s.preset.c_str(), static_cast<unsigned long long>(s.seed),
                 s.out_dir.c_str());
     for (const std::string& line : report->plan.summary) std::printf("  %s\n", line.c_str());

@@ -153,21 +153,28 @@ std::string tokenizer_config_json() {
   return j.dump(2) + "\n";
 }
 
-Status write_text(const std::string& dir, const std::string& name, const std::string& text) {
-  return io::write_file_atomic((fs::path(dir) / name).string(), text.data(), text.size());
+Status write_text(const std::string& dir, const std::string& name, const std::string& text, io::Env* env) {
+  return io::write_file_atomic((fs::path(dir) / name).string(), text.data(), text.size(), env);
 }
 
-// Removes what an earlier run may have left that a Checkpoint would pick up: shards, the index and
-// temporary files of interrupted writes. Other files are left alone.
-Status clear_previous_output(const std::string& dir) {
+// The names of the files a synth run writes (their temp files are NAME.tmp.<pid>).
+bool is_synth_output(std::string_view name) {
+  return name.ends_with(".safetensors") || name == "model.safetensors.index.json" || name == "config.json" ||
+         name == "inference_config.json" || name == "tokenizer.json" || name == "tokenizer_config.json";
+}
+
+// Removes what an earlier run may have left that a Checkpoint would pick up: shards and the index,
+// and the temp files of interrupted runs whose process is gone (a live run's are left alone).
+// Other files are left alone.
+Status clear_previous_output(const std::string& dir, io::Env* env) {
+  STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
   std::error_code ec;
   std::vector<fs::path> doomed;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
     const bool shard = e.path().extension() == ".safetensors";
     const bool index = n == "model.safetensors.index.json";
-    const bool temp = n.find(".safetensors.tmp.") != std::string::npos || n.find(".json.tmp.") != std::string::npos;
-    if (shard || index || temp) doomed.push_back(e.path());
+    if (shard || index) doomed.push_back(e.path());
   }
   if (ec) return IOError(dir + ": list directory: " + ec.message());
   for (const fs::path& p : doomed) {
@@ -178,6 +185,10 @@ Status clear_previous_output(const std::string& dir) {
 }
 
 }  // namespace
+
+Result<io::SweepReport> sweep_stale_synth_temps(const std::string& dir, io::Env* env) {
+  return io::sweep_stale_temps(dir, is_synth_output, env);
+}
 
 Status SynthOptions::validate() const {
   if (preset != "tiny" && preset != "demo" && preset != "probe" && preset != "full" && preset != "scaled")
@@ -263,7 +274,7 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return IOError(o.out_dir + ": create directory: " + ec.message());
-  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir));
+  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, o.env));
 
   std::vector<io::TensorDecl> decls;
   decls.reserve(plan.tensors.size());
@@ -271,6 +282,7 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   io::SafetensorsWriterOptions wo;
   wo.max_shard_bytes = o.max_shard_bytes;
   wo.fsync = o.fsync;
+  wo.env = o.env;
   STRATA_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::create(o.out_dir, std::move(decls), wo));
 
   const FillTables tables = FillTables::build(plan.tensors);
@@ -298,7 +310,10 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
       });
     }
     if (writer_thread.joinable()) writer_thread.join();
-    if (!writer_status.ok()) return writer_status;
+    if (!writer_status.ok()) return writer_status;  // the writer's destructor removes its temp files
+    if (o.cancel != nullptr && o.cancel->load())
+      return Cancelled("synth " + o.out_dir + ": interrupted after " + std::to_string(bytes_done) + " of " +
+                       std::to_string(plan.total_bytes) + " bytes (temporary files removed)");
     if (k > 0) {
       prog.bytes_done = bytes_done;
       prog.tensors_done = writer->current_tensor();
@@ -321,15 +336,15 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
 
   // Small files last: a directory with config.json holds a complete checkpoint.
   if (!v41_json.empty()) {
-    STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "tokenizer.json", v41_json));
-    STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "tokenizer_config.json", tokenizer_config_json()));
+    STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "tokenizer.json", v41_json, o.env));
+    STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "tokenizer_config.json", tokenizer_config_json(), o.env));
   }
   const std::string note = "random weights written by strata synth (preset " + o.preset + ", seed " +
                            std::to_string(o.seed) +
                            (o.target_gb > 0 ? ", target " + std::to_string(o.target_gb) + " GB" : std::string()) +
                            "); text-only (no vision_config)";
-  STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "inference_config.json", inference_config_json(c)));
-  STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "config.json", config_json(c, note)));
+  STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "inference_config.json", inference_config_json(c), o.env));
+  STRATA_RETURN_IF_ERROR(write_text(o.out_dir, "config.json", config_json(c, note), o.env));
 
   SynthReport r;
   r.n_files = writer->shards().size();

@@ -24,13 +24,16 @@
 // Source: ARCHITECTURE.md §Checkpoint format, §Shape; shared/tools/make_tiny_v41.py.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "io/env.h"
 #include "io/safetensors_writer.h"
+#include "io/temp_file.h"
 #include "model/config.h"
 
 namespace strata::tools {
@@ -45,8 +48,9 @@ struct SynthOptions {
   // (the demo's layout at dim 256, ~0.2 GB: strata probe's engine calibration),
   // "full" (the released shape, ~475 GiB), "scaled" (the full 40-layer layout sized by target_gb).
   std::string preset = "demo";
-  // Output directory; created if missing. Existing *.safetensors, the index and leftover temporary
-  // files in it are removed first (the caller decides whether overwriting is allowed).
+  // Output directory; created if missing. Existing *.safetensors and the index in it are removed
+  // first (the caller decides whether overwriting is allowed), and so are temp files a killed run
+  // left (their pid no longer running: sweep_stale_synth_temps); a live run's temp files stay.
   std::string out_dir;
   // Random seed: same preset + seed + target => identical bytes.
   uint64_t seed = 0;
@@ -68,6 +72,12 @@ struct SynthOptions {
   // Zipf popularity over experts plus topic routing, so the hot set shifts along a text as its
   // vocabulary does; 1 is moderate, at most 8.
   double routing_skew = -1;
+  // Where files are written (null = io::default_env()); not owned. Tests inject ENOSPC, EIO and
+  // short writes with io::FaultInjectionEnv (issue #13).
+  io::Env* env = nullptr;
+  // Cancel hook (may be null; not owned): read between write batches; once true the run stops with
+  // kCancelled and removes its temp files (`strata synth` points it at its SIGINT flag).
+  const std::atomic<bool>* cancel = nullptr;
 
   // Checks the fields; kInvalidArgument names the bad one.
   [[nodiscard]] Status validate() const;
@@ -159,7 +169,14 @@ std::vector<int64_t> engram_num_embeddings(int n_engram_layers, int max_ngram_si
 // Writes the checkpoint: tokenizer files first (when v3_tokenizer_path is set), then config.json,
 // inference_config.json and the shards. `progress` (may be empty) is called from the calling thread.
 // Errors: from validate/plan_synth; kNotFound / kCorruption for the tokenizer file; kIOError /
-// kResourceExhausted from the file system. On error no shard is left under its final name.
+// kResourceExhausted from the file system (each naming the file); kCancelled from options.cancel. On
+// error no shard is left under its final name and no temp file of this run is left.
 [[nodiscard]] Result<SynthReport> synth_checkpoint(const SynthOptions& options, const SynthProgressFn& progress = {});
+
+// Removes the temp files (`NAME.tmp.<pid>`, io/temp_file.h) of the files a synth run writes
+// (*.safetensors, the index, config.json, inference_config.json, tokenizer*.json) in `dir` whose
+// process is gone, so an interrupted run does not make the directory look used. Temp files of live
+// processes, other users' files and anything else are left alone. Errors: kIOError (list, remove).
+[[nodiscard]] Result<io::SweepReport> sweep_stale_synth_temps(const std::string& dir, io::Env* env = nullptr);
 
 }  // namespace strata::tools
