@@ -211,7 +211,7 @@ TEST_F(HttpLimits, HeaderFloodIsBounded) {
         if (!c.send_some(block.substr(off, 65536), &n)) break;  // reset: the server is done with us
         out[k].sent += static_cast<int64_t>(n);
         off = (off + n) % block.size();
-        if (n == 0) c.read_now(5);
+        c.read_now(n == 0 ? 5 : 0);  // a client that reads its answer stops at the 431
       }
       c.read_for(5000ms, "}");
       out[k].answer = c.got();
