@@ -359,6 +359,47 @@ TEST_F(HttpLimits, IdleKeepAliveHoldsNoWorker) {
       << idle[0]->got();
 }
 
+// A body that does not arrive within the body deadline: 408, and the connection ends.
+TEST_F(HttpLimits, BodyDeadlineAnswers408) {
+  ServerOptions o;
+  o.body_timeout_s = 0.5;
+  start(o);
+  Conn c(port());
+  const auto t0 = steady::now();
+  ASSERT_TRUE(c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{\""));
+  const std::string& got = c.read_for(3000ms, "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+  EXPECT_LT(std::chrono::duration<double>(steady::now() - t0).count(), 2.5);
+  c.read_for(2000ms);
+  EXPECT_TRUE(c.closed());
+}
+
+// An idle keep-alive connection is closed after --keepalive-timeout-s.
+TEST_F(HttpLimits, IdleKeepAliveIsClosed) {
+  ServerOptions o;
+  o.keepalive_timeout_s = 0.3;
+  start(o);
+  Conn c(port());
+  ASSERT_TRUE(c.send_all("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+  EXPECT_EQ(c.read_for(2000ms, "}}").rfind("HTTP/1.1 503", 0), 0u) << c.got();
+  EXPECT_FALSE(c.closed());
+  const auto t0 = steady::now();
+  c.read_for(3000ms);
+  EXPECT_TRUE(c.closed());
+  EXPECT_LT(std::chrono::duration<double>(steady::now() - t0).count(), 2.0);
+}
+
+// "Expect: 100-continue" on an acceptable head: the invitation, then the body is read and served.
+TEST_F(HttpLimits, ExpectContinueInvitesTheBody) {
+  start();
+  Conn c(port());
+  ASSERT_TRUE(c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n"
+                         "Expect: 100-continue\r\n\r\n"));
+  EXPECT_EQ(c.read_for(2000ms, "\r\n\r\n").rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << c.got();
+  ASSERT_TRUE(c.send_all("{}"));
+  EXPECT_NE(c.read_for(3000ms, "}}").find("HTTP/1.1 503", 10), std::string::npos) << c.got();  // model_loading
+}
+
 // Limits are validated and named by their flag.
 TEST(HttpLimitOptions, Validated) {
   ServerOptions o;
