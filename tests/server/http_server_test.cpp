@@ -323,7 +323,7 @@ TEST_F(Serve, EarlyAnswersEndTheConnection) {
                         "invalid_api_key");
   EXPECT_EQ(got.rfind("HTTP/1.1 401", 0), 0u) << got;
   EXPECT_EQ(got.find("Keep-Alive"), std::string::npos) << "a closing response says only Connection: close: " << got;
-  // A body on a method whose body httplib never reads, framings a proxy could read otherwise
+  // A body on a method that takes none, framings a proxy could read otherwise
   // (request smuggling), a chunked body where none is taken (refused, not buffered), a length
   // past int64 (413, not "not a number"), multipart (415): refused, and the connection ends.
   struct Case {
@@ -419,7 +419,7 @@ TEST_F(Serve, DocumentedErrors) {
     EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
   }
   {
-    // A chunked body is read through the same cap (httplib reads chunked bodies whole).
+    // A chunked body is read through the same cap (it is never buffered past the limit).
     RawConn raw(srv_->port());
     std::string chunks;
     for (int i = 0; i < 3; ++i) chunks += "800\r\n" + std::string(2048, ' ') + "\r\n";

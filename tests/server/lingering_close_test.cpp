@@ -1,4 +1,4 @@
-// LingeringCloser: the connection gets FIN after what was written, httplib's descriptor reads end
+// LingeringCloser: the connection gets FIN after what was written, the caller's descriptor reads end
 // of file at once, and what the client still sends is dropped in the background until it closes.
 #include "server/lingering_close.h"
 
@@ -58,7 +58,7 @@ TEST(LingeringCloser, ResponseThenEndOfFileWhileTheClientStillSends) {
   const std::string response = "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::send(server, response.data(), response.size(), MSG_NOSIGNAL), static_cast<ssize_t>(response.size()));
   closer.hand_over(server);  // returns at once: nothing here waits for the client
-  // httplib's descriptor reads end of file now, though the body is still queued behind it.
+  // The caller's descriptor reads end of file now, though the body is still queued behind it.
   char b;
   EXPECT_EQ(::recv(server, &b, 1, MSG_DONTWAIT), 0);
   EXPECT_EQ(closer.draining(), 1);
