@@ -5,7 +5,7 @@
 // DECISION: STYLE.md §3.9 forbids global mutable state; a signal handler can reach nothing else, so
 // this file holds the one exception: an std::atomic<bool> flag and an atomic count, both lock-free
 // (static_assert) and therefore async-signal-safe. The handler only stores to them or calls _exit.
-// Nothing but InterruptGuard writes them, and only one guard may exist at a time.
+// Only the handler and InterruptGuard write them, and only one guard may exist at a time.
 #pragma once
 
 #include <atomic>

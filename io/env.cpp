@@ -28,8 +28,9 @@ Status WritableFile::append(const void* data, size_t n) {
     const int64_t w = write_some(p + done, n - done);
     if (w < 0) {
       if (w == -EINTR) continue;
-      return os_error(path_ + ": write of " + std::to_string(n - done) + " bytes at offset " + std::to_string(appended_),
-                      static_cast<int>(-w));
+      return os_error(
+          path_ + ": write of " + std::to_string(n - done) + " bytes at offset " + std::to_string(appended_),
+          static_cast<int>(-w));
     }
     if (w == 0)  // write(2) never returns 0 for n > 0 on a regular file; do not spin if it does
       return IOError(path_ + ": write of " + std::to_string(n - done) + " bytes at offset " +

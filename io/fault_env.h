@@ -46,8 +46,8 @@ class FaultInjectionEnv final : public Env {
   Status remove_file(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;
 
-  int64_t write_calls() const;    // write(2) calls on matching files so far
-  uint64_t bytes_written() const; // bytes those calls wrote
+  int64_t write_calls() const;     // write(2) calls on matching files so far
+  uint64_t bytes_written() const;  // bytes those calls wrote
   int64_t faults_injected() const;
 
   // Used by the files this env creates: decides the outcome of one write(2) of `n` bytes to `path`.
@@ -60,7 +60,9 @@ class FaultInjectionEnv final : public Env {
   int close_fault(const std::string& path);
 
  private:
-  bool matches(const std::string& path) const { return faults_.path_filter.empty() || path.find(faults_.path_filter) != std::string::npos; }
+  bool matches(const std::string& path) const {
+    return faults_.path_filter.empty() || path.find(faults_.path_filter) != std::string::npos;
+  }
 
   Env* base_;
   mutable std::mutex mu_;

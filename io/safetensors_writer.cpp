@@ -128,8 +128,8 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
   auto swept = sweep_stale_temps(
       dir,
       [&](std::string_view t) {
-        return t == index || (t.starts_with(stem) && t.ends_with(".safetensors") &&
-                              t.size() > stem.size() && (t.size() == stem.size() + 12 || t[stem.size()] == '-'));
+        return t == index || (t.starts_with(stem) && t.ends_with(".safetensors") && t.size() > stem.size() &&
+                              (t.size() == stem.size() + 12 || t[stem.size()] == '-'));
       },
       w->env_);
   if (!swept.ok()) return swept.error();
@@ -156,9 +156,7 @@ std::string SafetensorsWriter::index_file_name() const {
 
 std::string SafetensorsWriter::final_path(size_t s) const { return join_path(dir_, shards_[s].file_name); }
 
-std::string SafetensorsWriter::temp_path(size_t s) const {
-  return temp_path_for(final_path(s));
-}
+std::string SafetensorsWriter::temp_path(size_t s) const { return temp_path_for(final_path(s)); }
 
 void SafetensorsWriter::remove_temp_files() {
   for (size_t s = 0; s < shards_.size(); ++s) {

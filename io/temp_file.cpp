@@ -99,7 +99,8 @@ Result<SweepReport> sweep_stale_temps(const std::string& dir, const std::functio
 
 Result<SweepReport> sweep_stale_temps_of(const std::string& path, Env* env) {
   const std::string target = base_name(path);
-  return sweep_stale_temps(dir_of(path), [&](std::string_view t) { return t == target; }, env);
+  return sweep_stale_temps(
+      dir_of(path), [&](std::string_view t) { return t == target; }, env);
 }
 
 }  // namespace strata::io

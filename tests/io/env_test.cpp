@@ -108,7 +108,7 @@ TEST_P(WriteFileAtomicFaults, ClearErrorPreviousFileIntactNoTempLeft) {
   EXPECT_NE(s.message().find("state.json"), std::string::npos) << s.to_string();  // names the file
   EXPECT_NE(s.message().find(c.says), std::string::npos) << s.to_string();
   EXPECT_GE(env.faults_injected(), 1);
-  EXPECT_EQ(testing::read_all(path), old);                           // previous file intact
+  EXPECT_EQ(testing::read_all(path), old);                               // previous file intact
   EXPECT_EQ(entries(d.path()), std::vector<std::string>{"state.json"});  // no temp file left
   // The same env without faults then succeeds (nothing stuck half-done).
   env.set_faults({});
@@ -119,11 +119,17 @@ TEST_P(WriteFileAtomicFaults, ClearErrorPreviousFileIntactNoTempLeft) {
 INSTANTIATE_TEST_SUITE_P(
     Io, WriteFileAtomicFaults,
     ::testing::Values(
-        AtomicFault{"EnospcFirstWrite", {.fail_write_call = 0, .error = ENOSPC}, StatusCode::kResourceExhausted,
+        AtomicFault{"EnospcFirstWrite",
+                    {.fail_write_call = 0, .error = ENOSPC},
+                    StatusCode::kResourceExhausted,
                     "write of 300000 bytes at offset 0: No space left on device"},
-        AtomicFault{"EioAfterShortWrites", {.fail_write_call = 5, .error = EIO, .max_write_bytes = 4096},
-                    StatusCode::kIOError, "at offset 20480: Input/output error"},
-        AtomicFault{"DiskFullAfter64K", {.fail_after_bytes = 65536, .error = ENOSPC}, StatusCode::kResourceExhausted,
+        AtomicFault{"EioAfterShortWrites",
+                    {.fail_write_call = 5, .error = EIO, .max_write_bytes = 4096},
+                    StatusCode::kIOError,
+                    "at offset 20480: Input/output error"},
+        AtomicFault{"DiskFullAfter64K",
+                    {.fail_after_bytes = 65536, .error = ENOSPC},
+                    StatusCode::kResourceExhausted,
                     "at offset 65536: No space left on device"},
         AtomicFault{"CreateEnospc", {.fail_create = ENOSPC}, StatusCode::kResourceExhausted, "create"},
         AtomicFault{"FsyncEio", {.fail_sync = EIO}, StatusCode::kIOError, "fsync (injected): Input/output error"},

@@ -74,16 +74,21 @@ TEST_P(SafetensorsWriterFaults, ClearErrorPreviousCheckpointIntactNoTempLeft) {
 INSTANTIATE_TEST_SUITE_P(
     Io, SafetensorsWriterFaults,
     ::testing::Combine(
-        ::testing::Values(
-            WriterFault{"EnospcFirstWrite", {.fail_write_call = 0, .error = ENOSPC}, StatusCode::kResourceExhausted,
-                        "No space left on device"},
-            WriterFault{"EioAfterShortWrites", {.fail_write_call = 9, .error = EIO, .max_write_bytes = 1000},
-                        StatusCode::kIOError, "Input/output error"},
-            WriterFault{"DiskFullMidShard", {.fail_after_bytes = 6000, .error = ENOSPC},
-                        StatusCode::kResourceExhausted, ": No space left on device"},
-            WriterFault{"FsyncEio", {.fail_sync = EIO}, StatusCode::kIOError, "fsync (injected)"},
-            WriterFault{"CloseEio", {.fail_close = EIO}, StatusCode::kIOError, "close (injected)"},
-            WriterFault{"RenameEio", {.fail_rename = EIO}, StatusCode::kIOError, "rename from"}),
+        ::testing::Values(WriterFault{"EnospcFirstWrite",
+                                      {.fail_write_call = 0, .error = ENOSPC},
+                                      StatusCode::kResourceExhausted,
+                                      "No space left on device"},
+                          WriterFault{"EioAfterShortWrites",
+                                      {.fail_write_call = 9, .error = EIO, .max_write_bytes = 1000},
+                                      StatusCode::kIOError,
+                                      "Input/output error"},
+                          WriterFault{"DiskFullMidShard",
+                                      {.fail_after_bytes = 6000, .error = ENOSPC},
+                                      StatusCode::kResourceExhausted,
+                                      ": No space left on device"},
+                          WriterFault{"FsyncEio", {.fail_sync = EIO}, StatusCode::kIOError, "fsync (injected)"},
+                          WriterFault{"CloseEio", {.fail_close = EIO}, StatusCode::kIOError, "close (injected)"},
+                          WriterFault{"RenameEio", {.fail_rename = EIO}, StatusCode::kIOError, "rename from"}),
         ::testing::Values(uint64_t{0}, uint64_t{8000})),  // one shard; three shards + index
     [](const auto& i) {
       return std::string(std::get<0>(i.param).name) + (std::get<1>(i.param) ? "Sharded" : "OneFile");
@@ -102,8 +107,7 @@ TEST(SafetensorsWriterFaults, CreateSweepsDeadWritersTempShardsOnly) {
   testing::TempDir d;
   testing::LiveChild live;
   const std::string stale = d.file("model.safetensors.tmp." + std::to_string(testing::dead_pid()));
-  const std::string stale_shard =
-      d.file("model-00002-of-00003.safetensors.tmp." + std::to_string(testing::dead_pid()));
+  const std::string stale_shard = d.file("model-00002-of-00003.safetensors.tmp." + std::to_string(testing::dead_pid()));
   const std::string of_live = d.file("model.safetensors.tmp." + std::to_string(live.pid()));
   const std::string other_stem = d.file("other.safetensors.tmp." + std::to_string(testing::dead_pid()));
   for (const std::string& p : {stale, stale_shard, of_live, other_stem}) testing::write_all(p, "partial shard");

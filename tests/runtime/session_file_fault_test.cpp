@@ -72,11 +72,17 @@ struct SaveFault {
 };
 
 const SaveFault kSaveFaults[] = {
-    {"EnospcFirstWrite", {.fail_write_call = 0, .error = ENOSPC}, StatusCode::kResourceExhausted,
+    {"EnospcFirstWrite",
+     {.fail_write_call = 0, .error = ENOSPC},
+     StatusCode::kResourceExhausted,
      "write of 64 bytes at offset 0: No space left on device"},
-    {"EioMidPayload", {.fail_write_call = 3, .error = EIO, .max_write_bytes = 4096}, StatusCode::kIOError,
+    {"EioMidPayload",
+     {.fail_write_call = 3, .error = EIO, .max_write_bytes = 4096},
+     StatusCode::kIOError,
      "at offset 8256: Input/output error"},
-    {"DiskFullMidPayload", {.fail_after_bytes = 10000, .error = ENOSPC}, StatusCode::kResourceExhausted,
+    {"DiskFullMidPayload",
+     {.fail_after_bytes = 10000, .error = ENOSPC},
+     StatusCode::kResourceExhausted,
      "at offset 10000: No space left on device"},
     {"CreateEio", {.fail_create = EIO}, StatusCode::kIOError, "create (injected)"},
     {"FsyncEio", {.fail_sync = EIO}, StatusCode::kIOError, "fsync (injected)"},

@@ -97,11 +97,12 @@ TEST(SynthFaults, SweepsDeadRunsTempsOnly) {
   testing::TempDir d;
   testing::LiveChild live;
   const std::string dead = std::to_string(testing::dead_pid());
-  const std::vector<std::string> stale = {"model.safetensors.tmp." + dead, "model-00001-of-00003.safetensors.tmp." + dead,
-                                          "config.json.tmp." + dead, "tokenizer.json.tmp." + dead};
+  const std::vector<std::string> stale = {"model.safetensors.tmp." + dead,
+                                          "model-00001-of-00003.safetensors.tmp." + dead, "config.json.tmp." + dead,
+                                          "tokenizer.json.tmp." + dead};
   const std::vector<std::string> kept = {"model.safetensors.tmp." + std::to_string(live.pid()),  // a live run
-                                         "notes.txt.tmp." + dead,                                  // not synth's
-                                         "config.json.tmp.0" + dead,                               // not a pid
+                                         "notes.txt.tmp." + dead,                                // not synth's
+                                         "config.json.tmp.0" + dead,                             // not a pid
                                          "config.json.tmp." + dead + "x"};
   for (const auto& n : stale) testing::write_all(d.file(n), "partial");
   for (const auto& n : kept) testing::write_all(d.file(n), "partial");
