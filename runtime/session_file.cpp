@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "io/checkpoint.h"
+#include "model/engram_hash.h"
 #include "io/temp_file.h"
 
 namespace strata::runtime {
@@ -430,6 +431,13 @@ Result<Session> load_session(model::Model& m, const ModelIdentity& id, const io:
   if (len != static_cast<uint64_t>(k.engram_history.size()) * 4) return bad(f, "Engram history of the wrong size");
   std::vector<uint32_t> hist(len / 4);
   STRATA_RETURN_IF_ERROR(r.get(hist.data(), len, "Engram history"));
+  // Compressed ids feed the Engram hash as they are: one at or past engram_compressed_vocab_size
+  // (other than the dead-token marker) would break its overflow bound and abort the next decode
+  // (found by fuzz/session_fuzz).
+  for (size_t i = 0; i < hist.size(); ++i)
+    if (hist[i] != model::EngramHasher::kDeadClass && hist[i] >= static_cast<uint64_t>(c.engram_compressed_vocab_size))
+      return bad(f, "Engram history entry " + std::to_string(i) + " holds class " + std::to_string(hist[i]) +
+                        ", outside the compressed vocabulary of " + std::to_string(c.engram_compressed_vocab_size));
   k.engram_history.append(hist);  // shifts all size() ids in: the history becomes exactly `hist`
 
   for (int l = 0; l < c.n_layers; ++l) {

@@ -159,6 +159,40 @@ TEST_F(SessionFileTiny, TruncatedFileIsRejected) {
   }
 }
 
+// Found by fuzz/session_fuzz: a file whose checksums are right but whose Engram history holds a
+// class id past engram_compressed_vocab_size loaded, and the next decode aborted the process in the
+// Engram hash. Such a file is now refused at load.
+TEST_F(SessionFileTiny, EngramHistoryOutsideTheCompressedVocabIsRejected) {
+  const std::string p = saved();
+  std::string bytes = testing::read_all(p);
+  // Walk the payload records (u32 tag, u64 length, bytes) to the Engram history (tag 4).
+  size_t at = 64;
+  uint32_t tag = 0;
+  uint64_t len = 0;
+  for (;;) {
+    ASSERT_LE(at + 12, bytes.size());
+    std::memcpy(&tag, bytes.data() + at, 4);
+    std::memcpy(&len, bytes.data() + at + 4, 8);
+    if (tag == 4) break;
+    at += 12 + len;
+  }
+  ASSERT_GE(len, 4u) << "the tiny model has Engram layers";
+  const uint32_t bad_class = static_cast<uint32_t>(model_->config().engram_compressed_vocab_size);
+  std::memcpy(bytes.data() + at + 12, &bad_class, 4);
+  // Re-seal: payload checksum, then the header checksum.
+  const uint64_t payload_sum = xxh64(bytes.data() + 64, bytes.size() - 64);
+  std::memcpy(bytes.data() + 40, &payload_sum, 8);
+  const uint64_t header_sum = xxh64(bytes.data(), 56);
+  std::memcpy(bytes.data() + 56, &header_sum, 8);
+  testing::write_all(p, bytes);
+  auto l = load_session(*model_, id_, p);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(l.error().message().find("Engram history entry 0 holds class " + std::to_string(bad_class)),
+            std::string::npos)
+      << l.error().to_string();
+}
+
 TEST_F(SessionFileTiny, NotASessionFileIsRejected) {
   const std::string p = dir_.file("x.strata");
   testing::write_all(p, std::string(200, 'x'));
