@@ -33,7 +33,7 @@ struct CalibrateOptions {
 };
 
 int run_calibrate(const CalibrateOptions& o) {
-  auto text = io::read_file_to_string(o.text_file, 256u << 20);
+  auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
   auto popt = placement_options(o.placement);
   if (!popt.ok()) return fail(popt.error());

@@ -81,7 +81,7 @@ int run_run(const RunOptions& o) {
   InterruptGuard interrupt;
   std::string user;
   if (!o.file.empty()) {
-    auto doc = io::read_file_to_string(o.file, 64u << 20);
+    auto doc = io::read_file_to_string(o.file, 64u << 20, io::ReadFrom::kFileOrStream);  // -f <(cmd) works
     if (!doc.ok()) return fail(doc.error());
     user = *doc;
     while (!user.empty() && (user.back() == '\n' || user.back() == '\r' || user.back() == ' ')) user.pop_back();

@@ -30,7 +30,7 @@ Command register_tokenize(CLI::App& app) {
     if (t->count() == 0 && f->count() == 0) return fail(InvalidArgument("tokenize needs --text or --file"));
     std::string text = o->text;
     if (f->count()) {
-      auto r = io::read_file_to_string(o->file, 64u << 20);  // same document limit as `run -f`
+      auto r = io::read_file_to_string(o->file, 64u << 20, io::ReadFrom::kFileOrStream);  // as `run -f`
       if (!r.ok()) return fail(r.error());
       text = std::move(*r);
     }

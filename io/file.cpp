@@ -76,56 +76,76 @@ class FaultyFile final : public File {
 
 }  // namespace
 
-Result<std::unique_ptr<File>> open_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+// Opens `path` read-only, refuses anything but a regular file unless `from` allows streams, and
+// hands back a blocking descriptor. *st gets its fstat. Where only regular files are wanted the
+// open does not block (O_NONBLOCK: opening a FIFO with no writer would wait forever, issue 13 item
+// 8); a stream the caller accepts (`-f <(cmd)`) is opened blocking, waiting for its writer, since a
+// non-blocking reader that came first would read end of file.
+Result<int> open_checked(const std::string& path, ReadFrom from, struct stat* st) {
+  const int nonblock = from == ReadFrom::kRegularFile ? O_NONBLOCK : 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | nonblock);
   if (fd < 0) {
     if (errno == ENOENT) return NotFound(path + ": no such file");
     return IOError(path + ": open", errno);
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd, st) != 0) {
     int e = errno;
     ::close(fd);
     return IOError(path + ": fstat", e);
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (S_ISDIR(st->st_mode)) {
     ::close(fd);
     return InvalidArgument(path + ": is a directory, expected a file");
   }
+  if (!S_ISREG(st->st_mode) && from != ReadFrom::kFileOrStream) {
+    ::close(fd);
+    const char* kind = S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISCHR(st->st_mode) ? "a character device"
+                       : S_ISSOCK(st->st_mode) ? "a socket" : S_ISBLK(st->st_mode) ? "a block device" : "not a regular file";
+    return InvalidArgument(path + ": is " + std::string(kind) + ", expected a regular file");
+  }
+  const int flags = nonblock ? ::fcntl(fd, F_GETFL) : 0;
+  if (nonblock && (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)) {
+    int e = errno;
+    ::close(fd);
+    return IOError(path + ": fcntl", e);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<File>> open_file(const std::string& path) {
+  struct stat st;
+  STRATA_ASSIGN_OR_RETURN(int fd, open_checked(path, ReadFrom::kRegularFile, &st));
   return std::unique_ptr<File>(new PosixFile(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
-Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes) {
-  STRATA_ASSIGN_OR_RETURN(auto f, open_file(path));
-  if (f->size() > max_bytes)
-    return ResourceExhausted(path + ": " + std::to_string(f->size()) + " bytes, more than the limit of " +
+Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes, ReadFrom from) {
+  struct stat st;
+  STRATA_ASSIGN_OR_RETURN(int fd, open_checked(path, from, &st));
+  FdHandle owned(fd);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (S_ISREG(st.st_mode) && size > max_bytes)
+    return ResourceExhausted(path + ": " + std::to_string(size) + " bytes, more than the limit of " +
                              std::to_string(max_bytes));
-  if (f->size() > 0) {
-    std::string s(static_cast<size_t>(f->size()), '\0');
-    STRATA_RETURN_IF_ERROR(f->read_at(0, s.size(), s.data()));
-    return s;
-  }
-  // Size 0 may be a pipe, a FIFO or /proc file (fstat does not know its length): read to EOF.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IOError(path + ": open", errno);
+  // Read to EOF in every case: size 0 may be a pipe, a FIFO or a /proc file (fstat does not know
+  // its length), and a regular file may grow while it is read; the limit holds either way.
   std::string s;
+  if (S_ISREG(st.st_mode)) s.reserve(static_cast<size_t>(size));
   char buf[1 << 16];
   for (;;) {
     ssize_t r = ::read(fd, buf, sizeof buf);
     if (r < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return IOError(path + ": read", e);
+      return IOError(path + ": read", errno);
     }
     if (r == 0) break;
-    s.append(buf, static_cast<size_t>(r));
-    if (s.size() > max_bytes) {
-      ::close(fd);
+    if (s.size() + static_cast<size_t>(r) > max_bytes)
       return ResourceExhausted(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
-    }
+    s.append(buf, static_cast<size_t>(r));
   }
-  ::close(fd);
   return s;
 }
 

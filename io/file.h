@@ -61,11 +61,19 @@ inline constexpr uint64_t kDirectIoAlign = 4096;
 // (EINVAL); other errors (missing file, EIO) are returned.
 [[nodiscard]] Result<bool> direct_read_works(const std::string& path);
 
-// Opens `path` for reading with O_RDONLY|O_CLOEXEC.
+// What a reader accepts at a path. Checkpoint files, configs, tokenizers and sessions must be
+// regular files (a FIFO there would block forever, issue 13 item 8); a user's document may come
+// through a pipe (`-f <(cmd)`).
+enum class ReadFrom { kRegularFile, kFileOrStream };
+
+// Opens `path` for reading (O_RDONLY|O_CLOEXEC). Errors: kNotFound (missing), kInvalidArgument (a
+// directory, FIFO, socket or device: "expected a regular file"), kIOError. Never blocks in open().
 [[nodiscard]] Result<std::unique_ptr<File>> open_file(const std::string& path);
 
-// Reads a whole (small) file into a string; kNotFound when it does not exist.
-[[nodiscard]] Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes = 1ull << 30);
+// Reads a whole (small) file into a string, at most `max_bytes` (kResourceExhausted beyond).
+// `from` says whether a FIFO/pipe/device is acceptable (read to EOF); errors as open_file.
+[[nodiscard]] Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes = 1ull << 30,
+                                                      ReadFrom from = ReadFrom::kRegularFile);
 
 // Writes `data` to `path` atomically: `path`.tmp.<pid> in the same directory (io/temp_file.h),
 // fsync, close, rename over `path`, fsync the directory; a stale temp file of `path` left by a

@@ -284,7 +284,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   const model::CompressedVocabMap vocab{std::move(cv.map), cv.n_classes};
   std::vector<int32_t> text_ids;
   if (!o.text_file.empty()) {
-    STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(o.text_file, 256u << 20));
+    STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream));
     text_ids = tok.encode(text, /*allow_special=*/false);
     if (text_ids.empty()) return InvalidArgument(o.text_file + ": no tokens");
   }
