@@ -48,7 +48,12 @@ Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what
       if (!o.is_number_unsigned()) return bad("data_offsets must be non-negative integers");
     const uint64_t b = (*off)[0].get<uint64_t>(), en = (*off)[1].get<uint64_t>();
     if (en < b) return bad("data_offsets end < begin");
-    const uint64_t want = static_cast<uint64_t>(t.shape.numel()) * dtype_size(t.dtype);
+    // The byte size in checked arithmetic: each dimension is at most 2^40 but their product is not
+    // bounded (a U8 [2^32, 2^32] tensor with offsets [0, 0] passed as 0 bytes; found by fuzzing).
+    uint64_t want = dtype_size(t.dtype);
+    for (int d = 0; d < t.shape.rank; ++d)
+      if (__builtin_mul_overflow(want, static_cast<uint64_t>(t.shape.dims[d]), &want))
+        return bad("shape " + t.shape.to_string() + " has more bytes than fit in 64 bits");
     if (en - b != want)
       return bad("data_offsets span " + std::to_string(en - b) + " bytes, expected " + std::to_string(want) +
                  " for " + std::string(dtype_name(t.dtype)) + " " + t.shape.to_string());

@@ -236,7 +236,10 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
 
   // The HF config lists a ratio per backbone layer plus the DSpark stages; accept a backbone-only
   // list by padding the stages with 0 (they are window-only).
-  if (static_cast<int>(c.compress_ratios.size()) == c.n_layers)
+  // Only counts validate() will accept are used here: a negative or huge num_nextn_predict_layers
+  // threw std::length_error or overflowed int (found by fuzz/config_fuzz); validate() names it.
+  if (static_cast<int>(c.compress_ratios.size()) == c.n_layers && c.n_layers >= 0 && c.n_layers <= 1024 &&
+      c.n_mtp_layers >= 0 && c.n_mtp_layers <= 64)
     c.compress_ratios.resize(static_cast<size_t>(c.n_layers + c.n_mtp_layers), 0);
   Status v = c.validate();
   if (!v.ok()) return v.with_context(what);

@@ -72,6 +72,14 @@ TEST(Safetensors, RefusesWrappingOffsetsAndUncoveredBytes) {
   EXPECT_TRUE(parse(R"({"__metadata__":{"format":"pt"}})", 100, 100).ok());
 }
 
+TEST(Safetensors, RefusesAShapeWhoseByteSizeOverflows) {
+  // [2^32, 2^32] U8: numel() wraps to 0 in int64, so offsets [0, 0] used to pass as an empty tensor.
+  auto r = parse_safetensors_header("x.safetensors", R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+                                    8, 8, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("more bytes than fit in 64 bits"), std::string::npos) << r.error().to_string();
+}
+
 TEST(Safetensors, RefusesDeepNestingBeforeParsing) {
   const std::string deep = "{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}";
   auto r = parse_safetensors_header("x.safetensors", deep, 8, 8, 0);

@@ -131,7 +131,11 @@ TEST(ModelConfig, BadValuesAreNamed) {
            // surfaced as "vector::_M_default_append".
            {"dspark_num_experts_per_tok", 1000, "dspark_num_experts_per_tok (1000) exceeds dspark_n_routed_experts"},
            {"dspark_num_experts_per_tok", -1, "dspark_num_experts_per_tok = -1 is outside [0, 65536]"},
-           {"dspark_n_routed_experts", -3, "dspark_n_routed_experts = -3 is outside [0, 65536]"}}) {
+           {"dspark_n_routed_experts", -3, "dspark_n_routed_experts = -3 is outside [0, 65536]"},
+           // Found by fuzz/config_fuzz: used to pad compress_ratios before the range check
+           // (std::length_error; signed overflow).
+           {"num_nextn_predict_layers", -100, "num_nextn_predict_layers = -100 is outside [0, 64]"},
+           {"num_nextn_predict_layers", 2147483647, "num_nextn_predict_layers = 2147483647 is outside [0, 64]"}}) {
     auto j = base;
     j["text_config"][field] = value;
     auto c = ModelConfig::parse(j.dump(), "config.json");
