@@ -1,5 +1,7 @@
 #include "chat/json_dumps.h"
 
+#include "core/json_nesting.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -133,29 +135,6 @@ std::string python_float_repr(double v) {
     out.append(digits, static_cast<size_t>(decpt), std::string::npos);
   }
   return out;
-}
-
-bool json_nests_deeper_than(std::string_view text, int max_depth) {
-  // Brackets inside strings do not count; escapes inside strings are skipped.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
 }
 
 Json parse_json_bounded(std::string_view text, int max_depth) {

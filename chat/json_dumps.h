@@ -34,9 +34,7 @@ inline constexpr int kMaxJsonNesting = 128;
 
 // nlohmann's parse(text, nullptr, /*allow_exceptions=*/false), except that text nested deeper than
 // `max_depth` arrays/objects is refused the same way as invalid JSON: the result is_discarded().
-// True when `text` opens more than max_depth nested arrays/objects (brackets inside JSON strings
-// do not count). A linear scan, safe to run before any recursive parser or serializer.
-bool json_nests_deeper_than(std::string_view text, int max_depth);
+// (The depth is found first by strata::json_nests_deeper_than, core/json_nesting.h.)
 Json parse_json_bounded(std::string_view text, int max_depth = kMaxJsonNesting);
 
 // Python repr() of a double ("0.1", "1e-05", "1e+16", "-0.0", "inf" is written as Infinity).

@@ -180,6 +180,9 @@ Command register_serve(CLI::App& app) {
                  "(default 60; then 408 and close)")->check(in_range(0.01, 86400));
   app.add_option("--write-timeout-s", o.write_timeout_s, "seconds a response (or one stream write) may wait for a "
                  "client that does not read (default 30)")->check(in_range(0.01, 86400));
+  app.add_option("--body-memory-mib", o.body_memory_mib, "MiB all request bodies being received may hold together "
+                 "(default 1024, at least --body-limit; a body past it gets 503 before it is read)")
+      ->check(in_range(1, 1 << 20));
   app.add_option("--model-id", o.model_id, "the served model id (default deepseek-v4.1-flash)");
   app.add_flag("--any-model", o.any_model, "accept every `model` value in requests");
   app.add_flag("--think,!--no-think", o.default_thinking, "thinking when a request does not say (default: on)");

@@ -1,9 +1,6 @@
-// Shape limits on JSON read from files, checked before the text reaches a parser.
-//
-// nlohmann::json builds a node per value: a 240 MB header of nested arrays took 69 s and 9 GB of
-// RSS to reject (issue 13 item 8), and deep nesting costs stack in recursive consumers. The files
-// strata reads have a known, shallow shape (a safetensors header is 3 levels deep, config.json 3,
-// tokenizer.json about 6), so anything much deeper is refused in one linear scan.
+// Shape limits on JSON read from files, checked before the text reaches a parser
+// (core/json_nesting.h says why). The files strata reads have a known, shallow shape (a safetensors
+// header is 3 levels deep, config.json 3, tokenizer.json about 6): anything much deeper is refused.
 #pragma once
 
 #include <string_view>
@@ -12,9 +9,8 @@
 
 namespace strata::io {
 
-// kCorruption naming `what` when `text` nests arrays/objects deeper than `max_depth` (brackets
-// inside strings, with escapes, do not count). O(n), no allocation. Does not validate the JSON
-// otherwise: the parser does that next.
+// kCorruption naming `what` when `text` nests arrays/objects deeper than `max_depth`
+// (strata::json_nests_deeper_than). Does not validate the JSON otherwise: the parser does that next.
 [[nodiscard]] Status check_json_nesting(std::string_view text, int max_depth, std::string_view what);
 
 }  // namespace strata::io

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "io/json_limits.h"
 
@@ -10,9 +11,22 @@ namespace strata::io {
 Result<std::vector<TensorInfo>> parse_safetensors_header(const std::string& what, const std::string& header_json,
                                                          uint64_t data_start, uint64_t file_size, int shard) {
   STRATA_RETURN_IF_ERROR(check_json_nesting(header_json, kMaxSafetensorsHeaderDepth, what + ": safetensors header"));
-  auto j = nlohmann::json::parse(header_json, nullptr, /*allow_exceptions=*/false);
+  // JSON objects may repeat a key and the parser keeps the last: two entries for one tensor name
+  // would let two readers of the same shard see different weights. Every top-level key is counted.
+  std::unordered_set<std::string> names;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t seen = [&](int depth, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && duplicate.empty() &&
+        !names.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  auto j = nlohmann::json::parse(header_json, seen, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    return Corruption(what + ": safetensors header is not a JSON object");
+    return Corruption(what + ": safetensors header is not valid JSON, or not a JSON object");
+  if (!duplicate.empty())
+    return Corruption(what + ": tensor '" + duplicate + "' appears twice in the safetensors header");
   if (data_start > file_size)
     return Corruption(what + ": header ends at byte " + std::to_string(data_start) + ", past the end of the file (" +
                       std::to_string(file_size) + " bytes)");

@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cmath>
+
 #include <initializer_list>
 
 #include "core/dtype.h"
@@ -79,6 +81,12 @@ class Binder {
     } else {
       for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(v.as<uint16_t>()[i]);
     }
+    // Norm weights, biases, mHC and sink parameters are few bytes: a NaN/Inf among them is corrupt
+    // bytes, and after a norm or an FP8 quantization it would come out as finite but wrong values.
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!std::isfinite(out[i]))
+        return Corruption("tensor '" + name + "': element " + std::to_string(i) + " is " +
+                          (std::isnan(out[i]) ? "NaN" : "infinite") + "; the checkpoint's bytes are corrupt");
     return out;
   }
 

@@ -408,6 +408,7 @@ Status HttpServer::start() {
   t.body_timeout = ms(opt_.body_timeout_s);
   t.write_timeout = ms(opt_.write_timeout_s);
   t.policy.body_limit_bytes = opt_.body_limit_bytes;
+  t.body_memory_limit_bytes = std::max(opt_.body_memory_mib << 20, opt_.body_limit_bytes);  // one body always fits
   t.policy.api_key = opt_.api_key;
   t.policy.max_header_fields = opt_.max_header_fields;
   http_ = std::make_unique<HttpTransport>(

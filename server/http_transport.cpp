@@ -91,6 +91,7 @@ struct HttpTransport::Impl {
   Answered answered;
   LingeringCloser closer;
   std::atomic<int> open{0};
+  std::atomic<int64_t> body_bytes{0};  // reserved by bodies being received (opt.body_memory_limit_bytes)
   std::atomic<bool> stopping{false};
   int port = 0;
   // Every open connection, for stop_accepting (only weak references: connections own themselves).
@@ -126,6 +127,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
     if (!ec) remote_ = ep.address().to_string();
   }
   ~Connection() override {
+    release_body();
     {
       std::lock_guard<std::mutex> l(t_.live_mu);
       t_.live.erase(this);
@@ -274,6 +276,17 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
       static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       write_all(fd_, std::string_view(kContinue, sizeof kContinue - 1), std::chrono::milliseconds(0));
     }
+    // Reserve the body's bytes from the budget all connections share, before any is read.
+    const auto declared = parser_->content_length();
+    const int64_t want = declared ? static_cast<int64_t>(*declared) : t_.opt.policy.body_limit_bytes;
+    if (t_.body_bytes.fetch_add(want) + want > t_.opt.body_memory_limit_bytes) {
+      t_.body_bytes.fetch_sub(want);
+      return early(unavailable("The server is receiving too many request bodies at once (" +
+                                   std::to_string(t_.opt.body_memory_limit_bytes >> 20) + " MiB); retry later",
+                               "overloaded"),
+                   true);
+    }
+    body_reserved_ = want;
     parser_->body_limit(static_cast<std::uint64_t>(t_.opt.policy.body_limit_bytes));
     arm(t_.opt.body_timeout);
     http::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
@@ -283,6 +296,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
   }
 
   void on_body(error_code ec) {
+    release_body();  // the body is read (or failed): it is the worker pool's, bounded there
     if (timed_out_)
       return early(ApiError{408, "invalid_request_error",
                             "The request body was not complete within " + seconds_text(t_.opt.body_timeout) + " s",
@@ -299,6 +313,11 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
     if (ec)
       return early(bad_request("The request body could not be read (" + ec.message() + ")", ""), true);
     dispatch();
+  }
+
+  void release_body() {
+    if (body_reserved_ > 0) t_.body_bytes.fetch_sub(body_reserved_);
+    body_reserved_ = 0;
   }
 
   void fill_request(const RequestHead& head) {
@@ -373,6 +392,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
   bool reading_ = false;  // waiting for (or reading) a request head: safe to close on stop
   bool client_close_ = false;
   int served_ = 0;
+  int64_t body_reserved_ = 0;  // bytes of t_.body_bytes this connection's body holds
 };
 
 }  // namespace

@@ -36,6 +36,10 @@ struct TransportOptions {
   std::chrono::milliseconds header_timeout{10000};         // whole head, from its first byte
   std::chrono::milliseconds keep_alive_timeout{5000};      // idle between requests
   std::chrono::milliseconds body_timeout{60000};           // whole body, after the head
+  // Bytes all connections together may hold in request bodies being received (declared length, or
+  // the body limit for a chunked body, reserved when the head is accepted): past it a new body gets
+  // 503 before it is read. Bounds stalled uploads: 512 connections x 64 MiB would be 32 GiB.
+  int64_t body_memory_limit_bytes = int64_t{1} << 30;
   std::chrono::milliseconds write_timeout{30000};          // one response (or one stream write)
   int max_requests_per_connection = 1000;
   HeadPolicy policy;

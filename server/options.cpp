@@ -22,6 +22,8 @@ Status ServerOptions::validate() const {
                                 {"--body-timeout-s", body_timeout_s},
                                 {"--write-timeout-s", write_timeout_s}})
     if (!(v >= 0.01 && v <= 86400)) return InvalidArgument(std::string(flag) + ": must be in 0.01..86400 seconds");
+  if (body_memory_mib < 1 || body_memory_mib > (int64_t{1} << 20))
+    return InvalidArgument("--body-memory-mib: must be in 1..1048576");
   if (http_threads < 0) return InvalidArgument("http threads: must be >= 0");
   if (model_id.empty()) return InvalidArgument("model id: must not be empty");
   return Status();

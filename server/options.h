@@ -44,6 +44,8 @@ struct ServerOptions {
   double keepalive_timeout_s = 5.0; // --keepalive-timeout-s: idle time between requests before close
   double body_timeout_s = 60.0;     // --body-timeout-s: the whole body once the head is read (408)
   double write_timeout_s = 30.0;    // --write-timeout-s: one response, or one write of a stream
+  int64_t body_memory_mib = 1024;   // --body-memory-mib: request bodies being received, all connections
+                                    // together (at least --body-limit); more get 503 before being read
   int http_threads = 0;             // 0 = parallel + max_queue + 8 (every waiting stream holds a thread)
   // TEST ONLY (--test-scripted-output): a request may carry "strata_test_output": TEXT, whose tokens
   // are emitted instead of sampled ones (then EOS), so tool calls and reasoning can be driven end to

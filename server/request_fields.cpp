@@ -1,6 +1,7 @@
 #include "server/request_fields.h"
 
 #include "chat/json_dumps.h"
+#include "core/json_nesting.h"
 
 #include <cmath>
 
@@ -168,9 +169,13 @@ ApiError check_unsupported(const Json& body, bool chat) {
 
 ApiError parse_body(const std::string& body, Json* out) {
   // Nesting is bounded before anything recursive (the serializer, the renderer) walks the value.
-  if (chat::json_nests_deeper_than(body, kMaxJsonDepth))
+  if (json_nests_deeper_than(body, kMaxJsonDepth))
     return bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "",
                        "invalid_json");
+  if (json_object_wider_than(body, kMaxJsonObjectMembers))
+    return bad_request("an object in the request body has more than " + std::to_string(kMaxJsonObjectMembers) +
+                           " members",
+                       "", "invalid_json");
   *out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded())
     return bad_request("the request body is not valid JSON (UTF-8)", "", "invalid_json");

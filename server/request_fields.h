@@ -54,6 +54,9 @@ inline constexpr size_t kMaxStopBytes = 1024;
 
 // Deepest nesting accepted in a request body (tool schemas are rendered recursively).
 inline constexpr int kMaxJsonDepth = 128;
+// Most members one object of a request body may have (Json keeps the client's key order, at a
+// cost quadratic in an object's size; tool schemas and logit_bias are far smaller).
+inline constexpr int kMaxJsonObjectMembers = 4096;
 
 // Parses the body as a JSON object: 400 invalid_json otherwise (not JSON, not UTF-8, not an object,
 // nested deeper than kMaxJsonDepth).

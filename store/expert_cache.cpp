@@ -350,24 +350,27 @@ Result<std::unique_ptr<ExpertLease>> ExpertCache::acquire(int id) {
   if (!s.ok()) s = reread(id);  // pinned and still kLoading: nobody else touches this slot
   lk.lock();
   stats_.expert_wait_ns += waited;
-  if (e.state == Entry::State::kLoading) {
-    loading_.erase(std::find(loading_.begin(), loading_.end(), id));
-    e.load.reset();
-    if (s.ok()) {
-      e.state = Entry::State::kReady;
-    } else {
-      e.state = Entry::State::kAbsent;
-      slot_owner_[static_cast<size_t>(e.slot)] = -1;
-      free_slots_.push_back(e.slot);
-      e.slot = -1;
-    }
-  }
+  if (e.state == Entry::State::kLoading) finish_load_locked(id, s.ok());
   if (!s.ok()) {
     --e.pins;
     start_deferred_locked();
     return s;  // names the tensor and offset (Checkpoint::read_range)
   }
   return std::unique_ptr<ExpertLease>(new Lease(view_of(id), this, id));
+}
+
+void ExpertCache::finish_load_locked(int id, bool ok) {
+  Entry& e = entries_[static_cast<size_t>(id)];
+  loading_.erase(std::find(loading_.begin(), loading_.end(), id));
+  e.load.reset();
+  if (ok) {
+    e.state = Entry::State::kReady;
+    return;
+  }
+  e.state = Entry::State::kAbsent;
+  slot_owner_[static_cast<size_t>(e.slot)] = -1;
+  free_slots_.push_back(e.slot);
+  e.slot = -1;
 }
 
 void ExpertCache::release(int id) {
@@ -407,18 +410,8 @@ Status ExpertCache::pin_permanently(std::span<const int> requested) {
       Status s = ld->batch.wait();
       if (!s.ok()) s = reread(id);  // pinned and kLoading: nobody else writes this slot
       lk.lock();
-      if (e.state == Entry::State::kLoading) {  // not settled meanwhile by an acquire of the same id
-        loading_.erase(std::find(loading_.begin(), loading_.end(), id));
-        e.load.reset();
-        if (s.ok()) {
-          e.state = Entry::State::kReady;
-        } else {
-          e.state = Entry::State::kAbsent;
-          slot_owner_[static_cast<size_t>(e.slot)] = -1;
-          free_slots_.push_back(e.slot);
-          e.slot = -1;
-        }
-      }
+      // Not settled meanwhile by an acquire of the same id:
+      if (e.state == Entry::State::kLoading) finish_load_locked(id, s.ok());
       if (!s.ok() && first.ok())
         first = s.with_context("pinning routed expert " + std::to_string(cat_.plan(id).key.expert) + " of layer " +
                                std::to_string(cat_.plan(id).key.layer));

@@ -83,6 +83,9 @@ class ExpertCache {
   int take_slot_locked(bool steal);
   // Marks finished reads of unpinned entries ready (or drops failed ones).
   void reap_locked();
+  // A pinned entry's read (and retry) ended: ready, or absent with its slot freed when !ok.
+  // REQUIRES: mu_ held, the entry kLoading.
+  void finish_load_locked(int id, bool ok);
   void start_deferred_locked();
   void touch_locked(Entry& e);
   // Counts a use as hit / in flight / miss (once per use: at the kDemand hint, else at acquire).

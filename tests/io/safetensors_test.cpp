@@ -72,6 +72,16 @@ TEST(Safetensors, RefusesWrappingOffsetsAndUncoveredBytes) {
   EXPECT_TRUE(parse(R"({"__metadata__":{"format":"pt"}})", 100, 100).ok());
 }
 
+TEST(Safetensors, RefusesATensorNamedTwice) {
+  // The JSON parser keeps the last of two equal keys: another reader could keep the first.
+  auto r = parse_safetensors_header("x.safetensors",
+                                    R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                    R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                    8, 16, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("tensor 'a' appears twice"), std::string::npos) << r.error().to_string();
+}
+
 TEST(Safetensors, RefusesAShapeWhoseByteSizeOverflows) {
   // [2^32, 2^32] U8: numel() wraps to 0 in int64, so offsets [0, 0] used to pass as an empty tensor.
   auto r = parse_safetensors_header("x.safetensors", R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",

@@ -374,6 +374,37 @@ TEST_F(HttpLimits, BodyDeadlineAnswers408) {
   EXPECT_TRUE(c.closed());
 }
 
+// Stalled uploads cannot add up past --body-memory-mib (found by the break-in review: ten clients
+// each stalling a 63 MB body held 630 MB; 512 could hold 32 GiB): the body that would pass the
+// budget gets 503 before it is read, and a finished or abandoned body gives its share back.
+TEST_F(HttpLimits, StalledBodiesShareOneMemoryBudget) {
+  ServerOptions o;
+  o.body_limit_bytes = 1 << 20;
+  o.body_memory_mib = 2;
+  start(o);
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n";
+  auto a = std::make_unique<Conn>(port());
+  auto b = std::make_unique<Conn>(port());
+  ASSERT_TRUE(a->send_all(head + "{\"messages\":"));
+  ASSERT_TRUE(b->send_all(head + "{\"messages\":"));
+  a->read_for(300ms);  // both heads accepted: 2 MiB reserved, nothing answered
+  EXPECT_EQ(a->got(), "");
+  EXPECT_EQ(b->got(), "");
+  Conn c(port());
+  ASSERT_TRUE(c.send_all(head + "{"));
+  const std::string& got = c.read_for(2000ms, "}}");
+  EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
+  EXPECT_NE(got.find("overloaded"), std::string::npos) << got;
+  // One stalled client leaves: its share is free again, and a small body is served.
+  a.reset();
+  std::this_thread::sleep_for(200ms);
+  Conn d(port());
+  ASSERT_TRUE(d.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"));
+  const std::string& got_d = d.read_for(3000ms, "}}");
+  EXPECT_EQ(got_d.rfind("HTTP/1.1 503", 0), 0u) << got_d;  // the model is not loaded: 503 model_loading
+  EXPECT_NE(got_d.find("model_loading"), std::string::npos) << got_d;
+}
+
 // An idle keep-alive connection is closed after --keepalive-timeout-s.
 TEST_F(HttpLimits, IdleKeepAliveIsClosed) {
   ServerOptions o;
@@ -411,6 +442,9 @@ TEST(HttpLimitOptions, Validated) {
   o = {};
   o.header_timeout_s = 0;
   EXPECT_NE(o.validate().message().find("--header-timeout-s"), std::string::npos);
+  o = {};
+  o.body_memory_mib = 0;
+  EXPECT_NE(o.validate().message().find("--body-memory-mib"), std::string::npos);
   o = {};
   EXPECT_TRUE(o.validate().ok());
 }
