@@ -43,16 +43,17 @@ int run_calibrate(const CalibrateOptions& o) {
   std::vector<int32_t> ids = lm->tok->encode(*text, /*special=*/false);
   if (ids.empty()) return fail(InvalidArgument(o.text_file + ": the text has no tokens"));
   if (o.max_tokens > 0 && static_cast<int64_t>(ids.size()) > o.max_tokens) ids.resize(static_cast<size_t>(o.max_tokens));
-  const StatsMark mark0 = StatsMark::take(*lm->model);
+  model::Activations act = lm->model->new_activations();
+  const StatsMark mark0 = StatsMark::take(*lm->model, act.profile);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar;  // on stderr when it is a terminal
-  auto r = tools::calibrate(*lm->model, ids, o.chunk, [&](int64_t done) {
+  auto r = tools::calibrate(*lm->model, act, ids, o.chunk, [&](int64_t done) {
     bar.on_event(ProgressEvent{"calibrate", "tokens", static_cast<uint64_t>(done), ids.size(), "", false});
   });
   bar.clear();
   if (!r.ok()) return fail(r.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const StatsMark mark1 = StatsMark::take(*lm->model);
+  const StatsMark mark1 = StatsMark::take(*lm->model, act.profile);
   r->model = o.model_dir;
   const std::string js = tools::hot_json(*r);
   if (Status s = io::write_file_atomic(o.out_file, js.data(), js.size()); !s.ok()) return fail(s);

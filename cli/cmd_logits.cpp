@@ -98,7 +98,8 @@ int run_logits(const LogitsOptions& o) {
   const std::string placement = m.store().describe();
   if (o.stats || !o.stats_json.empty()) std::fprintf(stderr, "strata: placement: %s\n", placement.c_str());
   using clock = std::chrono::steady_clock;
-  const StatsMark mark0 = StatsMark::take(m);
+  model::Activations act = m.new_activations();
+  const StatsMark mark0 = StatsMark::take(m, act.profile);
   const auto t0 = clock::now();
 
   // Prefill once, with logits for the requested positions plus the last one (for decode).
@@ -119,13 +120,25 @@ int run_logits(const LogitsOptions& o) {
   const bool draft = dump && m.has_dspark();
   std::vector<float> main_hidden;
   model::DSparkState dspark = m.new_dspark_state();
-  Status s = m.forward(cache, *ids, req, logits.data(), dump.get(), -1, draft ? &main_hidden : nullptr);
+  // One sequence: the prompt's rows take the prefill arithmetic, each decode step the decode
+  // arithmetic (model/forward_request.h), as the engine loop runs them.
+  auto run = [&](std::span<const int32_t> toks, model::RowKind kind, const model::LogitsRequest& lr, float* out) {
+    model::ForwardEntry e;
+    e.cache = &cache;
+    e.tokens = toks;
+    e.kind = kind;
+    e.logits = lr;
+    e.logits_out = out;
+    e.dspark_features = draft ? &main_hidden : nullptr;
+    return m.forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1), dump.get()}, act);
+  };
+  Status s = run(*ids, model::RowKind::kPrompt, req, logits.data());
   if (!s.ok()) return fail(s);
   if (draft) {
-    s = m.dspark_seed(dspark, main_hidden.data(), n, 0);
+    s = m.dspark_seed(dspark, main_hidden.data(), n, 0, act);
     if (!s.ok()) return fail(s);
   }
-  const StatsMark mark1 = StatsMark::take(m);
+  const StatsMark mark1 = StatsMark::take(m, act.profile);
   const auto t1 = clock::now();
   StatsMark mark2 = mark1;
   auto t2 = t1;
@@ -142,7 +155,7 @@ int run_logits(const LogitsOptions& o) {
       const int32_t tok[1] = {out.back()};
       if (dump) dump->begin_decode();
       model::LogitsRequest last;
-      s = m.forward(cache, tok, last, row.data(), dump.get(), -1, draft ? &main_hidden : nullptr);
+      s = run(tok, model::RowKind::kDecode, last, row.data());
       if (!s.ok()) return fail(s);
       if (!o.decode_logits_file.empty()) all_decode.insert(all_decode.end(), row.begin(), row.end());
       out.push_back(runtime::argmax(row));
@@ -150,7 +163,7 @@ int run_logits(const LogitsOptions& o) {
       const int64_t block = m.config().dspark_block_size;
       if (draft && n + k + 1 + block <= m.config().max_position_embeddings) {
         const auto d0 = clock::now();
-        auto d = m.dspark_draft(dspark, out.back(), main_hidden.data(), n + k);
+        auto d = m.dspark_draft(dspark, out.back(), main_hidden.data(), n + k, act);
         if (!d.ok()) return fail(d.error());
         dump->begin_dspark();
         const int64_t B = static_cast<int64_t>(d->confidence.size());
@@ -163,7 +176,7 @@ int run_logits(const LogitsOptions& o) {
     }
     // The decode phase's time without the drafts' (its store counters still include their reads).
     t2 = clock::now() - std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(draft_s));
-    mark2 = StatsMark::take(m);
+    mark2 = StatsMark::take(m, act.profile);
     if (!o.decode_logits_file.empty()) {
       s = io::write_file_atomic(o.decode_logits_file, all_decode.data(), all_decode.size() * sizeof(float));
       if (!s.ok()) return fail(s);

@@ -149,12 +149,12 @@ int run_run(const RunOptions& o) {
     std::fprintf(stderr, "strata: placement: %s\n", placement.c_str());
   // Counter snapshots at the phase boundaries: the first token arrives right after prefill.
   if (static_cast<int64_t>(prompt->size()) > 2 * g.prefill_chunk) g.prefill_progress = bar.fn();
-  const StatsMark mark0 = StatsMark::take(m);
+  const StatsMark mark0 = StatsMark::take(m, gen.activations().profile);
   StatsMark mark1;
   bool first_token = true;
   Status s = gen.generate(*prompt, g, [&](int32_t id) {
     if (first_token) {
-      mark1 = StatsMark::take(m);
+      mark1 = StatsMark::take(m, gen.activations().profile);
       first_token = false;
     }
     if (id == g.stop_ids[0]) return true;
@@ -182,7 +182,7 @@ int run_run(const RunOptions& o) {
               static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), why);
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
   if (o.stats || !o.stats_json.empty()) {
-    const StatsMark mark2 = StatsMark::take(m);
+    const StatsMark mark2 = StatsMark::take(m, gen.activations().profile);
     if (first_token) mark1 = mark2;
     const std::vector<PhaseStats> phases = {
         phase_between("prefill", mark0, mark1, st.prompt_tokens, st.prefill_s),

@@ -25,7 +25,7 @@ struct PhaseStats {
 struct StatsMark {
   store::PlacementStats store;
   model::ForwardProfile profile;
-  static StatsMark take(model::Model& m) { return StatsMark{m.store().stats(), m.profile()}; }
+  static StatsMark take(model::Model& m, const model::ForwardProfile& p) { return StatsMark{m.store().stats(), p}; }
 };
 PhaseStats phase_between(const std::string& name, const StatsMark& a, const StatsMark& b, int64_t tokens, double wall_s);
 

@@ -38,6 +38,12 @@ struct AttentionShared {
   bool have_topk = false, have_candidates = false;
 };
 
+// Reused buffers of the attention sublayer (owned by model::Activations).
+struct AttentionScratch {
+  std::vector<float> qr, kv, q, o, ring, union_rows, ocat;
+  std::vector<uint8_t> kvq;
+};
+
 struct AttentionContext {
   const ModelConfig& c;
   const RopeTable& rope;     // this layer's table (compressed layers: YaRN / compress_rope_theta)

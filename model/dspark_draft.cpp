@@ -9,7 +9,7 @@
 
 namespace strata::model {
 
-Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start) {
+Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start, Activations& act) const {
   if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
   if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
   // start may skip positions (a bounded-replay prefill has features of its tail only): the rings
@@ -18,18 +18,19 @@ Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, 
   if (start < st.n_seen)
     return InvalidArgument("DSpark: seeding positions " + std::to_string(start) + ".. but the state already holds 0.." +
                            std::to_string(st.n_seen - 1));
-  rope_window_.ensure(start + n);
-  ScopedNs timer(&profile_.dspark_ns);
+  act.rope_window.ensure(start + n);
+  ScopedNs timer(&act.profile.dspark_ns);
   std::vector<float> main_x(static_cast<size_t>(n * c_.dim));
   dspark_main_x(c_, w_.dspark, main_hidden, n, main_x.data(), pool_.get());
   // The stages' attention only stores the main model's KV here (DSparkBlock.forward, start_pos 0).
   for (size_t s = 0; s < w_.mtp.size(); ++s)
-    dspark_write_ring(c_, w_.mtp[s].attn, rope_window_, main_x.data(), n, start, st.stages[s], pool_.get());
+    dspark_write_ring(c_, w_.mtp[s].attn, act.rope_window, main_x.data(), n, start, st.stages[s], pool_.get());
   st.n_seen = start + n;
   return Status();
 }
 
-Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row, int64_t pos) {
+Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row, int64_t pos,
+                                        Activations& act) const {
   if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
   if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
   if (st.n_seen == 0) return InvalidArgument("DSpark: a draft needs the prompt's features first (dspark_seed)");
@@ -44,14 +45,14 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
   if (pos + 1 + B > c_.max_position_embeddings)
     return ResourceExhausted("DSpark: a draft block after position " + std::to_string(pos) +
                              " runs past max_position_embeddings " + std::to_string(c_.max_position_embeddings));
-  rope_window_.ensure(pos + 1 + B);
+  act.rope_window.ensure(pos + 1 + B);
   // The stages run as blocks, which time their sublayers into the forward profile: the draft's
   // time goes to dspark_ns only, so the main forward's sublayer times stay its own.
-  const ForwardProfile main_profile = profile_;
+  const ForwardProfile main_profile = act.profile;
   const auto t0 = std::chrono::steady_clock::now();
   auto restore_profile = [&] {
-    profile_ = main_profile;
-    profile_.dspark_ns += static_cast<uint64_t>(
+    act.profile = main_profile;
+    act.profile.dspark_ns += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   };
 
@@ -68,12 +69,12 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
   for (size_t s = 0; s < w_.mtp.size(); ++s) {
     const BlockWeights& bw = w_.mtp[s];
     LayerKvCache& ring = st.stages[s];
-    dspark_write_ring(c_, bw.attn, rope_window_, main_x.data(), 1, pos, ring, pool_.get());
+    dspark_write_ring(c_, bw.attn, act.rope_window, main_x.data(), 1, pos, ring, pool_.get());
     auto attend = [&](const float* u, float* f) {
-      dspark_attention(c_, bw.attn, rope_window_, u, B, pos, ring, pool_.get(), f);
+      dspark_attention(c_, bw.attn, act.rope_window, u, B, pos, ring, pool_.get(), f);
     };
     const Status st_block = block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, B, attend,
-                                          /*ahead=*/nullptr, /*obs=*/nullptr);
+                                          /*ahead=*/nullptr, /*obs=*/nullptr, &act.profile);
     if (!st_block.ok()) {
       restore_profile();
       return st_block;

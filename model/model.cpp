@@ -38,11 +38,7 @@ int64_t LogitsRequest::count(int64_t n_tokens) const {
 }
 
 Model::Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt)
-    : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger) {
-  rope_window_ = RopeTable(RopeParams{c.rope_head_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow});
-  rope_compressed_ = RopeTable(
-      RopeParams{c.rope_head_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor, c.beta_fast, c.beta_slow});
-}
+    : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger) {}
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const CompressedVocabMap& vocab,
                                            const ModelOptions& opt) {
@@ -107,7 +103,7 @@ void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> t
 }
 
 Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs) {
+                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof) const {
   const int64_t dim = c_.dim;
   const int hc = c_.hc_mult;
   std::vector<float> u(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
@@ -118,7 +114,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_pre(c_, x, pre_mix.data(), n, u.data());
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
   {
-    ScopedNs timer(&profile_.attention_ns);
+    ScopedNs timer(prof ? &prof->attention_ns : nullptr);
     attend(u.data(), f.data());
   }
   if (obs) obs->tensor("attn_out", layer, f, {n, dim});
@@ -129,7 +125,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_mixes(c_, bw.hc_ffn, x, n, &ffn_mix, pool_.get());
   hc_pre(c_, x, attn_mix.pre.data(), n, u.data());
   for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, ahead, &profile_));
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, ahead, prof));
   hc_post(c_, f.data(), ffn_mix, n, x);
   pre_mix = std::move(ffn_mix.pre);
   if (obs) {
@@ -155,8 +151,29 @@ void Model::embed(std::span<const int32_t> tokens, float* x) const {
   }
 }
 
-Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                      Observer* obs, int64_t decoder_tail, std::vector<float>* main_hidden) {
+Status Model::forward(const ForwardRequest& r, Activations& act) const {
+  if (r.entries.empty()) return InvalidArgument("forward: no entries");
+  if (r.entries.size() > 1 && r.obs) return InvalidArgument("forward: an observer needs a request of one entry");
+  for (size_t i = 0; i < r.entries.size(); ++i) {
+    const ForwardEntry& e = r.entries[i];
+    if (e.cache == nullptr) return InvalidArgument("forward: entry " + std::to_string(i) + " has no KvCache");
+    if (r.entries.size() > 1 && e.decoder_tail >= 0)
+      return InvalidArgument("forward: bounded replay (decoder_tail) needs a request of one entry");
+    for (size_t j = 0; j < i; ++j)
+      if (r.entries[j].cache == e.cache)
+        return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
+  }
+  for (ForwardEntry& e : r.entries) STRATA_RETURN_IF_ERROR(forward_entry(e, r.obs, act));
+  return Status();
+}
+
+Status Model::forward_entry(ForwardEntry& e, Observer* obs, Activations& act) const {
+  KvCache& cache = *e.cache;
+  const std::span<const int32_t> tokens = e.tokens;
+  const LogitsRequest& req = e.logits;
+  float* logits = e.logits_out;
+  const int64_t decoder_tail = e.decoder_tail;
+  std::vector<float>* main_hidden = e.dspark_features;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t start = cache.n_past;
   const int64_t dim = c_.dim;
@@ -188,13 +205,14 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
   }
   if (static_cast<int64_t>(cache.layers.size()) != c_.n_layers) return InvalidArgument("KvCache was not made by this model");
   if (main_hidden && !has_dspark()) return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
-  rope_window_.ensure(start + n);
-  rope_compressed_.ensure(start + n);
+  act.rope_window.ensure(start + n);
+  act.rope_compressed.ensure(start + n);
 
-  ScopedNs forward_timer(&profile_.forward_ns);
-  ++profile_.forwards;
-  profile_.tokens += static_cast<uint64_t>(n);
-  lookahead_.begin(w_.layers);
+  ForwardProfile& profile = act.profile;
+  ScopedNs forward_timer(&profile.forward_ns);
+  ++profile.forwards;
+  profile.tokens += static_cast<uint64_t>(n);
+  act.lookahead.begin(w_.layers);
 
   // Engram row ids for the whole chunk, computed from token ids before any layer runs (they depend
   // only on the tokens); every Engram layer's reads start now (sorted and deduplicated by the
@@ -225,18 +243,18 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
       STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], n, n_run,
-                                            x.data(), pool_.get(), obs, &profile_));
+                                            x.data(), pool_.get(), obs, &profile));
       if (obs) obs->tensor("after_engram", l, x, {n_run, hc, dim});
     }
     if (l == boundary) {
-      replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs);
+      replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs, act);
       if (n_run == 0) break;
     }
     if (features) features->capture(l, x.data(), n_run);
-    const RopeTable& rope = c_.compress_ratio(l) > 0 ? rope_compressed_ : rope_window_;
+    const RopeTable& rope = c_.compress_ratio(l) > 0 ? act.rope_compressed : act.rope_window;
     AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
     auto attend = [&](const float* u, float* f) { attention_forward(actx, l, bw.attn, u, n_run, start_run, f); };
-    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &lookahead_, obs));
+    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &act.lookahead, obs, &profile));
     // Only the last position's streams (hc * dim floats, nothing beside the layer's work): enough
     // to name where a corrupt weight or input turned the state non-finite (issue 13 item 7).
     if (first_nonfinite < 0 && !all_finite(x.data() + (n_run - 1) * hc * dim, hc * dim)) first_nonfinite = l;
@@ -251,7 +269,7 @@ Status Model::forward(KvCache& cache, std::span<const int32_t> tokens, const Log
   const int64_t n_out = req.count(n);
   const int64_t skipped = n - n_run;
   if (n_run > 0 && (n_out > 0 || obs)) {
-    ScopedNs head_timer(&profile_.head_ns);
+    ScopedNs head_timer(&profile.head_ns);
     std::vector<int64_t> rows;
     if (req.kind == LogitsRequest::Kind::kLast) rows = {n_run - 1};
     else if (req.kind == LogitsRequest::Kind::kAll || obs) {

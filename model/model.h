@@ -22,7 +22,9 @@
 #include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/dspark.h"
+#include "model/activations.h"
 #include "model/engram_hash.h"
+#include "model/forward_request.h"
 #include "model/kv_cache.h"
 #include "model/moe.h"
 #include "model/observer.h"
@@ -49,13 +51,6 @@ struct CompressedVocabMap {
   uint32_t n_classes = 0;
 };
 
-// Which prompt positions get logits.
-struct LogitsRequest {
-  enum class Kind { kNone, kLast, kAll, kRows } kind = Kind::kLast;
-  std::vector<int64_t> rows;  // chunk-relative positions for kRows, ascending
-  int64_t count(int64_t n_tokens) const;
-};
-
 // The CED encoder/decoder boundary of `c`: the first layer whose compress ratio is 1. Errors
 // (kNotSupported, naming the layer): no such layer, or a KV source after it (bounded replay could
 // not build that source's cache). Implemented in model/prefill_replay.cpp.
@@ -74,29 +69,26 @@ class Model {
 
   const ModelConfig& config() const { return c_; }
   const ModelWeights& weights() const { return w_; }
-  store::WeightStore& store() { return *store_; }
-  ThreadPool& pool() { return *pool_; }
-  // Where forward passes spent their time so far (snapshot and subtract per phase).
-  const ForwardProfile& profile() const { return profile_; }
+  store::WeightStore& store() const { return *store_; }
+  ThreadPool& pool() const { return *pool_; }
 
   // An empty cache for a new sequence.
   KvCache new_cache() const;
 
-  // Runs tokens at positions cache.n_past.. and appends them to the cache. Writes
-  // req.count(n) rows of vocab_size f32 logits to `logits` (may be null when none are requested).
-  // `decoder_tail` in [0, n) makes this chunk a CED bounded replay (ARCHITECTURE.md "CED prefill"):
-  // the encoder layers (before decoder_boundary()) and the first decoder layer's compressor run
-  // every token, the decoder layers only the chunk's last `decoder_tail` tokens (0: none, for a
-  // prefill chunk that is not the last); logits exist only for those tokens. -1 or >= n: exact.
-  // Errors: token id out of range, context beyond max_position_embeddings, logits rows outside the
-  // replayed tail (kInvalidArgument / kResourceExhausted, nothing changed); replay on a config with
-  // a KV source after the boundary (kNotSupported, nothing changed); a store read failure
-  // mid-forward (the cache is then left inconsistent: discard the sequence).
-  // `main_hidden` (may be null; needs DSpark): receives the DSpark features of the tokens the
-  // decoder ran (all n, or the replayed tail), [rows, dim * n_targets] (model/dspark.h).
-  [[nodiscard]] Status forward(KvCache& cache, std::span<const int32_t> tokens, const LogitsRequest& req, float* logits,
-                               Observer* obs = nullptr, int64_t decoder_tail = -1,
-                               std::vector<float>* main_hidden = nullptr);
+  // Scratch and per-call state for forward() (model/activations.h); one per engine loop.
+  Activations new_activations() const { return Activations(c_); }
+
+  // Runs every entry of `req` (model/forward_request.h): entry e's tokens at positions
+  // e.cache->n_past.., appended to its cache, its requested logits rows written to e.logits_out.
+  // Errors, all checked before any cache changes (nothing changed): no entries, an entry without
+  // tokens or cache, a cache in two entries or not made by this model, a token id out of range,
+  // a context beyond max_position_embeddings (kResourceExhausted), logits rows outside the entry or
+  // before a replayed tail, decoder_tail or an observer in a request of several entries, DSpark
+  // features asked of a checkpoint without DSpark stages (kNotSupported), replay on a config with
+  // a KV source after the CED boundary (kNotSupported). After that: a store read failure or
+  // non-finite logits mid-forward (kIOError / kCorruption; every entry's cache is then left
+  // inconsistent: discard those sequences).
+  [[nodiscard]] Status forward(const ForwardRequest& req, Activations& act) const;
 
   // ---- DSpark draft (model/dspark.h; implemented in model/dspark_draft.cpp) ----------------------
   // True when the checkpoint has DSpark stages (dspark_block_size > 0 and n_mtp_layers > 0).
@@ -106,13 +98,14 @@ class Model {
   // positions start.. (after a prefill chunk; Transformer.forward_spec at start_pos 0; start may
   // skip positions, as after a bounded replay). Errors: no DSpark (kNotSupported), positions before
   // the state's end (kInvalidArgument).
-  [[nodiscard]] Status dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start);
+  [[nodiscard]] Status dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, int64_t start,
+                                   Activations& act) const;
   // After a decode step at position `pos` whose features are main_hidden_row [dim * n_targets] and
   // whose greedy token is `token`: writes pos into the rings, runs the draft block through the
   // stages and the head (Transformer.forward_spec at start_pos = pos > 0). Errors as dspark_seed,
   // token out of range, a store read failure in a stage's MoE.
   [[nodiscard]] Result<DSparkDraft> dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row,
-                                                 int64_t pos);
+                                                 int64_t pos, Activations& act) const;
 
   // The CED encoder/decoder boundary: the first layer whose compress ratio is 1 (-1 if none).
   // Bounded replay needs every KV source at or before it (kNotSupported naming the layer otherwise).
@@ -127,7 +120,10 @@ class Model {
   // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out)`, MoE) on x [n, hc, dim].
   using AttendFn = std::function<void(const float* u, float* f)>;
   [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs);
+                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs,
+                                     ForwardProfile* prof) const;
+  // One entry through every layer (the body of forward() per entry).
+  [[nodiscard]] Status forward_entry(ForwardEntry& e, Observer* obs, Activations& act) const;
   // x [n, hc, dim] = the embeddings of `tokens`, copied into every hc stream.
   void embed(std::span<const int32_t> tokens, float* x) const;
   // Bounded replay at the boundary layer (model/prefill_replay.cpp): compresses all *n tokens into
@@ -135,7 +131,7 @@ class Model {
   // `tail` tokens and moves *start / *n to them.
   void replay_narrow(int layer, const BlockWeights& bw, std::vector<float>& x, std::vector<float>& pre_mix,
                      std::vector<int64_t>& engram_rows, AttentionShared& shared, int64_t tail, int64_t* start,
-                     int64_t* n, KvCache& cache, Observer* obs);
+                     int64_t* n, KvCache& cache, Observer* obs, Activations& act) const;
 
   ModelConfig c_;
   std::unique_ptr<store::WeightStore> store_;
@@ -145,10 +141,6 @@ class Model {
   std::vector<uint32_t> class_of_token_;
   uint32_t pad_class_ = 0;
   std::unique_ptr<EngramHasher> hasher_;
-  MoeLookahead lookahead_;  // layer-ahead expert prediction, carried across layers
-  ForwardProfile profile_;
-  RopeTable rope_window_;      // window-only layers: rope_theta, no YaRN
-  RopeTable rope_compressed_;  // compressed layers: compress_rope_theta with YaRN
 };
 
 }  // namespace strata::model

@@ -48,6 +48,11 @@ struct MoeLookahead {
   }
 };
 
+// Reused buffers of the MoE sublayer (owned by model::Activations).
+struct MoeScratch {
+  std::vector<float> xs, g, u, act, y, scale;
+};
+
 // `ahead` (may be null) enables the layer-ahead prefetch when the store wants it and scores the
 // previous prediction (store::WeightStore::record_prediction). `prof` (may be null) gets the time.
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,

@@ -40,14 +40,14 @@ Result<int> Model::decoder_boundary() const { return ced_decoder_boundary(c_); }
 
 void Model::replay_narrow(int layer, const BlockWeights& bw, std::vector<float>& x, std::vector<float>& pre_mix,
                           std::vector<int64_t>& engram_rows, AttentionShared& shared, int64_t tail, int64_t* start,
-                          int64_t* n, KvCache& cache, Observer* obs) {
+                          int64_t* n, KvCache& cache, Observer* obs, Activations& act) const {
   const int64_t dim = c_.dim, hc = c_.hc_mult, all = *n;
   // The boundary layer's attention input for every token, exactly as block_forward computes it:
   // collapse with the previous FFN's pre-mix, then attn_norm.
   std::vector<float> u(static_cast<size_t>(all * dim));
   hc_pre(c_, x.data(), pre_mix.data(), all, u.data());
   for (int64_t t = 0; t < all; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  AttentionContext actx{c_, rope_compressed_, cache, shared, pool_.get(), obs};
+  AttentionContext actx{c_, act.rope_compressed, cache, shared, pool_.get(), obs};
   attention_compress(actx, layer, bw.attn, u.data(), all, *start);
 
   // Keep the last `tail` tokens of everything that is per token.

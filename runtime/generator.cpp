@@ -11,7 +11,7 @@ Status GenerateOptions::validate() const {
   return sampler.validate();
 }
 
-Generator::Generator(model::Model& m) : m_(m), session_(m) {}
+Generator::Generator(model::Model& m) : m_(m), session_(m), act_(m.new_activations()) {}
 
 Status Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                            GenerateStats* stats) {
@@ -37,6 +37,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
     ao.mode = opt.prefill_mode;
     ao.progress = opt.prefill_progress;
     ao.cancel = opt.cancel;
+    ao.activations = &act_;
     if (Status s = session_.append(prompt, ao, logits.data()); !s.ok()) {
       if (s.code() == StatusCode::kCancelled && stats) {
         st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
@@ -48,6 +49,10 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   }
   st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
 
+  AppendOptions decode;
+  decode.chunk = 1;
+  decode.activations = &act_;
+  decode.kind = model::RowKind::kDecode;
   Sampler sampler(opt.sampler);
   auto t1 = clock::now();
   for (int i = 0; i < opt.max_new_tokens; ++i) {
@@ -64,12 +69,12 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
       st.cancelled = cancelled;
       if (opt.consume_last && !at_limit) {
         const int32_t one[1] = {tok};
-        STRATA_RETURN_IF_ERROR(session_.append(one, nullptr));
+        STRATA_RETURN_IF_ERROR(session_.append(one, decode));
       }
       break;
     }
     const int32_t one[1] = {tok};
-    STRATA_RETURN_IF_ERROR(session_.append(one, logits.data()));
+    STRATA_RETURN_IF_ERROR(session_.append(one, decode, logits.data()));
   }
   st.decode_s = std::chrono::duration<double>(clock::now() - t1).count();
   if (stats) *stats = st;

@@ -70,11 +70,14 @@ class Generator {
                                 GenerateStats* stats);
 
   Session& session() { return session_; }
+  // The forward scratch this generator's appends use (its profile counts their time).
+  model::Activations& activations() { return act_; }
   model::KvCache& cache() { return session_.cache(); }
 
  private:
   model::Model& m_;
   Session session_;
+  model::Activations act_;
 };
 
 }  // namespace strata::runtime

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 namespace strata::runtime {
@@ -62,6 +63,9 @@ Status Session::append(std::span<const int32_t> tokens, const AppendOptions& o, 
     while (ends.size() >= 2 && ends.back() - ends[ends.size() - 2] < min_last) ends.erase(ends.end() - 2);
 
   logits_.clear();
+  std::optional<model::Activations> own;
+  model::Activations* act = o.activations;
+  if (act == nullptr) act = &own.emplace(m_->new_activations());
   int64_t off = 0;
   for (size_t i = 0; i < ends.size(); ++i) {
     if (o.cancel && o.cancel->load()) return Cancelled("cancelled after " + std::to_string(off) + " prompt tokens");
@@ -74,8 +78,14 @@ Status Session::append(std::span<const int32_t> tokens, const AppendOptions& o, 
     req.kind = last ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
     if (last) logits_.resize(static_cast<size_t>(c.vocab_size));
     const int64_t before = cache_.n_past;
-    Status s = m_->forward(cache_, tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), req,
-                           last ? logits_.data() : nullptr, nullptr, tail);
+    model::ForwardEntry e;
+    e.cache = &cache_;
+    e.tokens = tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len));
+    e.kind = o.kind;
+    e.logits = req;
+    e.logits_out = last ? logits_.data() : nullptr;
+    e.decoder_tail = tail;
+    Status s = m_->forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1)}, *act);
     if (!s.ok()) {
       logits_.clear();
       // forward() validates before touching the cache; a failure after that leaves it half-written.

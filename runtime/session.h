@@ -53,6 +53,12 @@ struct AppendOptions {
   // Progress of this append ("prefill", tokens done of the append's total) after each chunk, and a
   // final event with `finished` set. May be empty (core/progress.h).
   ProgressFn progress;
+  // The forward's scratch (model/activations.h; not owned). Null: a temporary one per append, which
+  // rebuilds the RoPE tables, so the engine loop always passes its own.
+  model::Activations* activations = nullptr;
+  // kDecode: the rows take the decode arithmetic (model/forward_request.h), as the generation loop's
+  // sampled tokens do; kPrompt: the prefill arithmetic.
+  model::RowKind kind = model::RowKind::kPrompt;
 
   [[nodiscard]] Status validate() const;
 };

@@ -33,7 +33,7 @@ Status SchedulerOptions::validate() const {
 }
 
 Scheduler::Scheduler(model::Model& m, const SchedulerOptions& opt, Metrics* metrics)
-    : m_(m), opt_(opt), metrics_(metrics), slots_(static_cast<size_t>(std::max(1, opt.n_slots))) {
+    : m_(m), act_(m.new_activations()), opt_(opt), metrics_(metrics), slots_(static_cast<size_t>(std::max(1, opt.n_slots))) {
   const int64_t max_pos = m.config().max_position_embeddings;
   ctx_ = opt.ctx > 0 ? std::min(opt.ctx, max_pos) : max_pos;
   if (opt.prefix_cache_bytes > 0) {
@@ -254,6 +254,7 @@ void Scheduler::step(Slot& s) {
     runtime::AppendOptions ao;
     ao.chunk = opt_.prefill_chunk;
     ao.mode = runtime::PrefillMode::kExact;
+    ao.activations = &act_;
     const auto t0 = clock_type::now();
     const Status st = ses.append(std::span<const int32_t>(j.prompt).subspan(static_cast<size_t>(s.prefill_pos),
                                                                             static_cast<size_t>(n)),
@@ -297,6 +298,8 @@ void Scheduler::step(Slot& s) {
   const int32_t one[1] = {tok};
   runtime::AppendOptions ao;
   ao.chunk = 1;
+  ao.activations = &act_;
+  ao.kind = model::RowKind::kDecode;
   const auto t0 = clock_type::now();
   const Status st = ses.append(one, ao, s.logits.data());
   const auto dt = clock_type::now() - t0;

@@ -145,6 +145,7 @@ class Scheduler {
   int32_t next_token(Slot& s);
 
   model::Model& m_;
+  model::Activations act_;  // the forward scratch of the worker thread
   SchedulerOptions opt_;
   std::unique_ptr<runtime::PrefixCache> prefix_cache_;  // null when disabled
   int64_t ctx_;

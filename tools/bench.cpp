@@ -120,37 +120,45 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   r.prompt = static_cast<int64_t>(prompt.size());
   r.gen = gen;
   runtime::Session s(m);
+  model::Activations act = m.new_activations();
+  runtime::AppendOptions prefill;
+  prefill.chunk = chunk;
+  prefill.activations = &act;
+  runtime::AppendOptions decode;
+  decode.chunk = 1;
+  decode.activations = &act;
+  decode.kind = model::RowKind::kDecode;
   runtime::SamplerOptions so;
   so.temperature = 0;
   runtime::Sampler sampler(so);
   std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
   const uint64_t rb0 = os_read_bytes(), mf0 = major_faults();
   const store::PlacementStats st0 = m.store().stats();
-  const model::ForwardProfile fp0 = m.profile();
+  const model::ForwardProfile fp0 = act.profile;
   const auto t0 = clock_type::now();
   const std::span<const int32_t> all(prompt);
   for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(chunk)) {
     const size_t len = std::min(prompt.size() - off, static_cast<size_t>(chunk));
     const bool last = off + len == prompt.size();
-    STRATA_RETURN_IF_ERROR(s.append(all.subspan(off, len), last ? logits.data() : nullptr, chunk));
+    STRATA_RETURN_IF_ERROR(s.append(all.subspan(off, len), prefill, last ? logits.data() : nullptr));
     report_progress(progress, ProgressEvent{"prefill", "tokens", off + len, prompt.size(), "", false});
   }
   r.prefill_s = seconds_since(t0);
   int32_t tok = sampler.sample(logits);
   r.ttft_s = seconds_since(t0);
   report_progress(progress, ProgressEvent{"prefill", "tokens", prompt.size(), prompt.size(), "", true});
-  const model::ForwardProfile fp1 = m.profile();
+  const model::ForwardProfile fp1 = act.profile;
   const store::PlacementStats st1 = m.store().stats().since(st0);
   r.prefill_expert_acquires = st1.expert_acquires;
   r.prefill_expert_hits = st1.expert_hits;
   const auto t1 = clock_type::now();
   for (int64_t i = 1; i < gen; ++i) {
     const int32_t one[1] = {tok};
-    STRATA_RETURN_IF_ERROR(s.append(one, logits.data()));
+    STRATA_RETURN_IF_ERROR(s.append(one, decode, logits.data()));
     tok = sampler.sample(logits);
   }
   r.decode_s = gen > 1 ? seconds_since(t1) : 0;
-  const model::ForwardProfile pp = fp1.since(fp0), dp = m.profile().since(fp1);
+  const model::ForwardProfile pp = fp1.since(fp0), dp = act.profile.since(fp1);
   r.prefill_moe_s = static_cast<double>(pp.moe_ns) * 1e-9;
   r.prefill_engram_s = static_cast<double>(pp.engram_ns) * 1e-9;
   r.decode_moe_s = static_cast<double>(dp.moe_ns) * 1e-9;

@@ -41,7 +41,7 @@ double HotRanking::coverage(double share) const {
   return static_cast<double>(sum) / static_cast<double>(picks);
 }
 
-Result<HotRanking> calibrate(model::Model& m, std::span<const int32_t> ids, int64_t chunk,
+Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
                              const std::function<void(int64_t)>& progress) {
   if (ids.empty()) return InvalidArgument("calibrate: the text has no tokens");
   if (chunk <= 0) return InvalidArgument("calibrate: chunk must be positive");
@@ -52,7 +52,11 @@ Result<HotRanking> calibrate(model::Model& m, std::span<const int32_t> ids, int6
   none.kind = model::LogitsRequest::Kind::kNone;
   for (size_t off = 0; off < ids.size(); off += static_cast<size_t>(chunk)) {
     const size_t len = std::min(ids.size() - off, static_cast<size_t>(chunk));
-    STRATA_RETURN_IF_ERROR(m.forward(cache, ids.subspan(off, len), none, nullptr, &counter));
+    model::ForwardEntry e;
+    e.cache = &cache;
+    e.tokens = ids.subspan(off, len);
+    e.logits = none;
+    STRATA_RETURN_IF_ERROR(m.forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1), &counter}, act));
     if (progress) progress(static_cast<int64_t>(off + len));
   }
   HotRanking r;

@@ -42,7 +42,7 @@ struct HotRanking {
 
 // Runs `ids` through `m` in chunks of `chunk` tokens and ranks the experts. `progress` (may be
 // empty) gets tokens done after each chunk. Errors: empty ids, model errors.
-[[nodiscard]] Result<HotRanking> calibrate(model::Model& m, std::span<const int32_t> ids, int64_t chunk,
+[[nodiscard]] Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
                                            const std::function<void(int64_t)>& progress = {});
 
 // The hot file text (see the file comment).

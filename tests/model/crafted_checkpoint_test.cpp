@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/support/forward_one.h"
 #include "store/placement_options.h"
 #include "tests/support/checkpoint_copy.h"
 #include "tests/support/files.h"
@@ -141,7 +142,7 @@ TEST_F(Crafted, NonFiniteLogitsAreAnErrorNamingTheLayer) {
   const std::vector<int32_t> ids = prompt_ids();
   std::vector<float> row(static_cast<size_t>((*m)->config().vocab_size));
   KvCache cache = (*m)->new_cache();
-  Status s = (*m)->forward(cache, ids, LogitsRequest{}, row.data());
+  Status s = strata::test::forward_one(**m, cache, ids, LogitsRequest{}, row.data());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
   EXPECT_NE(s.message().find("not finite"), std::string::npos) << s.to_string();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "tests/support/forward_one.h"
 #include "runtime/sampler.h"
 #include "tests/support/npy.h"
 #include "tests/support/tiny_suite.h"
@@ -35,6 +36,7 @@ int64_t first_outside(const std::vector<float>& got, const std::vector<double>& 
 
 class DSparkTiny : public testing::TinyModelSuite<DSparkTiny> {
  protected:
+  model::Activations act_ = model_->new_activations();
   // Prefill of the fixture prompt (in chunks of `chunk`), seeding the draft after each chunk.
   void prefill(KvCache* cache, DSparkState* st, std::vector<float>* last_logits, std::vector<float>* hidden_all,
                int64_t chunk) {
@@ -43,8 +45,8 @@ class DSparkTiny : public testing::TinyModelSuite<DSparkTiny> {
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t m = std::min(chunk, n - s);
       std::span<const int32_t> part(ids_.data() + s, static_cast<size_t>(m));
-      ASSERT_TRUE(model_->forward(*cache, part, LogitsRequest{}, last_logits->data(), nullptr, -1, &mh).ok());
-      ASSERT_TRUE(model_->dspark_seed(*st, mh.data(), m, s).ok());
+      ASSERT_TRUE(strata::test::forward_one(*model_, *cache, part, LogitsRequest{}, last_logits->data(), nullptr, -1, &mh).ok());
+      ASSERT_TRUE(model_->dspark_seed(*st, mh.data(), m, s, act_).ok());
       if (hidden_all) hidden_all->insert(hidden_all->end(), mh.begin(), mh.end());
     }
   }
@@ -73,9 +75,9 @@ TEST_F(DSparkTiny, DraftMatchesOfficialForwardSpec) {
   int32_t tok = runtime::argmax(row);
   for (int64_t k = 0; k < steps; ++k) {
     const int32_t t[1] = {tok};
-    ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+    ASSERT_TRUE(strata::test::forward_one(*model_, cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
     tok = runtime::argmax(row);
-    auto d = model_->dspark_draft(st, tok, mh.data(), n + k);
+    auto d = model_->dspark_draft(st, tok, mh.data(), n + k, act_);
     ASSERT_TRUE(d.ok()) << d.error().to_string();
     for (int64_t j = 0; j <= B; ++j)
       EXPECT_EQ(d->ids[static_cast<size_t>(j)], gids[static_cast<size_t>(k * (B + 1) + j)]) << "step " << k << " id " << j;
@@ -100,8 +102,8 @@ TEST_F(DSparkTiny, ChunkedPrefillSeedsTheSameDraft) {
     std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
     prefill(&cache, &st, &row, nullptr, chunk);
     const int32_t t[1] = {runtime::argmax(row)};
-    ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
-    auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n);
+    ASSERT_TRUE(strata::test::forward_one(*model_, cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+    auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n, act_);
     ASSERT_TRUE(d.ok()) << d.error().to_string();
     drafts.push_back(*d);
   }
@@ -122,8 +124,8 @@ TEST_F(DSparkTiny, ReplayPrefillSeedsFromItsTail) {
   KvCache cache = model_->new_cache(), exact_cache = model_->new_cache();
   DSparkState st = model_->new_dspark_state();
   std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh, exact;
-  ASSERT_TRUE(model_->forward(exact_cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &exact).ok());
-  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, tail, &mh).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, exact_cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &exact).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, LogitsRequest{}, row.data(), nullptr, tail, &mh).ok());
   const int64_t width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
   ASSERT_EQ(static_cast<int64_t>(mh.size()), tail * width);
   for (int64_t t = 0; t < tail; ++t) {
@@ -133,10 +135,10 @@ TEST_F(DSparkTiny, ReplayPrefillSeedsFromItsTail) {
   }
   EXPECT_FALSE(std::equal(mh.begin() + c.dim, mh.begin() + width, exact.begin() + (n - tail) * width + c.dim))
       << "later targets run the decoder over the tail only: their features differ from the exact prefill's";
-  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), tail, n - tail).ok());
+  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), tail, n - tail, act_).ok());
   const int32_t t[1] = {runtime::argmax(row)};
-  ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
-  auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n);
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, t, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  auto d = model_->dspark_draft(st, runtime::argmax(row), mh.data(), n, act_);
   ASSERT_TRUE(d.ok()) << d.error().to_string();
   EXPECT_EQ(d->ids[0], runtime::argmax(row));
   for (int32_t id : d->ids) EXPECT_TRUE(id >= 0 && id < c.vocab_size);
@@ -149,18 +151,18 @@ TEST_F(DSparkTiny, SeedingGapLeavesOldEntriesOut) {
   const int64_t n = static_cast<int64_t>(ids_.size()), width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
   KvCache cache = model_->new_cache();
   std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
-  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
   ASSERT_GT(n, 120);
   DSparkState gap = model_->new_dspark_state(), fresh = model_->new_dspark_state();
-  ASSERT_TRUE(model_->dspark_seed(gap, mh.data(), 10, 0).ok());  // positions 0..9, long before the window
-  ASSERT_TRUE(model_->dspark_seed(gap, mh.data() + 100 * width, 1, 100).ok());
-  ASSERT_TRUE(model_->dspark_seed(fresh, mh.data() + 100 * width, 1, 100).ok());
-  const ForwardProfile before = model_->profile();
-  auto a = model_->dspark_draft(gap, 7, mh.data() + 101 * width, 101);
-  auto b = model_->dspark_draft(fresh, 7, mh.data() + 101 * width, 101);
+  ASSERT_TRUE(model_->dspark_seed(gap, mh.data(), 10, 0, act_).ok());  // positions 0..9, long before the window
+  ASSERT_TRUE(model_->dspark_seed(gap, mh.data() + 100 * width, 1, 100, act_).ok());
+  ASSERT_TRUE(model_->dspark_seed(fresh, mh.data() + 100 * width, 1, 100, act_).ok());
+  const ForwardProfile before = act_.profile;
+  auto a = model_->dspark_draft(gap, 7, mh.data() + 101 * width, 101, act_);
+  auto b = model_->dspark_draft(fresh, 7, mh.data() + 101 * width, 101, act_);
   ASSERT_TRUE(a.ok() && b.ok());
   // Draft time is the draft's own: the main forward's sublayer counters do not move.
-  const ForwardProfile spent = model_->profile().since(before);
+  const ForwardProfile spent = act_.profile.since(before);
   EXPECT_EQ(spent.attention_ns, 0u);
   EXPECT_EQ(spent.moe_ns, 0u);
   EXPECT_EQ(spent.forward_ns, 0u);
@@ -176,24 +178,24 @@ TEST_F(DSparkTiny, OutOfOrderPositionsAndBadTokensAreRejected) {
   KvCache cache = model_->new_cache();
   DSparkState st = model_->new_dspark_state();
   std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
-  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
-  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), n, 0).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  ASSERT_TRUE(model_->dspark_seed(st, mh.data(), n, 0, act_).ok());
   // Seeding again over positions the rings hold, drafting at a position that is not the next one,
   // a token outside the vocabulary, a state of another shape: errors, and the state is unchanged.
-  EXPECT_EQ(model_->dspark_seed(st, mh.data(), n, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->dspark_seed(st, mh.data(), n, 0, act_).code(), StatusCode::kInvalidArgument);
   const float* last = mh.data() + (n - 1) * c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size());
-  EXPECT_EQ(model_->dspark_draft(st, 5, last, n + 3).error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(model_->dspark_draft(st, static_cast<int32_t>(c.vocab_size), last, n).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->dspark_draft(st, 5, last, n + 3, act_).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->dspark_draft(st, static_cast<int32_t>(c.vocab_size), last, n, act_).error().code(), StatusCode::kInvalidArgument);
   DSparkState other;
-  EXPECT_EQ(model_->dspark_draft(other, 5, last, n).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(model_->dspark_draft(other, 5, last, n, act_).error().code(), StatusCode::kInvalidArgument);
   DSparkState unseeded = model_->new_dspark_state();
-  auto r = model_->dspark_draft(unseeded, 5, last, 1);
+  auto r = model_->dspark_draft(unseeded, 5, last, 1, act_);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("dspark_seed"), std::string::npos) << r.error().to_string();
-  const Status zero = model_->dspark_seed(unseeded, mh.data(), 0, 0);
+  const Status zero = model_->dspark_seed(unseeded, mh.data(), 0, 0, act_);
   EXPECT_NE(zero.message().find("at least one position"), std::string::npos) << zero.to_string();
   EXPECT_EQ(st.n_seen, n);
-  EXPECT_TRUE(model_->dspark_draft(st, 5, last, n).ok());
+  EXPECT_TRUE(model_->dspark_draft(st, 5, last, n, act_).ok());
   EXPECT_EQ(st.n_seen, n + 1);
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/support/forward_one.h"
 #include "runtime/sampler.h"
 #include "tests/support/npy.h"
 #include "tests/support/tiny_model.h"
@@ -106,7 +107,7 @@ TEST_F(V41Tiny, PrefillLogitsAndIntermediatesMatchOfficialCode) {
   LogitsRequest req;
   req.kind = LogitsRequest::Kind::kAll;
   std::vector<float> logits(static_cast<size_t>(S * V));
-  ASSERT_TRUE(model_->forward(cache, ids_, req, logits.data(), &rec).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, req, logits.data(), &rec).ok());
 
   // Logits at the fixture's positions; argmax at every position.
   Npy pos = load_npy(golden("prefill_logits_positions.npy"));
@@ -186,7 +187,7 @@ TEST_F(V41Tiny, GreedyDecodeMatchesFixedTarget) {
   const int64_t V = model_->config().vocab_size;
   KvCache cache = model_->new_cache();
   std::vector<float> row(static_cast<size_t>(V));
-  ASSERT_TRUE(model_->forward(cache, ids_, LogitsRequest{}, row.data()).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, LogitsRequest{}, row.data()).ok());
   auto gold_tokens = load_npy(golden("decode_tokens_fixed.npy")).as<int64_t>();
   auto gold_logits = load_npy(golden("decode_logits_fixed.npy")).to_f64();
   const size_t steps = gold_tokens.size() - 1;
@@ -194,7 +195,7 @@ TEST_F(V41Tiny, GreedyDecodeMatchesFixedTarget) {
   std::vector<int32_t> toks{runtime::argmax(row)};
   for (size_t k = 0; k < steps; ++k) {
     const int32_t t[1] = {toks.back()};
-    ASSERT_TRUE(model_->forward(cache, t, LogitsRequest{}, row.data(), &rec).ok());
+    ASSERT_TRUE(strata::test::forward_one(*model_, cache, t, LogitsRequest{}, row.data(), &rec).ok());
     std::vector<double> ref(gold_logits.begin() + k * V, gold_logits.begin() + (k + 1) * V);
     size_t at = 0;
     EXPECT_LE(worst_ratio(row.data(), ref, kLogitAbs, kLogitRel, &at), 1.0) << "decode step " << k << " vocab id " << at;
@@ -247,7 +248,7 @@ TEST_F(V41Tiny, ChunkedPrefillAndDecodeEqualOnePrefill) {
   LogitsRequest every;
   every.kind = LogitsRequest::Kind::kAll;
   std::vector<float> ref(static_cast<size_t>(n * V));
-  ASSERT_TRUE(model_->forward(one, all, every, ref.data()).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, one, all, every, ref.data()).ok());
   // Chunks of 1, 60, 17, 119, then single tokens.
   KvCache cache = model_->new_cache();
   std::vector<int64_t> cuts{1, 61, 78, 197, 198, 199, 200, 201, 202};
@@ -257,7 +258,7 @@ TEST_F(V41Tiny, ChunkedPrefillAndDecodeEqualOnePrefill) {
     LogitsRequest r;
     r.kind = LogitsRequest::Kind::kAll;
     std::span<const int32_t> chunk(all.data() + prev, static_cast<size_t>(cut - prev));
-    ASSERT_TRUE(model_->forward(cache, chunk, r, got.data() + prev * V).ok());
+    ASSERT_TRUE(strata::test::forward_one(*model_, cache, chunk, r, got.data() + prev * V).ok());
     prev = cut;
   }
   ASSERT_EQ(prev, n);
@@ -271,11 +272,11 @@ TEST_F(V41Tiny, ChunkedPrefillAndDecodeEqualOnePrefill) {
 TEST_F(V41Tiny, BadTokensAndContextAreRejectedWithoutSideEffects) {
   KvCache cache = model_->new_cache();
   const int32_t bad[2] = {5, static_cast<int32_t>(model_->config().vocab_size)};
-  Status s = model_->forward(cache, bad, LogitsRequest{}, nullptr);
+  Status s = strata::test::forward_one(*model_, cache, bad, LogitsRequest{}, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s.to_string();
   EXPECT_EQ(cache.n_past, 0);
-  Status e = model_->forward(cache, std::span<const int32_t>(), LogitsRequest{}, nullptr);
+  Status e = strata::test::forward_one(*model_, cache, std::span<const int32_t>(), LogitsRequest{}, nullptr);
   EXPECT_EQ(e.code(), StatusCode::kInvalidArgument);
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
 #include "tests/support/tiny_model.h"
 #include "tests/support/tiny_suite.h"
@@ -21,7 +22,7 @@ class ReplayTiny : public testing::TinyModelSuite<ReplayTiny> {
   static std::vector<float> last_logits(KvCache& cache, std::span<const int32_t> t, int64_t tail) {
     std::vector<float> l(static_cast<size_t>(model_->config().vocab_size));
     LogitsRequest req;  // kLast
-    Status s = model_->forward(cache, t, req, l.data(), nullptr, tail);
+    Status s = strata::test::forward_one(*model_, cache, t, req, l.data(), nullptr, tail);
     EXPECT_TRUE(s.ok()) << s.to_string();
     return l;
   }
@@ -81,8 +82,8 @@ TEST_F(ReplayTiny, ChunkedReplayEqualsOneReplayAndDecodeContinues) {
   KvCache one = model_->new_cache(), chunked = model_->new_cache();
   auto l1 = last_logits(one, ids_, W);
   std::span<const int32_t> all(ids_);
-  ASSERT_TRUE(model_->forward(chunked, all.subspan(0, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
-  ASSERT_TRUE(model_->forward(chunked, all.subspan(64, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, chunked, all.subspan(0, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, chunked, all.subspan(64, 64), LogitsRequest{LogitsRequest::Kind::kNone, {}}, nullptr, nullptr, 0).ok());
   auto l2 = last_logits(chunked, all.subspan(128, static_cast<size_t>(n - 128)), W);
   EXPECT_EQ(std::memcmp(l1.data(), l2.data(), l1.size() * sizeof(float)), 0);
   // Decode after replay runs every layer normally (exact decode over the replayed state).
@@ -97,20 +98,20 @@ TEST_F(ReplayTiny, LogitsOnlyForTheTail) {
   LogitsRequest all;
   all.kind = LogitsRequest::Kind::kAll;
   std::vector<float> buf(static_cast<size_t>(ids_.size() * model_->config().vocab_size));
-  Status s = model_->forward(cache, ids_, all, buf.data(), nullptr, 16);
+  Status s = strata::test::forward_one(*model_, cache, ids_, all, buf.data(), nullptr, 16);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   LogitsRequest rows;
   rows.kind = LogitsRequest::Kind::kRows;
   rows.rows = {10};
-  s = model_->forward(cache, ids_, rows, buf.data(), nullptr, 16);
+  s = strata::test::forward_one(*model_, cache, ids_, rows, buf.data(), nullptr, 16);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("before the replayed tail"), std::string::npos) << s.to_string();
   LogitsRequest last;  // a chunk with no decoder tail has no last logits
-  s = model_->forward(cache, ids_, last, buf.data(), nullptr, 0);
+  s = strata::test::forward_one(*model_, cache, ids_, last, buf.data(), nullptr, 0);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(cache.n_past, 0);  // nothing ran
   rows.rows = {196};
-  EXPECT_TRUE(model_->forward(cache, ids_, rows, buf.data(), nullptr, 16).ok());
+  EXPECT_TRUE(strata::test::forward_one(*model_, cache, ids_, rows, buf.data(), nullptr, 16).ok());
 }
 
 TEST(ReplayConfig, BoundaryRules) {

@@ -1,6 +1,7 @@
 // Session over the v41-tiny checkpoint: chunks at absolute positions (so how a history was split
 // into appends does not change the numbers), boundary callbacks, replay mode, copies as
 // independent snapshots, and a generation continued from a session equal to an uninterrupted one.
+#include "tests/support/forward_one.h"
 #include "runtime/session.h"
 
 #include <gtest/gtest.h>
@@ -70,7 +71,7 @@ TEST_F(SessionTiny, ReplayModeRunsTheDecoderOverTheTailOnly) {
   // Same as one replayed forward over everything.
   model::KvCache k = model_->new_cache();
   std::vector<float> l(static_cast<size_t>(model_->config().vocab_size));
-  ASSERT_TRUE(model_->forward(k, ids_, model::LogitsRequest{}, l.data(), nullptr, model_->config().window_size).ok());
+  ASSERT_TRUE(strata::test::forward_one(*model_, k, ids_, model::LogitsRequest{}, l.data(), nullptr, model_->config().window_size).ok());
   EXPECT_TRUE(same(r.last_logits(), l));
   // A short append in replay mode is exact.
   Session e(*model_), rs(*model_);

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/support/forward_one.h"
 #include "io/checkpoint.h"
 #include "io/file.h"
 #include "runtime/sampler.h"
@@ -96,12 +97,12 @@ Result<Outputs> run(model::Model& m, int steps = 8) {
   model::KvCache cache = m.new_cache();
   model::LogitsRequest all;
   all.kind = model::LogitsRequest::Kind::kAll;
-  STRATA_RETURN_IF_ERROR(m.forward(cache, ids, all, o.prefill.data()));
+  STRATA_RETURN_IF_ERROR(strata::test::forward_one(m, cache, ids, all, o.prefill.data()));
   std::vector<float> row(o.prefill.end() - V, o.prefill.end());
   o.tokens.push_back(runtime::argmax(row));
   for (int k = 0; k < steps; ++k) {
     const int32_t t[1] = {o.tokens.back()};
-    STRATA_RETURN_IF_ERROR(m.forward(cache, t, model::LogitsRequest{}, row.data()));
+    STRATA_RETURN_IF_ERROR(strata::test::forward_one(m, cache, t, model::LogitsRequest{}, row.data()));
     o.decode.insert(o.decode.end(), row.begin(), row.end());
     o.tokens.push_back(runtime::argmax(row));
   }
@@ -277,7 +278,7 @@ TEST_P(ExpertFault, FailsTheRequestNamingTensorAndOffsetThenRecovers) {
   const int64_t V = m.config().vocab_size;
   std::vector<float> row(static_cast<size_t>(V));
   model::KvCache cache = m.new_cache();
-  ASSERT_TRUE(m.forward(cache, ids, model::LogitsRequest{}, row.data()).ok());
+  ASSERT_TRUE(strata::test::forward_one(m, cache, ids, model::LogitsRequest{}, row.data()).ok());
 
   // Break the w2 bytes of every expert of layer 3 (some of them the next step will need).
   const io::Checkpoint& ck = ts.checkpoint();
@@ -295,7 +296,7 @@ TEST_P(ExpertFault, FailsTheRequestNamingTensorAndOffsetThenRecovers) {
   ts.mutable_checkpoint().replace_shard_file(shard, std::move(f));
 
   const int32_t t[1] = {runtime::argmax(row)};
-  Status s = m.forward(cache, t, model::LogitsRequest{}, row.data());
+  Status s = strata::test::forward_one(m, cache, t, model::LogitsRequest{}, row.data());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), GetParam() ? StatusCode::kIOError : StatusCode::kCorruption) << s.to_string();
   EXPECT_NE(s.message().find("layers.3.ffn.experts."), std::string::npos) << s.to_string();
@@ -337,7 +338,7 @@ TEST_F(TieredTiny, EngramReadErrorNamesTheTableAndOffset) {
   ts.mutable_checkpoint().replace_shard_file(t->shard, std::move(f));
   std::vector<float> row(static_cast<size_t>(m.config().vocab_size));
   model::KvCache cache = m.new_cache();
-  Status s = m.forward(cache, prompt_ids(), model::LogitsRequest{}, row.data());
+  Status s = strata::test::forward_one(m, cache, prompt_ids(), model::LogitsRequest{}, row.data());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("layers.1.engram.embed.weight"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("at offset "), std::string::npos) << s.to_string();
@@ -364,7 +365,7 @@ TEST_F(TieredTiny, ShardThatChangedSizeIsAClearError) {
     }
     std::vector<float> row(static_cast<size_t>(m.config().vocab_size));
     model::KvCache cache = m.new_cache();
-    Status s = m.forward(cache, prompt_ids(), model::LogitsRequest{}, row.data());
+    Status s = strata::test::forward_one(m, cache, prompt_ids(), model::LogitsRequest{}, row.data());
     ASSERT_FALSE(s.ok()) << load_mode_name(mode);
     EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
     EXPECT_NE(s.message().find("changed size since load"), std::string::npos) << s.to_string();

@@ -37,7 +37,8 @@ TEST(Calibrate, CountsEveryRouterPickAndRoundTripsTheHotFile) {
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   const std::vector<int32_t> ids = prompt_ids();
   int64_t progress = 0;
-  auto r = calibrate(**m, ids, 64, [&](int64_t done) { progress = done; });
+  model::Activations act = (*m)->new_activations();
+  auto r = calibrate(**m, act, ids, 64, [&](int64_t done) { progress = done; });
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   const model::ModelConfig& c = (*m)->config();
   EXPECT_EQ(progress, static_cast<int64_t>(ids.size()));

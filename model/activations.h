@@ -1,0 +1,48 @@
+// Activations: the scratch and per-call state of Model::forward, in one object (llama2.c's RunState,
+// gemma.cpp's Activations), so that the Model holds only config, weights and store and is const
+// during a forward.
+//
+// Holds the residual streams and sublayer buffers, sized for the largest batch seen and reused (a
+// decode step allocates nothing once the object has served one step of that size), the RoPE tables
+// (grown to the longest position seen), the layer-ahead expert prediction carried across layers,
+// and the profile counters of the forwards that used it.
+// Thread safety: one forward at a time per Activations. One engine loop owns one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/moe.h"
+#include "model/profile.h"
+#include "model/rope.h"
+
+namespace strata::model {
+
+struct AttentionScratch;
+struct MoeScratch;
+
+class Activations {
+ public:
+  // Empty buffers shaped for `c` (they grow on first use).
+  explicit Activations(const ModelConfig& c);
+  ~Activations();
+  Activations(Activations&&) noexcept;
+  Activations& operator=(Activations&&) noexcept;
+
+  // Where the forwards that used this object spent their time (snapshot and subtract per phase).
+  ForwardProfile profile;
+
+  // ---- used by the forward pass (model/) ----
+  RopeTable rope_window;      // window-only layers: rope_theta, no YaRN
+  RopeTable rope_compressed;  // compressed layers: compress_rope_theta with YaRN
+  MoeLookahead lookahead;     // layer-ahead expert prediction, carried across layers
+  // Per-row buffers of the batch: x [rows, hc, dim] residual streams, pre_mix [rows, hc], u/f
+  // [rows, dim] sublayer input/output.
+  std::vector<float> x, pre_mix, u, f;
+  std::unique_ptr<AttentionScratch> attn;
+  std::unique_ptr<MoeScratch> moe;
+};
+
+}  // namespace strata::model
