@@ -51,10 +51,11 @@ const detail::LevelKernels* table(KernelLevel level) {
 }
 
 template <class W, class Ref>
-void linear_at(KernelLevel level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool, Ref ref_fn) {
+void linear_at(KernelLevel level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool, RowPath path,
+               Ref ref_fn) {
   const detail::LevelKernels* t = table(level);
-  if (t == nullptr) ref_fn(x, n, w, y);
-  else detail::run_linear(*t, x, n, w, y, pool);
+  if (t == nullptr) ref_fn(x, n, w, y);  // the reference computes every row alike: no regimes
+  else detail::run_linear(*t, x, n, w, y, pool, path);
 }
 
 template <class W, class Ref>
@@ -89,17 +90,21 @@ void act_quant_fp8_inplace(float* x, int64_t n, int block, KernelLevel level) {
   else t->act_quant_fp8(x, n);
 }
 
-void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level) {
-  linear_at(level, x, n, w, y, pool, [](const float* a, int64_t m, const Fp8Weight& b, float* c) { ref::linear_fp8(a, m, b, c); });
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path) {
+  linear_at(level, x, n, w, y, pool, path, [](const float* a, int64_t m, const Fp8Weight& b, float* c) { ref::linear_fp8(a, m, b, c); });
 }
-void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level) {
-  linear_at(level, x, n, w, y, pool, [](const float* a, int64_t m, const Fp4Weight& b, float* c) { ref::linear_fp4(a, m, b, c); });
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path) {
+  linear_at(level, x, n, w, y, pool, path, [](const float* a, int64_t m, const Fp4Weight& b, float* c) { ref::linear_fp4(a, m, b, c); });
 }
-void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, KernelLevel level) {
-  linear_at(level, x, n, w, y, pool, [](const float* a, int64_t m, const Bf16Weight& b, float* c) { ref::linear_bf16(a, m, b, c); });
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path) {
+  linear_at(level, x, n, w, y, pool, path, [](const float* a, int64_t m, const Bf16Weight& b, float* c) { ref::linear_bf16(a, m, b, c); });
 }
-void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level) {
-  linear_at(level, x, n, w, y, pool, [](const float* a, int64_t m, const F32Weight& b, float* c) { ref::linear_f32(a, m, b, c); });
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path) {
+  linear_at(level, x, n, w, y, pool, path, [](const float* a, int64_t m, const F32Weight& b, float* c) { ref::linear_f32(a, m, b, c); });
 }
 
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level) {
@@ -113,14 +118,14 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 }
 
 void act_quant_fp8_inplace(float* x, int64_t n, int block) { act_quant_fp8_inplace(x, n, block, best_kernel_level()); }
-void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
-  linear_fp8(x, n, w, y, pool, best_kernel_level());
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, RowPath path) {
+  linear_fp8(x, n, w, y, pool, best_kernel_level(), path);
 }
-void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool) {
-  linear_fp4(x, n, w, y, pool, best_kernel_level());
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, RowPath path) {
+  linear_fp4(x, n, w, y, pool, best_kernel_level(), path);
 }
-void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool) {
-  linear_bf16(x, n, w, y, pool, best_kernel_level());
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, RowPath path) {
+  linear_bf16(x, n, w, y, pool, best_kernel_level(), path);
 }
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool) {
   linear_fp8_batch(jobs, pool, best_kernel_level());
@@ -131,8 +136,8 @@ void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* po
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool) {
   linear_bf16_batch(jobs, pool, best_kernel_level());
 }
-void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool) {
-  linear_f32(x, n, w, y, pool, best_kernel_level());
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, RowPath path) {
+  linear_f32(x, n, w, y, pool, best_kernel_level(), path);
 }
 
 }  // namespace strata::kernels

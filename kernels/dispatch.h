@@ -34,12 +34,16 @@ KernelLevel best_kernel_level();
 // Forced-level versions of the dispatched entry points. REQUIRES: kernel_level_supported(level).
 // kScalar runs the references in kernels::ref (serial; `pool` is ignored).
 void act_quant_fp8_inplace(float* x, int64_t n, int block, KernelLevel level);
-void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level);
-void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level);
-void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, KernelLevel level);
-void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level);
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path = RowPath::kAuto);
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path = RowPath::kAuto);
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                 RowPath path = RowPath::kAuto);
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool, KernelLevel level,
+                RowPath path = RowPath::kAuto);
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
-                           KernelLevel level);
+                           KernelLevel level, RowPath path = RowPath::kAuto);
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level);
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level);
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool, KernelLevel level);

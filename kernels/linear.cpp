@@ -145,8 +145,26 @@ const FormatKernels<W>& format_of(const LevelKernels& level) {
   else return level.f32;
 }
 
+// Whether the rows of a call take the matvec (RowPath; kAuto: n below the GEMM threshold).
 template <class W>
-void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
+bool use_matvec(const FormatKernels<W>& f, int64_t n, RowPath path) {
+  if (f.engine == nullptr) return true;
+  if (path == RowPath::kDecode) return true;
+  if (path == RowPath::kPrompt) return false;
+  return n < f.gemm_min_rows;
+}
+
+// The row count `supports` judges: the regime is what matters to it (the BF16 level's FP4 matvec
+// takes any scale, its GEMM does not), so a forced regime is shown as a count inside it.
+template <class W>
+int64_t regime_rows(const FormatKernels<W>& f, int64_t n, RowPath path) {
+  if (path == RowPath::kDecode) return 1;
+  if (path == RowPath::kPrompt) return std::max(n, f.gemm_min_rows);
+  return n;
+}
+
+template <class W>
+void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool, RowPath path) {
   if (n <= 0 || w.out <= 0) return;
   if constexpr (std::is_same_v<W, Bf16Weight>) {
     STRATA_DCHECK(!w.blocked || w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
@@ -155,12 +173,12 @@ void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float
     STRATA_DCHECK(w.in % 32 == 0, "linear_fp8/fp4: in must be a multiple of 32");
   }
   const FormatKernels<W>& f = format_of<W>(level);
-  if (f.supports != nullptr && !f.supports(w, n)) {
+  if (f.supports != nullptr && !f.supports(w, regime_rows(f, n, path))) {
     STRATA_CHECK(level.fallback != nullptr, "kernels: level without fallback refused a weight");
-    run(*level.fallback, x, n, w, y, pool);
+    run(*level.fallback, x, n, w, y, pool, path);
     return;
   }
-  if (n < f.gemm_min_rows || f.engine == nullptr) run_matvec(f, x, n, w, y, pool);
+  if (use_matvec(f, n, path)) run_matvec(f, x, n, w, y, pool);
   else run_gemm(level, f, x, n, w, y, pool);
 }
 
@@ -179,18 +197,18 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
   for (size_t j = 0; j < jobs.size(); ++j) {
     const LinearJob<W>& job = jobs[j];
     if (job.n <= 0 || job.w.out <= 0) continue;
-    const bool here = f.supports == nullptr || f.supports(job.w, job.n);
+    const bool here = f.supports == nullptr || f.supports(job.w, regime_rows(f, job.n, job.path));
     if constexpr (std::is_same_v<W, Bf16Weight>) {
       STRATA_DCHECK(!job.w.blocked || job.w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
     }
-    if (here && (job.n < f.gemm_min_rows || f.engine == nullptr)) {
+    if (here && use_matvec(f, job.n, job.path)) {
       if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
         STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
       }
       vec.push_back(j);
       total_bytes += job.w.out * weight_row_bytes(job.w);
     } else {
-      run(level, job.x, job.n, job.w, job.y, pool);
+      run(level, job.x, job.n, job.w, job.y, pool, job.path);
     }
   }
   if (vec.empty()) return;
@@ -263,18 +281,21 @@ void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Bf16W
   run_batch(level, jobs, pool);
 }
 
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool) {
-  run(level, x, n, w, y, pool);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool,
+                RowPath path) {
+  run(level, x, n, w, y, pool, path);
 }
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool) {
-  run(level, x, n, w, y, pool);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool,
+                RowPath path) {
+  run(level, x, n, w, y, pool, path);
 }
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const Bf16Weight& w, float* y,
-                ThreadPool* pool) {
-  run(level, x, n, w, y, pool);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
+                RowPath path) {
+  run(level, x, n, w, y, pool, path);
 }
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool) {
-  run(level, x, n, w, y, pool);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool,
+                RowPath path) {
+  run(level, x, n, w, y, pool, path);
 }
 
 }  // namespace strata::kernels::detail

@@ -68,14 +68,27 @@ struct F32Weight {
   int64_t out = 0, in = 0;
 };
 
+// Which regime computes the rows of one call. FP8/MXFP4 products are exact but the decode matvec
+// and the prefill GEMM sum them in different orders, so a row's last bits depend on the regime;
+// within one regime they do not depend on how many rows the call has or where the row sits.
+// kAuto picks by n (matvec below the level's GEMM threshold: fastest for one sequence); kDecode
+// always the matvec and kPrompt always the GEMM, so that a batched forward can give every row the
+// bits it would get alone (model/forward_request.h "Batch invariance"). BF16/F32 linears are
+// bit-exact with ref in both regimes; the any-order BF16 head follows the same rule.
+enum class RowPath : uint8_t { kAuto, kDecode, kPrompt };
+
 // y[n, out] = act_quant_fp8(x[n, in]) . dequant(W)^T. `in` is a multiple of 32.
-void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool);
+void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool,
+                RowPath path = RowPath::kAuto);
 // y[n, out] = act_quant_fp8(x[n, in]) . dequant(W)^T for MXFP4 W. `in` is a multiple of 32.
-void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool);
+void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool,
+                RowPath path = RowPath::kAuto);
 // y[n, out] = x[n, in] . W^T, W bf16 widened to f32 exactly (no activation quantisation).
-void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool);
+void linear_bf16(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
+                 RowPath path = RowPath::kAuto);
 // y[n, out] = x[n, in] . W^T in f32.
-void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
+void linear_f32(const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool,
+                RowPath path = RowPath::kAuto);
 
 // One linear of a batch: y[n, out] = x[n, in] . W^T. REQUIRES: the jobs' y ranges are disjoint and
 // overlap no job's x (jobs run in no fixed order, some through a shared pass that reads x in place).
@@ -85,6 +98,7 @@ struct LinearJob {
   int64_t n = 0;
   W w;
   float* y = nullptr;  // [n, out]
+  RowPath path = RowPath::kAuto;
 };
 
 // Runs each job exactly as linear_fp8 / linear_fp4 would (bit for bit), but the decode-sized jobs
@@ -103,7 +117,9 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 // the LM head's logits, where the bit-exact order of linear_bf16 costs about half the bandwidth.
 // Within (in/16 + 64) * 2^-24 * sum_k |x_k w_k| of ref::linear_bf16 (tests/kernels/linear_test.cpp).
 // n >= 8 and the scalar level run linear_bf16 itself (its GEMM is already compute-efficient).
-void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool);
+// kDecode rows always take the free-order matvec, kPrompt rows linear_bf16 (RowPath).
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
+                           RowPath path = RowPath::kAuto);
 
 // Exact dequantisation helpers (used at load for small tensors, e.g. attn.wo_a -> bf16 values as
 // the official convert.py does, and by tests).

@@ -187,9 +187,12 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool) { sparse_a
 
 // ---------------------------------------------------------------- linear.h (any-order BF16)
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
-                           KernelLevel level) {
+                           KernelLevel level, RowPath path) {
   const detail::OpsKernels* t = ops_of(level);
-  if (t == nullptr || n >= 8 || w.blocked) {  // the free-order kernel reads row-major weights
+  // Below 8 rows (or always, for decode rows) the free-order matvec; else the bit-exact order,
+  // whose GEMM is already compute-efficient. The free-order kernel reads row-major weights.
+  const bool matvec = path == RowPath::kDecode || (path == RowPath::kAuto && n < 8);
+  if (t == nullptr || !matvec || w.blocked) {
     linear_bf16(x, n, w, y, pool, level);
     return;
   }
@@ -200,8 +203,8 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
     for (int64_t i = 0; i < n; ++i) t->bf16_matvec_any(x + i * w.in, w.w, w.in, r0, r1, y + i * w.out);
   });
 }
-void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool) {
-  linear_bf16_any_order(x, n, w, y, pool, best_kernel_level());
+void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, RowPath path) {
+  linear_bf16_any_order(x, n, w, y, pool, best_kernel_level(), path);
 }
 
 // ---------------------------------------------------------------- indexer.h

@@ -8,8 +8,7 @@ Activations::Activations(const ModelConfig& c)
     : rope_window(RopeParams{c.rope_head_dim, c.rope_theta, 0, 1.0, c.beta_fast, c.beta_slow}),
       rope_compressed(RopeParams{c.rope_head_dim, c.compress_rope_theta, c.original_seq_len, c.rope_factor, c.beta_fast,
                                  c.beta_slow}),
-      attn(std::make_unique<AttentionScratch>()),
-      moe(std::make_unique<MoeScratch>()) {}
+      attn(std::make_unique<AttentionScratch>()) {}
 Activations::~Activations() = default;
 Activations::Activations(Activations&&) noexcept = default;
 Activations& Activations::operator=(Activations&&) noexcept = default;

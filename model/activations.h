@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/mhc.h"
 #include "model/moe.h"
 #include "model/profile.h"
 #include "model/rope.h"
@@ -21,7 +22,14 @@
 namespace strata::model {
 
 struct AttentionScratch;
-struct MoeScratch;
+
+// The buffers of one block (model::Model::block_forward): u/f [rows, dim] sublayer input/output,
+// the two mHC sites' coefficients, the MoE's buffers.
+struct BlockScratch {
+  std::vector<float> u, f;
+  HcMix attn_mix, ffn_mix;
+  MoeScratch moe;
+};
 
 class Activations {
  public:
@@ -38,11 +46,11 @@ class Activations {
   RopeTable rope_window;      // window-only layers: rope_theta, no YaRN
   RopeTable rope_compressed;  // compressed layers: compress_rope_theta with YaRN
   MoeLookahead lookahead;     // layer-ahead expert prediction, carried across layers
-  // Per-row buffers of the batch: x [rows, hc, dim] residual streams, pre_mix [rows, hc], u/f
-  // [rows, dim] sublayer input/output.
-  std::vector<float> x, pre_mix, u, f;
+  // Per-row buffers of the batch: x [rows, hc, dim] residual streams, pre_mix [rows, hc]; the
+  // head's normed rows h [rows, dim] and logits [rows, vocab] (when several entries want logits).
+  std::vector<float> x, pre_mix, head_x, head_pm, h, logits;
+  BlockScratch block;
   std::unique_ptr<AttentionScratch> attn;
-  std::unique_ptr<MoeScratch> moe;
 };
 
 }  // namespace strata::model

@@ -64,20 +64,28 @@ void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t wid
 
 int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& w, const float* x, int64_t n,
                        int64_t start, LayerKvCache& lc, std::vector<float>* latents, ThreadPool* pool) {
+  const int64_t D = c.head_dim;
+  std::vector<float> kv(static_cast<size_t>(n * D)), score;
+  w.comp_wkv.apply(x, n, kv.data(), pool);
+  if (c.compress_ratio(layer) > 1) {
+    score.resize(static_cast<size_t>(n * D));
+    w.comp_wgate.apply(x, n, score.data(), pool);
+  }
+  return compress_rows(c, layer, w, kv.data(), score.data(), n, start, lc, latents);
+}
+
+int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w, const float* kv, const float* score,
+                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents) {
   const int ratio = c.compress_ratio(layer);
   const int64_t D = c.head_dim;
   latents->clear();
-  std::vector<float> kv(static_cast<size_t>(n * D));
-  w.comp_wkv.apply(x, n, kv.data(), pool);
   const int64_t first_group = start / ratio;  // group g completes at g*ratio + ratio-1 >= start
   if (ratio == 1) {
     // One token per group: nothing to pool (model.py Compressor, ratio 1).
     latents->resize(static_cast<size_t>(n * D));
-    for (int64_t t = 0; t < n; ++t) rms_norm(kv.data() + t * D, D, w.comp_norm.data(), c.norm_eps, latents->data() + t * D);
+    for (int64_t t = 0; t < n; ++t) rms_norm(kv + t * D, D, w.comp_norm.data(), c.norm_eps, latents->data() + t * D);
     return start;
   }
-  std::vector<float> score(static_cast<size_t>(n * D));
-  w.comp_wgate.apply(x, n, score.data(), pool);
   if (lc.kv_state.empty()) {
     lc.kv_state.assign(static_cast<size_t>(ratio * D), 0.0f);
     lc.score_state.assign(static_cast<size_t>(ratio * D), -INFINITY);
@@ -86,8 +94,8 @@ int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& 
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = start + t;
     const int slot = static_cast<int>(pos % ratio);
-    std::copy(kv.begin() + t * D, kv.begin() + (t + 1) * D, lc.kv_state.begin() + slot * D);
-    std::copy(score.begin() + t * D, score.begin() + (t + 1) * D, lc.score_state.begin() + slot * D);
+    std::copy(kv + t * D, kv + (t + 1) * D, lc.kv_state.begin() + slot * D);
+    std::copy(score + t * D, score + (t + 1) * D, lc.score_state.begin() + slot * D);
     if (slot != ratio - 1) continue;
     // Softmax over the group's tokens, per channel, then the gated sum (model.py Compressor.forward).
     for (int64_t d = 0; d < D; ++d) {
@@ -125,26 +133,22 @@ void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const Ro
   }
 }
 
-// Indexer scoring and selection for every query of the chunk (model.py Indexer.forward).
-void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, const float* qr,
-                 int64_t n, int64_t start) {
-  const ModelConfig& c = ctx.c;
+// Indexer scoring and selection for the n queries of one entry (model.py Indexer.forward), from
+// their index queries q [n, ih * id] (idx_wq_b(qr), before RoPE; rotated and quantised here in
+// place) and head weights wts [n, ih] (idx_weights_proj(x), unscaled; scaled here in place).
+void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cache, AttentionShared& sh, int layer,
+                 float* q, float* wts, int64_t n, int64_t start, ThreadPool* pool, Observer* obs) {
   const int ratio = c.compress_ratio(layer);
   const int ih = c.index_n_heads;
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
   const int K = c.index_topk;
   const int owner = latest_key_owner(c, layer);
-  const LayerKvCache& key_cache = ctx.cache.layers[static_cast<size_t>(owner)];
+  const LayerKvCache& key_cache = cache.layers[static_cast<size_t>(owner)];
 
-  std::vector<float> q(static_cast<size_t>(n * ih * id));
-  w.idx_wq_b.apply(qr, n, q.data(), ctx.pool);
-  std::vector<float> wts(static_cast<size_t>(n * ih));
-  w.idx_weights_proj.apply(x, n, wts.data(), ctx.pool);
   // ROUNDING: the python scalar softmax_scale * n_heads^-0.5 multiplies an f32 tensor as f32.
   const float wscale = static_cast<float>(std::pow(static_cast<double>(id), -0.5) * std::pow(static_cast<double>(ih), -0.5));
-  for (auto& v : wts) v *= wscale;
+  for (int64_t i = 0; i < n * ih; ++i) wts[i] *= wscale;
 
-  AttentionShared& sh = ctx.shared;
   const int64_t max_vis = (start + n) / ratio;
   STRATA_CHECK(key_cache.index_keys.size() >= max_vis, "indexer: index keys behind the queries");
   // The owner's keys decoded once for the chunk (exact: the stored FP4 values).
@@ -165,15 +169,15 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
     std::vector<float> score(static_cast<size_t>(std::max<int64_t>(max_vis, 1)));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pos = start + t;
-      float* qt = q.data() + t * ih * id;
-      for (int h = 0; h < ih; ++h) ctx.rope.apply(qt + h * id + id - rd, pos);
+      float* qt = q + t * ih * id;
+      for (int h = 0; h < ih; ++h) rope.apply(qt + h * id + id - rd, pos);
       // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 on the index queries (Indexer.forward).
       kernels::fp4_quant_e8m0_inplace(qt, ih * id, 32);
       const int64_t n_vis = (pos + 1) / ratio;  // groups complete at this query
-      const float* wt = wts.data() + t * ih;
+      const float* wt = wts + t * ih;
       // score[g] = sum_h w_h * relu(q_h . k_g), heads and dims in order (kernels/indexer.h: bit for bit
       // the scalar loop at every level; keys split over the pool in decode).
-      kernels::index_scores(kernels::IndexScoreArgs{qt, wt, ih, id, keys.data(), id, n_vis, score.data()}, ctx.pool);
+      kernels::index_scores(kernels::IndexScoreArgs{qt, wt, ih, id, keys.data(), id, n_vis, score.data()}, pool);
       if (cand_source) {
         select_candidate_blocks(score.data(), n_vis, sh.cand_width, c.candidate_topk_blocks, c.candidate_block_size,
                                 sh.candidates.data() + t * sh.cand_width);
@@ -185,39 +189,37 @@ void run_indexer(const AttentionContext& ctx, int layer, const AttentionWeights&
       kernels::topk_ascending(score.data(), n_vis, K, sh.topk.data() + t * K);  // = topk_ascending, O(n)
     }
   };
-  if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
+  if (pool && n > 1) pool->parallel_for(n, body);
   else body(0, n);
 
-  if (ctx.obs) {
+  if (obs) {
     std::vector<int64_t> ids(sh.topk.begin(), sh.topk.end());
-    ctx.obs->ids("indexer_topk", layer, ids, {n, K});
+    obs->ids("indexer_topk", layer, ids, {n, K});
     if (cand_source) {
       std::vector<int64_t> m(sh.candidates.begin(), sh.candidates.end());
-      ctx.obs->ids("candidate_mask", layer, m, {n, sh.cand_width});
+      obs->ids("candidate_mask", layer, m, {n, sh.cand_width});
     }
   }
 }
 
-// The KV source's compressor for positions [start, start+n): appends the latents of every group
-// that completes to the compressed cache (RoPE'd, FP4) and, at index-key owners, their index keys.
-// Advances the compressor frontier to start+n.
-void update_compressed(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
-                       int64_t start) {
-  const ModelConfig& c = ctx.c;
+// The KV source's compressor for positions [start, start+n) of one sequence, from its projections
+// kv/score [n, head_dim]: appends the latents of every group that completes to the compressed cache
+// (RoPE'd, FP4) and, at index-key owners, their index keys. Advances the compressor frontier.
+void update_compressed(const ModelConfig& c, const RopeTable& rope, LayerKvCache& lc, int layer,
+                       const AttentionWeights& w, const float* kv, const float* score, int64_t n, int64_t start,
+                       ThreadPool* pool, Observer* obs) {
   const int64_t D = c.head_dim, rd = c.rope_head_dim;
   const int ratio = c.compress_ratio(layer);
-  LayerKvCache& lc = ctx.cache.layers[static_cast<size_t>(layer)];
   STRATA_CHECK(lc.comp_pos == start, "compressor frontier is not at the chunk start");
   std::vector<float> latents;
-  const int64_t first = compress_chunk(c, layer, w, x, n, start, lc, &latents, ctx.pool);
+  const int64_t first = compress_rows(c, layer, w, kv, score, n, start, lc, &latents);
   const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
-  if (ctx.obs && n_new > 0) ctx.obs->tensor("compressor_latent", layer, latents, {n_new, D});
+  if (obs && n_new > 0) obs->tensor("compressor_latent", layer, latents, {n_new, D});
   // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
-  if (c.owns_index_keys(layer) && n_new > 0)
-    append_index_keys(c, w, ctx.rope, latents.data(), n_new, first, ratio, lc, ctx.pool);
+  if (c.owns_index_keys(layer) && n_new > 0) append_index_keys(c, w, rope, latents.data(), n_new, first, ratio, lc, pool);
   for (int64_t g = 0; g < n_new; ++g) {
     float* lg = latents.data() + g * D;
-    ctx.rope.apply(lg + D - rd, (first + g) * ratio);
+    rope.apply(lg + D - rd, (first + g) * ratio);
     // ROUNDING: FP4 E2M1 with an E4M3 scale per 16 (model.py _compress_kv fp4_act_quant), stored as
     // codes + scales; readers decode the exact fake-quantised values.
     encode_compressed_row(lg, D, lc.compressed.append_row());
@@ -229,150 +231,193 @@ void update_compressed(const AttentionContext& ctx, int layer, const AttentionWe
 
 void attention_compress(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
                         int64_t start) {
-  if (ctx.c.compress_ratio(layer) > 0 && ctx.c.is_kv_source(layer)) update_compressed(ctx, layer, w, x, n, start);
+  const ModelConfig& c = ctx.c;
+  if (c.compress_ratio(layer) <= 0 || !c.is_kv_source(layer)) return;
+  const int64_t D = c.head_dim;
+  std::vector<float> kv(static_cast<size_t>(n * D)), score;
+  w.comp_wkv.apply(x, n, kv.data(), ctx.pool);
+  if (c.compress_ratio(layer) > 1) {
+    score.resize(static_cast<size_t>(n * D));
+    w.comp_wgate.apply(x, n, score.data(), ctx.pool);
+  }
+  update_compressed(c, ctx.rope, ctx.cache.layers[static_cast<size_t>(layer)], layer, w, kv.data(), score.data(), n,
+                    start, ctx.pool, ctx.obs);
 }
 
-void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
-                       int64_t start, float* out) {
-  const ModelConfig& c = ctx.c;
+void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out) {
+  const ModelConfig& c = b.c;
   const int H = c.n_heads;
-  const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;
+  const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank, dim = c.dim;
   const int ratio = c.compress_ratio(layer);
-  LayerKvCache& lc = ctx.cache.layers[static_cast<size_t>(layer)];
-  STRATA_CHECK(static_cast<int64_t>(lc.window_pos.size()) == win, "KvCache was not shaped for this config");
+  const Rows rows = b.rows;
+  const int64_t N = rows.n;
+  AttentionScratch& sc = b.scratch;
+  // The position of every row of the batch.
+  std::vector<int64_t> pos(static_cast<size_t>(N));
+  for (const AttentionEntry& e : b.entries)
+    for (int64_t t = 0; t < e.n; ++t) pos[static_cast<size_t>(e.row0 + t)] = e.start + t;
 
   // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
-  std::vector<float> qr(static_cast<size_t>(n * qrank));
-  std::vector<float> kv(static_cast<size_t>(n * D));
+  sc.qr.resize(static_cast<size_t>(N * qrank));
+  sc.kv.resize(static_cast<size_t>(N * D));
   if (w.wq_a.kind == Linear::Kind::kFp8 && w.wkv.kind == Linear::Kind::kFp8) {
     // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both.
-    const kernels::LinearJob<kernels::Fp8Weight> first[] = {{x, n, w.wq_a.fp8, qr.data()}, {x, n, w.wkv.fp8, kv.data()}};
-    kernels::linear_fp8_batch(first, ctx.pool);
+    std::vector<kernels::LinearJob<kernels::Fp8Weight>> first;
+    add_linear_jobs(&first, x, rows, w.wq_a.fp8, sc.qr.data());
+    add_linear_jobs(&first, x, rows, w.wkv.fp8, sc.kv.data());
+    kernels::linear_fp8_batch(first, b.pool);
   } else {
-    w.wq_a.apply(x, n, qr.data(), ctx.pool);
-    w.wkv.apply(x, n, kv.data(), ctx.pool);
+    w.wq_a.apply(x, rows, sc.qr.data(), b.pool);
+    w.wkv.apply(x, rows, sc.kv.data(), b.pool);
   }
-  rms_norm_rows(qr.data(), n, qrank, w.q_norm, c.norm_eps);
-  std::vector<float> q(static_cast<size_t>(n * H * D));
-  w.wq_b.apply(qr.data(), n, q.data(), ctx.pool);
-  for (int64_t t = 0; t < n; ++t)
-    for (int h = 0; h < H; ++h) ctx.rope.apply(q.data() + (t * H + h) * D + D - rd, start + t);
+  rms_norm_rows(sc.qr.data(), N, qrank, w.q_norm, c.norm_eps);
+  sc.q.resize(static_cast<size_t>(N * H * D));
+  w.wq_b.apply(sc.qr.data(), rows, sc.q.data(), b.pool);
+  for (int64_t t = 0; t < N; ++t)
+    for (int h = 0; h < H; ++h) b.rope.apply(sc.q.data() + (t * H + h) * D + D - rd, pos[static_cast<size_t>(t)]);
 
-  // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector. The chunk attends
-  // to the decoded codes, which are what the ring keeps.
+  // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector. The rows attend to
+  // the decoded codes, which are what the ring keeps.
   const int64_t wrow = window_row_bytes(D);
-  std::vector<uint8_t> kvq(static_cast<size_t>(n * wrow));
-  rms_norm_rows(kv.data(), n, D, w.kv_norm, c.norm_eps);
-  for (int64_t t = 0; t < n; ++t) {
-    ctx.rope.apply(kv.data() + t * D + D - rd, start + t);
+  sc.kvq.resize(static_cast<size_t>(N * wrow));
+  rms_norm_rows(sc.kv.data(), N, D, w.kv_norm, c.norm_eps);
+  for (int64_t t = 0; t < N; ++t) {
+    b.rope.apply(sc.kv.data() + t * D + D - rd, pos[static_cast<size_t>(t)]);
     // ROUNDING: FP8 E4M3, ue8m0 per 32 (model.py Attention._window_kv act_quant in place).
-    encode_window_row(kv.data() + t * D, D, kvq.data() + t * wrow);
-    decode_window_row(kvq.data() + t * wrow, D, kv.data() + t * D);
+    encode_window_row(sc.kv.data() + t * D, D, sc.kvq.data() + t * wrow);
+    decode_window_row(sc.kvq.data() + t * wrow, D, sc.kv.data() + t * D);
   }
-  // Ring positions the chunk can see (before `start`), decoded once. A slot whose position is not
-  // the one a query wants is skipped: after bounded replay the decoder's ring has no KV for the
-  // positions it did not run (the approximation replay makes).
-  const int64_t ring_first = std::max<int64_t>(0, start - win + 1);
-  std::vector<float> ring(static_cast<size_t>((start - ring_first) * D));
-  for (int64_t p = ring_first; p < start; ++p)
-    if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.data() + (p - ring_first) * D);
 
-  // Compressed KV and the per-query selection.
-  const LayerKvCache* comp = nullptr;
-  const int32_t* sel = nullptr;
+  // Compressor (KV sources) and indexer (index sources): their projections over every row, the
+  // state and the selection per entry.
+  const bool compress = ratio > 0 && c.is_kv_source(layer);
+  if (compress) {
+    sc.comp_kv.resize(static_cast<size_t>(N * D));
+    w.comp_wkv.apply(x, rows, sc.comp_kv.data(), b.pool);
+    if (ratio > 1) {
+      sc.comp_score.resize(static_cast<size_t>(N * D));
+      w.comp_wgate.apply(x, rows, sc.comp_score.data(), b.pool);
+    }
+  }
+  const bool index = ratio > 0 && c.is_index_source(layer);
+  const int64_t iw = static_cast<int64_t>(c.index_n_heads) * c.index_head_dim;
+  if (index) {
+    sc.idx_q.resize(static_cast<size_t>(N * iw));
+    w.idx_wq_b.apply(sc.qr.data(), rows, sc.idx_q.data(), b.pool);
+    sc.idx_w.resize(static_cast<size_t>(N * c.index_n_heads));
+    w.idx_weights_proj.apply(x, rows, sc.idx_w.data(), b.pool);
+  }
   const int K = c.index_topk;
-  if (ratio > 0) {
-    // A KV source compresses its chunk unless bounded replay already did (Model::forward runs the
+  for (const AttentionEntry& e : b.entries) {
+    LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
+    STRATA_CHECK(static_cast<int64_t>(lc.window_pos.size()) == win, "KvCache was not shaped for this config");
+    if (ratio <= 0) continue;
+    // A KV source compresses its rows unless bounded replay already did (Model::forward runs the
     // first decoder layer's compressor over every prompt token, then the decoder over the tail).
-    if (c.is_kv_source(layer) && lc.comp_pos == start) update_compressed(ctx, layer, w, x, n, start);
-    STRATA_CHECK(!c.is_kv_source(layer) || lc.comp_pos == start + n, "compressor frontier is not at the chunk end");
-    if (c.is_index_source(layer)) run_indexer(ctx, layer, w, x, qr.data(), n, start);
-    STRATA_CHECK(ctx.shared.have_topk, "compressed layer without an index source before it");
-    const int src = latest_at_or_before(c.kv_source_layers, layer);
-    comp = &ctx.cache.layers[static_cast<size_t>(src)];
-    sel = ctx.shared.topk.data();
-  }
-
-  // The compressed entries the chunk's queries selected, decoded once each (queries of a prefill
-  // chunk share most of their selections): slot[g] indexes union_rows. Past a cap on the union's
-  // size (very long contexts) each query decodes its own selection instead.
-  std::vector<int32_t> slot;
-  std::vector<float> union_rows;
-  if (sel && n > 1) {
-    const int64_t n_groups = comp->compressed.size();
-    const int64_t cap = std::max<int64_t>(4096, (int64_t{64} << 20) / (D * static_cast<int64_t>(sizeof(float))));
-    slot.assign(static_cast<size_t>(n_groups), -1);
-    std::vector<int32_t> groups;
-    for (int64_t i = 0; i < n * K && static_cast<int64_t>(groups.size()) <= cap; ++i) {
-      const int32_t g = sel[i];
-      if (g >= 0 && slot[static_cast<size_t>(g)] < 0) {
-        slot[static_cast<size_t>(g)] = static_cast<int32_t>(groups.size());
-        groups.push_back(g);
-      }
-    }
-    if (static_cast<int64_t>(groups.size()) > cap) {
-      slot.clear();
-    } else {
-      union_rows.resize(groups.size() * static_cast<size_t>(D));
-      auto dec = [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
-      };
-      if (ctx.pool) ctx.pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
-      else dec(0, static_cast<int64_t>(groups.size()));
-    }
+    if (compress && lc.comp_pos == e.start)
+      update_compressed(c, b.rope, lc, layer, w, sc.comp_kv.data() + e.row0 * D,
+                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, b.pool, b.obs);
+    STRATA_CHECK(!compress || lc.comp_pos == e.start + e.n, "compressor frontier is not at the chunk end");
+    if (index)
+      run_indexer(c, b.rope, *e.cache, *e.shared, layer, sc.idx_q.data() + e.row0 * iw,
+                  sc.idx_w.data() + e.row0 * c.index_n_heads, e.n, e.start, b.pool, b.obs);
+    STRATA_CHECK(e.shared->have_topk, "compressed layer without an index source before it");
   }
 
   // Sparse attention with sinks, one query at a time (sparse_attn shim): entries are the window
-  // positions and the selected compressed groups; K = V = the entry.
-  std::vector<float> o(static_cast<size_t>(n * H * D));
+  // positions and the selected compressed groups; K = V = the entry. Per sequence: its ring
+  // positions before its rows (decoded once), and the compressed entries its queries selected,
+  // decoded once each (queries of a prefill chunk share most of their selections). Past a cap on
+  // the union's size (very long contexts) each query decodes its own selection instead.
+  sc.o.resize(static_cast<size_t>(N * H * D));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  auto body = [&](int64_t t0, int64_t t1) {
-    std::vector<const float*> ent;
-    // This query's compressed entries, decoded here when there is no chunk-wide union.
-    std::vector<float> sel_rows(sel && slot.empty() ? static_cast<size_t>(K * D) : 0);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t pos = start + t;
-      ent.clear();
-      for (int64_t p = std::max<int64_t>(0, pos - win + 1); p <= pos; ++p) {
-        if (p >= start) ent.push_back(kv.data() + (p - start) * D);
-        else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.data() + (p - ring_first) * D);
-      }
-      if (sel)
-        for (int k = 0; k < K; ++k) {
-          const int32_t g = sel[t * K + k];
-          if (g < 0) continue;
-          if (!slot.empty()) {
-            ent.push_back(union_rows.data() + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
-            continue;
-          }
-          float* row = sel_rows.data() + static_cast<int64_t>(k) * D;
-          comp->compressed_row(g, D, row);
-          ent.push_back(row);
+  const int src = ratio > 0 ? latest_at_or_before(c.kv_source_layers, layer) : -1;
+  for (const AttentionEntry& e : b.entries) {
+    const LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
+    const int64_t n = e.n, start = e.start;
+    const float* kv = sc.kv.data() + e.row0 * D;
+    const int64_t ring_first = std::max<int64_t>(0, start - win + 1);
+    std::vector<float> ring(static_cast<size_t>((start - ring_first) * D));
+    for (int64_t p = ring_first; p < start; ++p)
+      if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.data() + (p - ring_first) * D);
+    const LayerKvCache* comp = ratio > 0 ? &e.cache->layers[static_cast<size_t>(src)] : nullptr;
+    const int32_t* sel = ratio > 0 ? e.shared->topk.data() : nullptr;
+    std::vector<int32_t> slot;
+    std::vector<float> union_rows;
+    if (sel && n > 1) {
+      const int64_t n_groups = comp->compressed.size();
+      const int64_t cap = std::max<int64_t>(4096, (int64_t{64} << 20) / (D * static_cast<int64_t>(sizeof(float))));
+      slot.assign(static_cast<size_t>(n_groups), -1);
+      std::vector<int32_t> groups;
+      for (int64_t i = 0; i < n * K && static_cast<int64_t>(groups.size()) <= cap; ++i) {
+        const int32_t g = sel[i];
+        if (g >= 0 && slot[static_cast<size_t>(g)] < 0) {
+          slot[static_cast<size_t>(g)] = static_cast<int32_t>(groups.size());
+          groups.push_back(g);
         }
-      const int64_t m = static_cast<int64_t>(ent.size());
-      // Scores, softmax with the sink, weighted sum: kernels/attention.h, bit for bit the scalar loop
-      // (heads in vector lanes; heads split over the pool in decode).
-      kernels::sparse_attention(kernels::SparseAttentionArgs{q.data() + t * H * D, H, D, ent.data(), m,
-                                                             w.attn_sink.data(), scale, o.data() + t * H * D},
-                                ctx.pool);
-      for (int h = 0; h < H; ++h) {
-        float* oh = o.data() + (t * H + h) * D;
-        // Remove the query's rotation from the output's RoPE tail (apply_rotary_emb inverse).
-        ctx.rope.apply(oh + D - rd, pos, /*inverse=*/true);
+      }
+      if (static_cast<int64_t>(groups.size()) > cap) {
+        slot.clear();
+      } else {
+        union_rows.resize(groups.size() * static_cast<size_t>(D));
+        auto dec = [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
+        };
+        if (b.pool) b.pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
+        else dec(0, static_cast<int64_t>(groups.size()));
       }
     }
-  };
-  if (ctx.pool && n > 1) ctx.pool->parallel_for(n, body);
-  else body(0, n);
-
-  // The newest window_size tokens of the chunk go into the ring (slot = pos % window), as bytes.
-  for (int64_t t = std::max<int64_t>(0, n - win); t < n; ++t) {
-    const int64_t slot = (start + t) % win;
-    std::copy_n(kvq.begin() + t * wrow, wrow, lc.window.begin() + slot * wrow);
-    lc.window_pos[static_cast<size_t>(slot)] = start + t;
+    auto body = [&](int64_t t0, int64_t t1) {
+      std::vector<const float*> ent;
+      // This query's compressed entries, decoded here when there is no chunk-wide union.
+      std::vector<float> sel_rows(sel && slot.empty() ? static_cast<size_t>(K * D) : 0);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t p_q = start + t;
+        ent.clear();
+        for (int64_t p = std::max<int64_t>(0, p_q - win + 1); p <= p_q; ++p) {
+          if (p >= start) ent.push_back(kv + (p - start) * D);
+          else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.data() + (p - ring_first) * D);
+        }
+        if (sel)
+          for (int k = 0; k < K; ++k) {
+            const int32_t g = sel[t * K + k];
+            if (g < 0) continue;
+            if (!slot.empty()) {
+              ent.push_back(union_rows.data() + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
+              continue;
+            }
+            float* row = sel_rows.data() + static_cast<int64_t>(k) * D;
+            comp->compressed_row(g, D, row);
+            ent.push_back(row);
+          }
+        const int64_t m = static_cast<int64_t>(ent.size());
+        float* ot = sc.o.data() + (e.row0 + t) * H * D;
+        // Scores, softmax with the sink, weighted sum: kernels/attention.h, bit for bit the scalar
+        // loop (heads in vector lanes; heads split over the pool for a lone query).
+        kernels::sparse_attention(kernels::SparseAttentionArgs{sc.q.data() + (e.row0 + t) * H * D, H, D, ent.data(), m,
+                                                               w.attn_sink.data(), scale, ot},
+                                  b.pool);
+        for (int h = 0; h < H; ++h) {
+          // Remove the query's rotation from the output's RoPE tail (apply_rotary_emb inverse).
+          b.rope.apply(ot + h * D + D - rd, p_q, /*inverse=*/true);
+        }
+      }
+    };
+    if (b.pool && n > 1) b.pool->parallel_for(n, body);
+    else body(0, n);
   }
 
-  attention_output(c, w, o.data(), n, out, ctx.pool);
+  // The newest window_size rows of each entry go into its ring (slot = pos % window), as bytes.
+  for (const AttentionEntry& e : b.entries) {
+    LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
+    for (int64_t t = std::max<int64_t>(0, e.n - win); t < e.n; ++t) {
+      const int64_t slot = (e.start + t) % win;
+      std::copy_n(sc.kvq.begin() + (e.row0 + t) * wrow, wrow, lc.window.begin() + slot * wrow);
+      lc.window_pos[static_cast<size_t>(slot)] = e.start + t;
+    }
+  }
+  (void)dim;
+  attention_output(c, w, sc.o.data(), rows, out, b.pool, sc.ocat);
 }
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
@@ -407,6 +452,44 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
     for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);
   }
   w.wo_b.apply(ocat.data(), n, out, pool);
+}
+
+void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, Rows rows, float* out,
+                      ThreadPool* pool, std::vector<float>& ocat) {
+  const int H = c.n_heads;
+  const int64_t D = c.head_dim;
+  const int G = c.o_groups;
+  const int64_t gin = H * D / G, R = c.o_lora_rank, n = rows.n;
+  ocat.resize(static_cast<size_t>(n * G * R));
+  if (w.wo_a.kind == Linear::Kind::kBf16 && n <= 64) {
+    // Decode-sized batches: every group's rows gathered ([G, n, gin]) and run as one job per group
+    // in one pool pass, each group's weights read once for all rows. BF16 in the reference order:
+    // the same bits as the loop below, in any regime.
+    std::vector<float> og(static_cast<size_t>(G * n * gin)), yg(static_cast<size_t>(G * n * R));
+    std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
+    for (int g = 0; g < G; ++g) {
+      for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + (g * n + t) * gin);
+      parts.push_back({og.data() + g * n * gin, n, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
+                       yg.data() + g * n * R});
+    }
+    kernels::linear_bf16_batch(parts, pool);
+    for (int g = 0; g < G; ++g)
+      for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + (g * n + t) * R, R, ocat.data() + t * G * R + g * R);
+    w.wo_b.apply(ocat.data(), rows, out, pool);
+    return;
+  }
+  std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R));
+  for (int g = 0; g < G; ++g) {
+    for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + t * gin);
+    Linear part = w.wo_a;
+    part.out = R;
+    // Group g is rows [g R, (g+1) R): at the same offset in the blocked layout (R % 16 == 0).
+    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked};
+    part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
+    part.apply(og.data(), rows, yg.data(), pool);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);
+  }
+  w.wo_b.apply(ocat.data(), rows, out, pool);
 }
 
 }  // namespace strata::model

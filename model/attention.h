@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -40,7 +41,7 @@ struct AttentionShared {
 
 // Reused buffers of the attention sublayer (owned by model::Activations).
 struct AttentionScratch {
-  std::vector<float> qr, kv, q, o, ring, union_rows, ocat;
+  std::vector<float> qr, kv, q, o, ocat, comp_kv, comp_score, idx_q, idx_w;
   std::vector<uint8_t> kvq;
 };
 
@@ -53,11 +54,33 @@ struct AttentionContext {
   Observer* obs;
 };
 
-// Runs layer `layer`'s attention for x [n, dim] at positions start.. and writes out [n, dim];
-// updates the layer's caches (window ring; at a KV source its compressor, unless attention_compress
-// already consumed these positions).
-void attention_forward(const AttentionContext& ctx, int layer, const AttentionWeights& w, const float* x, int64_t n,
-                       int64_t start, float* out);
+// One entry of a batched attention call: its rows [row0, row0 + n) of the batch, at positions
+// start.. of its sequence, against its cache; `shared` carries its index selection down the stack.
+struct AttentionEntry {
+  KvCache* cache = nullptr;
+  AttentionShared* shared = nullptr;
+  int64_t row0 = 0, n = 0, start = 0;
+  kernels::RowPath path = kernels::RowPath::kAuto;  // its rows' regime (per-entry linears)
+};
+
+// A batch through one attention sublayer (model/forward_request.h). The projections (wq_a, wkv,
+// wq_b, the compressor's and the indexer's linears, wo_a, wo_b) run over every row of the batch
+// at once, each part in its regime (Rows); the compressor state, the indexer selection and the
+// attention itself run per entry against its cache.
+struct AttentionBatch {
+  const ModelConfig& c;
+  const RopeTable& rope;  // this layer's table (compressed layers: YaRN / compress_rope_theta)
+  std::span<AttentionEntry> entries;
+  Rows rows;              // all rows, decode entries' first
+  ThreadPool* pool;
+  Observer* obs;          // only with one entry
+  AttentionScratch& scratch;
+};
+
+// Runs layer `layer`'s attention for x [rows.n, dim] (the normed sublayer input of every entry's
+// rows) and writes out [rows.n, dim]; updates each entry's caches (window ring; at a KV source its
+// compressor, unless attention_compress already consumed these positions).
+void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out);
 
 // Only the KV-source part of layer `layer` for x [n, dim] at positions start..: its compressor,
 // compressed KV and index keys (no queries, no window, no output). Bounded replay runs this at the
@@ -72,6 +95,9 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
 // Source: model.py Attention.forward (the einsum over o_groups, wo_b).
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
                       ThreadPool* pool);
+// The same over the rows of a batch, wo_b in each part's regime; `ocat` is scratch.
+void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, Rows rows, float* out,
+                      ThreadPool* pool, std::vector<float>& ocat);
 
 // ---- pieces (exposed for tests) -----------------------------------------------------------------
 
@@ -79,6 +105,10 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
 // in this chunk to `latents` ([n_new, head_dim]) and returns the id of the first new group.
 int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& w, const float* x, int64_t n,
                        int64_t start, LayerKvCache& lc, std::vector<float>* latents, ThreadPool* pool);
+// The same from the compressor's projections kv = comp_wkv(x), score = comp_wgate(x) ([n, head_dim]
+// each; score unused at ratio 1), computed by the caller (for a whole batch at once).
+int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w, const float* kv, const float* score,
+                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents);
 
 // Candidate blocks for one query (select_candidate_blocks): scores [n_visible] (reachable compressed
 // positions), keeps the top `topk_blocks` blocks of `block_size` by their max, the newest block

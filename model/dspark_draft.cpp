@@ -66,6 +66,7 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
   std::vector<float> pre_mix(static_cast<size_t>(B * hc), 0.0f);
   for (int64_t t = 0; t < B; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
 
+  BlockScratch block;
   for (size_t s = 0; s < w_.mtp.size(); ++s) {
     const BlockWeights& bw = w_.mtp[s];
     LayerKvCache& ring = st.stages[s];
@@ -73,8 +74,8 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
     auto attend = [&](const float* u, float* f) {
       dspark_attention(c_, bw.attn, act.rope_window, u, B, pos, ring, pool_.get(), f);
     };
-    const Status st_block = block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, B, attend,
-                                          /*ahead=*/nullptr, /*obs=*/nullptr, &act.profile);
+    const Status st_block = block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, Rows{B, -1}, attend,
+                                          /*ahead=*/nullptr, /*obs=*/nullptr, &act.profile, block);
     if (!st_block.ok()) {
       restore_profile();
       return st_block;

@@ -33,11 +33,12 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
                       const int64_t* rows, int64_t n, float* x, ThreadPool* pool, Observer* obs) {
   auto f = store.start_engram_rows(layer, std::span<const int64_t>(rows, static_cast<size_t>(n * c.engram_n_cols())));
   if (!f.ok()) return f.error().with_context("Engram layer " + std::to_string(layer));
-  return engram_forward(c, w, layer, **f, n, n, x, pool, obs);
+  return engram_forward(c, w, layer, **f, n, Rows{n, -1}, x, pool, obs);
 }
 
 Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::EngramFetch& fetch,
-                      int64_t n_fetched, int64_t n, float* x, ThreadPool* pool, Observer* obs, ForwardProfile* prof) {
+                      int64_t n_fetched, Rows rows, float* x, ThreadPool* pool, Observer* obs, ForwardProfile* prof) {
+  const int64_t n = rows.n;
   ScopedNs timer(prof ? &prof->engram_ns : nullptr);
   const int cols = c.engram_n_cols();
   const int64_t hd = c.engram_head_dim, ns = hd / 32, dim = c.dim;
@@ -62,7 +63,7 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
 
   const int64_t kv_width = dim * (hc + 1);
   std::vector<float> kv(static_cast<size_t>(n * kv_width));
-  w.wkv.apply(emb.data(), n, kv.data(), pool);
+  w.wkv.apply(emb.data(), rows, kv.data(), pool);
 
   std::vector<float> prod(static_cast<size_t>(dim));
   const float inv_sqrt_dim = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));

@@ -34,11 +34,12 @@ namespace strata::model {
                                   std::span<const int64_t> rows, int64_t n,
                                   std::vector<std::unique_ptr<store::EngramFetch>>* out);
 
-// Waits for `fetch` (the rows of n_fetched tokens from engram_start) and applies the last n of
-// them to x [n, hc, dim] (n < n_fetched after bounded replay dropped the chunk's first tokens).
+// Waits for `fetch` (the rows of n_fetched tokens from engram_start) and applies the last rows.n
+// of them to x [rows.n, hc, dim] (fewer than n_fetched after bounded replay dropped the chunk's
+// first tokens); the projection runs each part of the batch in its regime (Rows).
 // `prof` (may be null) gets the time, waiting included.
 [[nodiscard]] Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::EngramFetch& fetch,
-                                    int64_t n_fetched, int64_t n, float* x, ThreadPool* pool, Observer* obs,
+                                    int64_t n_fetched, Rows rows, float* x, ThreadPool* pool, Observer* obs,
                                     ForwardProfile* prof = nullptr);
 
 // The same for rows given directly ([n, n_cols]): reads them through the store now.

@@ -102,34 +102,36 @@ void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> t
   hasher_->hash_rows(history, *classes, *rows);
 }
 
-Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof) const {
-  const int64_t dim = c_.dim;
+Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, Rows rows,
+                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
+                            BlockScratch& s) const {
+  const int64_t dim = c_.dim, n = rows.n;
   const int hc = c_.hc_mult;
-  std::vector<float> u(static_cast<size_t>(n * dim)), f(static_cast<size_t>(n * dim));
+  s.u.resize(static_cast<size_t>(n * dim));
+  s.f.resize(static_cast<size_t>(n * dim));
+  float* u = s.u.data();
+  float* f = s.f.data();
 
   // Attention sublayer: collapse with the previous sublayer's pre-mix, norm, attend, expand.
-  HcMix attn_mix;
-  hc_mixes(c_, bw.hc_attn, x, n, &attn_mix, pool_.get());
-  hc_pre(c_, x, pre_mix.data(), n, u.data());
-  for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u.data() + t * dim);
+  hc_mixes(c_, bw.hc_attn, x, n, &s.attn_mix, pool_.get());
+  hc_pre(c_, x, pre_mix.data(), n, u);
+  for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u + t * dim);
   {
     ScopedNs timer(prof ? &prof->attention_ns : nullptr);
-    attend(u.data(), f.data());
+    attend(u, f);
   }
-  if (obs) obs->tensor("attn_out", layer, f, {n, dim});
-  hc_post(c_, f.data(), attn_mix, n, x);
+  if (obs) obs->tensor("attn_out", layer, std::span<const float>(f, static_cast<size_t>(n * dim)), {n, dim});
+  hc_post(c_, f, s.attn_mix, n, x);
 
   // FFN sublayer: uses this attention's pre-mix (single-pass mHC).
-  HcMix ffn_mix;
-  hc_mixes(c_, bw.hc_ffn, x, n, &ffn_mix, pool_.get());
-  hc_pre(c_, x, attn_mix.pre.data(), n, u.data());
-  for (int64_t t = 0; t < n; ++t) rms_norm(u.data() + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u.data() + t * dim);
-  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u.data(), n, f.data(), pool_.get(), obs, ahead, prof));
-  hc_post(c_, f.data(), ffn_mix, n, x);
-  pre_mix = std::move(ffn_mix.pre);
+  hc_mixes(c_, bw.hc_ffn, x, n, &s.ffn_mix, pool_.get());
+  hc_pre(c_, x, s.attn_mix.pre.data(), n, u);
+  for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u + t * dim);
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u, rows, f, pool_.get(), obs, ahead, prof, &s.moe));
+  hc_post(c_, f, s.ffn_mix, n, x);
+  std::swap(pre_mix, s.ffn_mix.pre);  // the next sublayer's pre-mix; the old buffer is reused
   if (obs) {
-    obs->tensor("ffn_pre_mix", layer, pre_mix, {n, hc});
+    obs->tensor("ffn_pre_mix", layer, std::span<const float>(pre_mix.data(), static_cast<size_t>(n * hc)), {n, hc});
     obs->tensor("block_out", layer, std::span<const float>(x, static_cast<size_t>(n * hc * dim)), {n, hc, dim});
   }
   return Status();
@@ -151,176 +153,258 @@ void Model::embed(std::span<const int32_t> tokens, float* x) const {
   }
 }
 
-Status Model::forward(const ForwardRequest& r, Activations& act) const {
-  if (r.entries.empty()) return InvalidArgument("forward: no entries");
-  if (r.entries.size() > 1 && r.obs) return InvalidArgument("forward: an observer needs a request of one entry");
-  for (size_t i = 0; i < r.entries.size(); ++i) {
-    const ForwardEntry& e = r.entries[i];
-    if (e.cache == nullptr) return InvalidArgument("forward: entry " + std::to_string(i) + " has no KvCache");
-    if (r.entries.size() > 1 && e.decoder_tail >= 0)
-      return InvalidArgument("forward: bounded replay (decoder_tail) needs a request of one entry");
-    for (size_t j = 0; j < i; ++j)
-      if (r.entries[j].cache == e.cache)
-        return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
-  }
-  for (ForwardEntry& e : r.entries) STRATA_RETURN_IF_ERROR(forward_entry(e, r.obs, act));
-  return Status();
-}
-
-Status Model::forward_entry(ForwardEntry& e, Observer* obs, Activations& act) const {
-  KvCache& cache = *e.cache;
-  const std::span<const int32_t> tokens = e.tokens;
-  const LogitsRequest& req = e.logits;
-  float* logits = e.logits_out;
-  const int64_t decoder_tail = e.decoder_tail;
-  std::vector<float>* main_hidden = e.dspark_features;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t start = cache.n_past;
-  const int64_t dim = c_.dim;
-  const int hc = c_.hc_mult;
-  if (n == 0) return InvalidArgument("forward: no tokens");
+Status Model::check_entry(const ForwardEntry& e, size_t index, bool single) const {
+  const std::string who = single ? std::string("forward") : "forward entry " + std::to_string(index);
+  if (e.cache == nullptr) return InvalidArgument(who + ": no KvCache");
+  if (static_cast<int64_t>(e.cache->layers.size()) != c_.n_layers)
+    return InvalidArgument(who + ": KvCache was not made by this model");
+  const int64_t n = static_cast<int64_t>(e.tokens.size());
+  const int64_t start = e.cache->n_past;
+  if (n == 0) return InvalidArgument(who + ": no tokens");
   for (int64_t i = 0; i < n; ++i)
-    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= c_.vocab_size)
-      return InvalidArgument("token id " + std::to_string(tokens[static_cast<size_t>(i)]) + " at position " +
+    if (e.tokens[static_cast<size_t>(i)] < 0 || e.tokens[static_cast<size_t>(i)] >= c_.vocab_size)
+      return InvalidArgument("token id " + std::to_string(e.tokens[static_cast<size_t>(i)]) + " at position " +
                              std::to_string(start + i) + " is outside the vocabulary [0, " +
                              std::to_string(c_.vocab_size) + ")");
   if (start + n > c_.max_position_embeddings)
     return ResourceExhausted("context of " + std::to_string(start + n) + " tokens exceeds max_position_embeddings " +
                              std::to_string(c_.max_position_embeddings));
-  for (int64_t r : req.rows)
+  for (int64_t r : e.logits.rows)
     if (r < 0 || r >= n) return InvalidArgument("logits row " + std::to_string(r) + " outside the chunk of " + std::to_string(n));
-  // CED bounded replay: the decoder runs only the last `tail` tokens of this chunk.
-  const bool replay = decoder_tail >= 0 && decoder_tail < n;
-  int boundary = -1;
+  if (e.logits.count(n) > 0 && e.logits_out == nullptr) return InvalidArgument(who + ": logits requested but no buffer");
+  if (e.dspark_features && !has_dspark())
+    return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
+  const bool replay = e.decoder_tail >= 0 && e.decoder_tail < n;
   if (replay) {
-    STRATA_ASSIGN_OR_RETURN(boundary, decoder_boundary());
-    const int64_t first_row = n - decoder_tail;
-    if (req.kind == LogitsRequest::Kind::kAll || (req.kind == LogitsRequest::Kind::kLast && decoder_tail == 0))
-      return InvalidArgument("replay prefill computes logits only for the last " + std::to_string(decoder_tail) +
+    if (!single) return InvalidArgument("forward: bounded replay (decoder_tail) needs a request of one entry");
+    STRATA_RETURN_IF_ERROR(decoder_boundary().status());
+    const int64_t first_row = n - e.decoder_tail;
+    if (e.logits.kind == LogitsRequest::Kind::kAll || (e.logits.kind == LogitsRequest::Kind::kLast && e.decoder_tail == 0))
+      return InvalidArgument("replay prefill computes logits only for the last " + std::to_string(e.decoder_tail) +
                              " tokens of the chunk");
-    for (int64_t r : req.rows)
+    for (int64_t r : e.logits.rows)
       if (r < first_row)
         return InvalidArgument("logits row " + std::to_string(r) + " is before the replayed tail (rows " +
                                std::to_string(first_row) + ".." + std::to_string(n - 1) + ")");
   }
-  if (static_cast<int64_t>(cache.layers.size()) != c_.n_layers) return InvalidArgument("KvCache was not made by this model");
-  if (main_hidden && !has_dspark()) return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
-  act.rope_window.ensure(start + n);
-  act.rope_compressed.ensure(start + n);
+  return Status();
+}
+
+Status Model::forward(const ForwardRequest& r, Activations& act) const {
+  // ---- every check before anything changes --------------------------------------------------
+  const size_t n_entries = r.entries.size();
+  if (n_entries == 0) return InvalidArgument("forward: no entries");
+  if (n_entries > 1 && r.obs) return InvalidArgument("forward: an observer needs a request of one entry");
+  for (size_t i = 0; i < n_entries; ++i) {
+    STRATA_RETURN_IF_ERROR(check_entry(r.entries[i], i, n_entries == 1));
+    for (size_t j = 0; j < i; ++j)
+      if (r.entries[j].cache == r.entries[i].cache)
+        return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
+  }
+  Observer* obs = r.obs;
+  const int64_t dim = c_.dim;
+  const int hc = c_.hc_mult;
+
+  // ---- the batch's rows: decode entries first, each entry's rows contiguous --------------------
+  struct Span {
+    ForwardEntry* e;
+    int64_t row0, n, start;  // rows in the batch; position of the first
+  };
+  std::vector<Span> spans;
+  spans.reserve(n_entries);
+  int64_t N = 0, n_decode = 0, max_end = 0;
+  for (int pass = 0; pass < 2; ++pass)
+    for (ForwardEntry& e : r.entries) {
+      if ((e.kind == RowKind::kDecode) != (pass == 0)) continue;
+      const int64_t n = static_cast<int64_t>(e.tokens.size());
+      spans.push_back({&e, N, n, e.cache->n_past});
+      N += n;
+      if (pass == 0) n_decode += n;
+      max_end = std::max(max_end, e.cache->n_past + n);
+    }
+  act.rope_window.ensure(max_end);
+  act.rope_compressed.ensure(max_end);
 
   ForwardProfile& profile = act.profile;
   ScopedNs forward_timer(&profile.forward_ns);
   ++profile.forwards;
-  profile.tokens += static_cast<uint64_t>(n);
+  profile.tokens += static_cast<uint64_t>(N);
   act.lookahead.begin(w_.layers);
 
-  // Engram row ids for the whole chunk, computed from token ids before any layer runs (they depend
-  // only on the tokens); every Engram layer's reads start now (sorted and deduplicated by the
-  // store) and overlap the layers before their use. In decode this is the moment the sampled token
-  // is known.
+  // Engram row ids of every row, computed from token ids before any layer runs (they depend only on
+  // the tokens); every Engram layer's reads for the whole batch start now as one sorted,
+  // deduplicated set (the store's) and overlap the layers before their use. In decode this is the
+  // moment the sampled tokens are known.
   std::vector<int64_t> erows;
-  std::vector<uint32_t> classes;
+  std::vector<std::vector<uint32_t>> classes(spans.size());
   std::vector<std::unique_ptr<store::EngramFetch>> efetch;
   if (hasher_) {
-    engram_rows(cache.engram_history, tokens, &erows, &classes);
-    if (obs) obs->ids("engram_row_ids", -1, erows, {n, hasher_->n_layers(), hasher_->n_cols()});
-    STRATA_RETURN_IF_ERROR(engram_start(c_, w_.layers, *store_, erows, n, &efetch));
+    const int64_t per_row = static_cast<int64_t>(hasher_->n_layers()) * hasher_->n_cols();
+    erows.resize(static_cast<size_t>(N * per_row));
+    std::vector<int64_t> part;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      engram_rows(spans[i].e->cache->engram_history, spans[i].e->tokens, &part, &classes[i]);
+      std::copy(part.begin(), part.end(), erows.begin() + spans[i].row0 * per_row);
+    }
+    if (obs) obs->ids("engram_row_ids", -1, erows, {N, hasher_->n_layers(), hasher_->n_cols()});
+    STRATA_RETURN_IF_ERROR(engram_start(c_, w_.layers, *store_, erows, N, &efetch));
   }
 
   // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
-  std::vector<float> x(static_cast<size_t>(n * hc * dim));
-  embed(tokens, x.data());
-  std::vector<float> pre_mix(static_cast<size_t>(n * hc), 0.0f);
-  for (int64_t t = 0; t < n; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+  std::vector<float>& x = act.x;
+  std::vector<float>& pre_mix = act.pre_mix;
+  x.resize(static_cast<size_t>(N * hc * dim));
+  for (const Span& sp : spans) embed(sp.e->tokens, x.data() + sp.row0 * hc * dim);
+  pre_mix.assign(static_cast<size_t>(N * hc), 0.0f);
+  for (int64_t t = 0; t < N; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
 
-  std::optional<DSparkFeatures> features;  // main_hidden for the DSpark draft
-  if (main_hidden) features.emplace(c_);
+  std::vector<std::optional<DSparkFeatures>> features(spans.size());  // main_hidden for the DSpark draft
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (spans[i].e->dspark_features) features[i].emplace(c_);
 
-  AttentionShared shared;
-  int64_t n_run = n, start_run = start;  // the tokens the layers run (bounded replay narrows them)
-  int first_nonfinite = -1;  // the first layer after which the last position held NaN/Inf
+  std::vector<AttentionShared> shared(spans.size());
+  std::vector<AttentionEntry> aentries(spans.size());
+  // CED bounded replay (a request of one entry): the decoder runs only the last `tail` rows.
+  const int64_t tail = spans.size() == 1 ? spans[0].e->decoder_tail : -1;
+  const bool replay = tail >= 0 && tail < N;
+  int boundary = -1;
+  if (replay) {
+    STRATA_ASSIGN_OR_RETURN(boundary, decoder_boundary());
+  }
+  Rows rows{N, n_decode};
+  std::vector<int> first_nonfinite(spans.size(), -1);  // the first layer after which an entry's last row held NaN/Inf
   for (int l = 0; l < c_.n_layers; ++l) {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
-      STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], n, n_run,
+      STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], N, rows,
                                             x.data(), pool_.get(), obs, &profile));
-      if (obs) obs->tensor("after_engram", l, x, {n_run, hc, dim});
+      if (obs) obs->tensor("after_engram", l, x, {rows.n, hc, dim});
     }
     if (l == boundary) {
-      replay_narrow(l, bw, x, pre_mix, erows, shared, decoder_tail, &start_run, &n_run, cache, obs, act);
+      int64_t n_run = rows.n, start_run = spans[0].start;
+      replay_narrow(l, bw, x, pre_mix, erows, shared[0], tail, &start_run, &n_run, *spans[0].e->cache, obs, act);
+      spans[0].n = n_run;
+      spans[0].start = start_run;
+      rows = Rows{n_run, n_decode > 0 ? n_run : 0};
       if (n_run == 0) break;
     }
-    if (features) features->capture(l, x.data(), n_run);
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (features[i]) features[i]->capture(l, x.data() + spans[i].row0 * hc * dim, spans[i].n);
     const RopeTable& rope = c_.compress_ratio(l) > 0 ? act.rope_compressed : act.rope_window;
-    AttentionContext actx{c_, rope, cache, shared, pool_.get(), obs};
-    auto attend = [&](const float* u, float* f) { attention_forward(actx, l, bw.attn, u, n_run, start_run, f); };
-    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, n_run, attend, &act.lookahead, obs, &profile));
-    // Only the last position's streams (hc * dim floats, nothing beside the layer's work): enough
-    // to name where a corrupt weight or input turned the state non-finite (issue 13 item 7).
-    if (first_nonfinite < 0 && !all_finite(x.data() + (n_run - 1) * hc * dim, hc * dim)) first_nonfinite = l;
+    for (size_t i = 0; i < spans.size(); ++i)
+      aentries[i] = AttentionEntry{spans[i].e->cache, &shared[i], spans[i].row0, spans[i].n, spans[i].start,
+                                   spans[i].e->kind == RowKind::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kPrompt};
+    AttentionBatch ab{c_, rope, aentries, rows, pool_.get(), obs, *act.attn};
+    auto attend = [&](const float* u, float* f) { attention_forward(ab, l, bw.attn, u, f); };
+    STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, rows, attend, &act.lookahead, obs, &profile, act.block));
+    // Only each entry's last row's streams (hc * dim floats, nothing beside the layer's work):
+    // enough to name where a corrupt weight or input turned the state non-finite (issue 13 item 7).
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (first_nonfinite[i] < 0 && !all_finite(x.data() + (spans[i].row0 + spans[i].n - 1) * hc * dim, hc * dim))
+        first_nonfinite[i] = l;
   }
-  if (features) {
-    STRATA_RETURN_IF_ERROR(features->assemble(n_run, main_hidden));
-    if (obs) obs->tensor("main_hidden", -1, *main_hidden, {n_run, dim * static_cast<int64_t>(c_.dspark_target_layer_ids.size())});
-  }
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (features[i]) {
+      std::vector<float>* out = spans[i].e->dspark_features;
+      STRATA_RETURN_IF_ERROR(features[i]->assemble(spans[i].n, out));
+      if (obs) obs->tensor("main_hidden", -1, *out, {spans[i].n, dim * static_cast<int64_t>(c_.dspark_target_layer_ids.size())});
+    }
 
   // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows (rows of
-  // the chunk; after bounded replay x holds only the last n_run of them).
-  const int64_t n_out = req.count(n);
-  const int64_t skipped = n - n_run;
-  if (n_run > 0 && (n_out > 0 || obs)) {
+  // each entry; after bounded replay x holds only the last spans[0].n of them). One pass over the
+  // head for every entry's rows, decode rows in the decode regime.
+  if (rows.n > 0) {
     ScopedNs head_timer(&profile.head_ns);
-    std::vector<int64_t> rows;
-    if (req.kind == LogitsRequest::Kind::kLast) rows = {n_run - 1};
-    else if (req.kind == LogitsRequest::Kind::kAll || obs) {
-      rows.resize(static_cast<size_t>(n_run));
-      for (int64_t t = 0; t < n_run; ++t) rows[static_cast<size_t>(t)] = t;
-    }
-    if (req.kind == LogitsRequest::Kind::kRows) {
-      rows = req.rows;
-      for (auto& r : rows) r -= skipped;
-    }
-    if (obs && req.kind != LogitsRequest::Kind::kAll) {
-      // The observer sees the final-norm output at every position.
-      std::vector<float> h(static_cast<size_t>(n_run * dim));
-      hc_pre(c_, x.data(), pre_mix.data(), n_run, h.data());
-      for (int64_t t = 0; t < n_run; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
-      obs->tensor("final_norm_out", -1, h, {n_run, dim});
-    }
-    const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float> h(static_cast<size_t>(m * dim));
-    std::vector<float> pm(static_cast<size_t>(m * hc));
-    std::vector<float> xs(static_cast<size_t>(m * hc * dim));
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t t = rows[static_cast<size_t>(i)];
-      std::copy_n(x.data() + t * hc * dim, hc * dim, xs.data() + i * hc * dim);
-      std::copy_n(pre_mix.data() + t * hc, hc, pm.data() + i * hc);
-    }
-    hc_pre(c_, xs.data(), pm.data(), m, h.data());
-    for (int64_t i = 0; i < m; ++i) rms_norm(h.data() + i * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + i * dim);
-    if (obs && req.kind == LogitsRequest::Kind::kAll) obs->tensor("final_norm_out", -1, h, {m, dim});
-    if (n_out > 0 && logits) {
-      // DECISION: the logits feed no rounding point (only the sampler), so a BF16 head runs in free
-      // summation order: kernels::linear_bf16_any_order streams it at about twice the rate of the
-      // bit-exact order (docs/performance.md, "CPU kernels"); the fixture logits stay within tolerance.
-      if (w_.head.kind == Linear::Kind::kBf16) {
-        kernels::linear_bf16_any_order(h.data(), m, w_.head.bf16, logits, pool_.get());
-      } else {
-        w_.head.apply(h.data(), m, logits, pool_.get());
+    std::vector<int64_t> want;  // batch rows, entry by entry
+    std::vector<int64_t> first_want(spans.size() + 1, 0);
+    int64_t m_decode = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const ForwardEntry& e = *spans[i].e;
+      const int64_t n_all = static_cast<int64_t>(e.tokens.size()), skipped = n_all - spans[i].n;
+      first_want[i] = static_cast<int64_t>(want.size());
+      switch (e.logits.kind) {
+        case LogitsRequest::Kind::kNone: break;
+        case LogitsRequest::Kind::kLast: want.push_back(spans[i].row0 + spans[i].n - 1); break;
+        case LogitsRequest::Kind::kAll:
+          for (int64_t t = 0; t < spans[i].n; ++t) want.push_back(spans[i].row0 + t);
+          break;
+        case LogitsRequest::Kind::kRows:
+          for (int64_t rr : e.logits.rows) want.push_back(spans[i].row0 + rr - skipped);
+          break;
       }
-      // NaN/Inf logits would be sampled as garbage, or as token 0, and exit 0: refuse them.
-      if (!all_finite(logits, n_out * c_.vocab_size))
-        return Corruption("the logits are not finite (NaN/Inf): " +
-                          (first_nonfinite >= 0 ? "the hidden state first became non-finite in layer " +
-                                                      std::to_string(first_nonfinite)
-                                                : std::string("the last position's hidden state stayed finite through every "
-                                                              "layer, so the head or an earlier position produced them")) +
-                          "; the checkpoint's weights (or the input) are corrupt");
+      if (e.kind == RowKind::kDecode) m_decode = static_cast<int64_t>(want.size());
+    }
+    first_want[spans.size()] = static_cast<int64_t>(want.size());
+    if (obs) {
+      // The observer sees the final-norm output at every position (a request of one entry).
+      std::vector<float> h(static_cast<size_t>(rows.n * dim));
+      hc_pre(c_, x.data(), pre_mix.data(), rows.n, h.data());
+      for (int64_t t = 0; t < rows.n; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
+      obs->tensor("final_norm_out", -1, h, {rows.n, dim});
+    }
+    const int64_t m = static_cast<int64_t>(want.size());
+    if (m > 0) {
+      act.head_x.resize(static_cast<size_t>(m * hc * dim));
+      act.head_pm.resize(static_cast<size_t>(m * hc));
+      act.h.resize(static_cast<size_t>(m * dim));
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t t = want[static_cast<size_t>(i)];
+        std::copy_n(x.data() + t * hc * dim, hc * dim, act.head_x.data() + i * hc * dim);
+        std::copy_n(pre_mix.data() + t * hc, hc, act.head_pm.data() + i * hc);
+      }
+      float* h = act.h.data();
+      hc_pre(c_, act.head_x.data(), act.head_pm.data(), m, h);
+      for (int64_t i = 0; i < m; ++i) rms_norm(h + i * dim, dim, w_.norm.data(), c_.norm_eps, h + i * dim);
+      // One entry with logits writes straight into its buffer; several share a scratch block.
+      int wanting = 0;
+      for (size_t i = 0; i < spans.size(); ++i) wanting += first_want[i + 1] > first_want[i];
+      const int64_t V = c_.vocab_size;
+      float* logits = nullptr;
+      if (wanting == 1) {
+        for (size_t i = 0; i < spans.size(); ++i)
+          if (first_want[i + 1] > first_want[i]) logits = spans[i].e->logits_out;
+      } else {
+        act.logits.resize(static_cast<size_t>(m * V));
+        logits = act.logits.data();
+      }
+      const Rows head_rows{m, rows.by_size() ? -1 : m_decode};
+      // DECISION: the logits feed no rounding point (only the sampler), so a BF16 head runs decode
+      // rows in free summation order: kernels::linear_bf16_any_order streams it at about twice the
+      // rate of the bit-exact order (docs/performance.md, "CPU kernels"); prompt rows take the
+      // bit-exact order (its GEMM is compute-efficient). The fixture logits stay within tolerance.
+      if (w_.head.kind == Linear::Kind::kBf16 && head_rows.by_size()) {
+        kernels::linear_bf16_any_order(h, m, w_.head.bf16, logits, pool_.get(), kernels::RowPath::kAuto);
+      } else if (w_.head.kind == Linear::Kind::kBf16) {
+        if (head_rows.n_decode > 0)
+          kernels::linear_bf16_any_order(h, head_rows.n_decode, w_.head.bf16, logits, pool_.get(), kernels::RowPath::kDecode);
+        if (head_rows.n_prompt() > 0)
+          kernels::linear_bf16_any_order(h + head_rows.n_decode * dim, head_rows.n_prompt(), w_.head.bf16,
+                                         logits + head_rows.n_decode * V, pool_.get(), kernels::RowPath::kPrompt);
+      } else {
+        w_.head.apply(h, head_rows, logits, pool_.get());
+      }
+      for (size_t i = 0; i < spans.size(); ++i) {
+        const int64_t lo = first_want[i], hi = first_want[i + 1];
+        if (hi == lo) continue;
+        if (wanting != 1) std::copy_n(logits + lo * V, (hi - lo) * V, spans[i].e->logits_out);
+        // NaN/Inf logits would be sampled as garbage, or as token 0, and exit 0: refuse them.
+        if (!all_finite(spans[i].e->logits_out, (hi - lo) * V))
+          return Corruption(
+              "the logits are not finite (NaN/Inf): " +
+              (first_nonfinite[i] >= 0
+                   ? "the hidden state first became non-finite in layer " + std::to_string(first_nonfinite[i])
+                   : std::string("the last position's hidden state stayed finite through every layer, so the head or an "
+                                 "earlier position produced them")) +
+              "; the checkpoint's weights (or the input) are corrupt");
+      }
     }
   }
 
-  cache.n_past += n;
-  if (hasher_) cache.engram_history.append(classes);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    KvCache& cache = *spans[i].e->cache;
+    cache.n_past += static_cast<int64_t>(spans[i].e->tokens.size());
+    if (hasher_) cache.engram_history.append(classes[i]);
+  }
   return Status();
 }
 

@@ -119,11 +119,12 @@ class Model {
   Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
   // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out)`, MoE) on x [n, hc, dim].
   using AttendFn = std::function<void(const float* u, float* f)>;
-  [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, int64_t n,
-                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs,
-                                     ForwardProfile* prof) const;
-  // One entry through every layer (the body of forward() per entry).
-  [[nodiscard]] Status forward_entry(ForwardEntry& e, Observer* obs, Activations& act) const;
+  // x [rows.n, hc, dim]; `s` holds the block's buffers.
+  [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, Rows rows,
+                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
+                                     BlockScratch& s) const;
+  // The checks of one entry of a request (forward()'s errors), before anything changes.
+  [[nodiscard]] Status check_entry(const ForwardEntry& e, size_t index, bool single) const;
   // x [n, hc, dim] = the embeddings of `tokens`, copied into every hc stream.
   void embed(std::span<const int32_t> tokens, float* x) const;
   // Bounded replay at the boundary layer (model/prefill_replay.cpp): compresses all *n tokens into

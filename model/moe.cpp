@@ -93,9 +93,11 @@ void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& st
 
 }  // namespace
 
-Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
-                   float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead, ForwardProfile* prof) {
+Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, Rows rows,
+                   float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead, ForwardProfile* prof,
+                   MoeScratch* scratch) {
   ScopedNs timer(prof ? &prof->moe_ns : nullptr);
+  const int64_t n = rows.n;
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
   const int k = w.n_active;
   RouterOutput r;
@@ -133,32 +135,40 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     std::unique_ptr<store::ExpertLease> lease;
     const float* x;  // the expert's token rows: `x` itself when they are all tokens in order
     int64_t row, m;  // first row in the batch buffers, rows
+    Rows regime;     // its rows' regimes: the decode rows come first (slots are in token order)
   };
   const int64_t cap_rows = std::max<int64_t>(n, 64);
   std::vector<Batched> batch;
-  std::vector<float> xs, g, u, act, y, scale;
+  MoeScratch local;
+  MoeScratch& sc = scratch ? *scratch : local;
+  std::vector<float>&xs = sc.xs, &g = sc.g, &u = sc.u, &act = sc.act, &y = sc.y, &scale = sc.scale;
   std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
   size_t next = 0;
   while (next < used.size()) {
     // Take experts while they fit.
     batch.clear();
-    int64_t rows = 0, gathered = 0;
+    int64_t rows_taken = 0, gathered = 0;
     for (; next < used.size() && static_cast<int>(batch.size()) < k; ++next) {
       const auto& slots = by_expert[static_cast<size_t>(used[next])];
       const int64_t m = static_cast<int64_t>(slots.size());
-      if (!batch.empty() && rows + m > cap_rows) break;
+      if (!batch.empty() && rows_taken + m > cap_rows) break;
       bool in_order = m == n;
       for (int64_t i = 0; in_order && i < m; ++i) in_order = slots[static_cast<size_t>(i)] / k == i;
-      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows, m});
+      Rows regime{m, -1};
+      if (!rows.by_size()) {
+        regime.n_decode = 0;
+        while (regime.n_decode < m && slots[static_cast<size_t>(regime.n_decode)] / k < rows.n_decode) ++regime.n_decode;
+      }
+      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows_taken, m, regime});
       if (!in_order) gathered += m;
-      rows += m;
+      rows_taken += m;
     }
     xs.resize(static_cast<size_t>(gathered * dim));
-    scale.resize(static_cast<size_t>(rows));
-    g.resize(static_cast<size_t>(rows * inter));
-    u.resize(static_cast<size_t>(rows * inter));
-    act.resize(static_cast<size_t>(rows * inter));
-    y.resize(static_cast<size_t>(rows * dim));
+    scale.resize(static_cast<size_t>(rows_taken));
+    g.resize(static_cast<size_t>(rows_taken * inter));
+    u.resize(static_cast<size_t>(rows_taken * inter));
+    act.resize(static_cast<size_t>(rows_taken * inter));
+    y.resize(static_cast<size_t>(rows_taken * dim));
     int64_t xs_row = 0;
     for (Batched& b : batch) {
       auto lease = store.acquire_expert(w.layer, b.e);
@@ -177,17 +187,19 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     jobs.clear();
     for (const Batched& b : batch) {
       const store::ExpertView& ev = b.lease->view();
-      jobs.push_back({b.x, b.m, {ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim}, g.data() + b.row * inter});
-      jobs.push_back({b.x, b.m, {ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim}, u.data() + b.row * inter});
+      add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim},
+                      g.data() + b.row * inter);
+      add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim},
+                      u.data() + b.row * inter);
     }
     kernels::linear_fp4_batch(jobs, pool);
     // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
-    swiglu(c, g.data(), u.data(), scale.data(), rows, inter, act.data());
+    swiglu(c, g.data(), u.data(), scale.data(), rows_taken, inter, act.data());
     jobs.clear();
     for (const Batched& b : batch) {
       const store::ExpertView& ev = b.lease->view();
-      jobs.push_back({act.data() + b.row * inter, b.m, {ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter},
-                      y.data() + b.row * dim});
+      add_linear_jobs(&jobs, act.data() + b.row * inter, b.regime,
+                      kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter}, y.data() + b.row * dim);
     }
     kernels::linear_fp4_batch(jobs, pool);
     for (const Batched& b : batch) {
@@ -206,15 +218,16 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   act.resize(static_cast<size_t>(n * inter));
   y.resize(static_cast<size_t>(n * dim));
   if (w.shared_w1.kind == Linear::Kind::kFp8 && w.shared_w3.kind == Linear::Kind::kFp8) {
-    const kernels::LinearJob<kernels::Fp8Weight> shared[] = {{x, n, w.shared_w1.fp8, g.data()},
-                                                             {x, n, w.shared_w3.fp8, u.data()}};
+    std::vector<kernels::LinearJob<kernels::Fp8Weight>> shared;
+    add_linear_jobs(&shared, x, rows, w.shared_w1.fp8, g.data());
+    add_linear_jobs(&shared, x, rows, w.shared_w3.fp8, u.data());
     kernels::linear_fp8_batch(shared, pool);
   } else {
-    w.shared_w1.apply(x, n, g.data(), pool);
-    w.shared_w3.apply(x, n, u.data(), pool);
+    w.shared_w1.apply(x, rows, g.data(), pool);
+    w.shared_w3.apply(x, rows, u.data(), pool);
   }
   swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data());
-  w.shared_w2.apply(act.data(), n, y.data(), pool);
+  w.shared_w2.apply(act.data(), rows, y.data(), pool);
   for (int64_t i = 0; i < n * dim; ++i) out[i] += y[static_cast<size_t>(i)];
   return Status();
 }

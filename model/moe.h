@@ -55,8 +55,11 @@ struct MoeScratch {
 
 // `ahead` (may be null) enables the layer-ahead prefetch when the store wants it and scores the
 // previous prediction (store::WeightStore::record_prediction). `prof` (may be null) gets the time.
+// Batches: `rows` gives each row's regime (model/weights.h Rows): an expert's decode rows and its
+// prompt rows run as separate jobs, so a row's result does not depend on which other rows picked
+// the same expert. `scratch` (may be null) holds the buffers between calls.
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,
-                                 int64_t n, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
-                                 ForwardProfile* prof = nullptr);
+                                 Rows rows, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
+                                 ForwardProfile* prof = nullptr, MoeScratch* scratch = nullptr);
 
 }  // namespace strata::model

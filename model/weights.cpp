@@ -8,14 +8,20 @@
 
 namespace strata::model {
 
-void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool) const {
+void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool, kernels::RowPath path) const {
   switch (kind) {
-    case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool); return;
-    case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool); return;
-    case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool); return;
+    case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool, path); return;
+    case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool, path); return;
+    case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool, path); return;
     case Kind::kNone: break;
   }
   STRATA_CHECK(false, "apply() on an unbound Linear");
+}
+
+void Linear::apply(const float* x, Rows r, float* y, ThreadPool* pool) const {
+  if (r.by_size()) return apply(x, r.n, y, pool, kernels::RowPath::kAuto);
+  if (r.n_decode > 0) apply(x, r.n_decode, y, pool, kernels::RowPath::kDecode);
+  if (r.n_prompt() > 0) apply(x + r.n_decode * in, r.n_prompt(), y + r.n_decode * out, pool, kernels::RowPath::kPrompt);
 }
 
 uint64_t Linear::weight_bytes() const {

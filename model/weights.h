@@ -22,6 +22,29 @@
 
 namespace strata::model {
 
+// The rows of a batched call (model/forward_request.h): rows [0, n_decode) belong to decode
+// entries and take the decode matvec, rows [n_decode, n) to prompt entries and take the prefill GEMM
+// (kernels::RowPath), so each row gets the bits it would get in a batch of its own.
+// n_decode < 0 leaves the regime to the kernels (RowPath::kAuto, by size), for callers outside a
+// batch (the DSpark draft block).
+struct Rows {
+  int64_t n = 0, n_decode = 0;
+  bool by_size() const { return n_decode < 0; }
+  int64_t n_prompt() const { return by_size() ? 0 : n - n_decode; }
+};
+
+// Adds the jobs of y[r.n, out] = x[r.n, in] . W^T to a kernels batch: one per non-empty regime.
+template <class W>
+void add_linear_jobs(std::vector<kernels::LinearJob<W>>* jobs, const float* x, Rows r, const W& w, float* y) {
+  if (r.by_size()) {
+    jobs->push_back({x, r.n, w, y, kernels::RowPath::kAuto});
+    return;
+  }
+  if (r.n_decode > 0) jobs->push_back({x, r.n_decode, w, y, kernels::RowPath::kDecode});
+  if (r.n_prompt() > 0)
+    jobs->push_back({x + r.n_decode * w.in, r.n_prompt(), w, y + r.n_decode * w.out, kernels::RowPath::kPrompt});
+}
+
 // A linear layer in its stored format. FP8 linears quantise their input (model.py `linear`); BF16
 // and F32 ones do not.
 struct Linear {
@@ -34,7 +57,10 @@ struct Linear {
 
   bool empty() const { return kind == Kind::kNone; }
   // y[n, out] = x[n, in] . W^T (with FP8 activation quantisation for kFp8).
-  void apply(const float* x, int64_t n, float* y, ThreadPool* pool) const;
+  void apply(const float* x, int64_t n, float* y, ThreadPool* pool,
+             kernels::RowPath path = kernels::RowPath::kAuto) const;
+  // The same over the rows of a batch, each part in its regime (Rows).
+  void apply(const float* x, Rows r, float* y, ThreadPool* pool) const;
   // Weight bytes read per application (for bandwidth stats).
   uint64_t weight_bytes() const;
 };

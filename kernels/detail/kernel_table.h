@@ -82,11 +82,15 @@ const LevelKernels& avx512_kernels();
 const LevelKernels& avx512bf16_kernels();
 
 // Runs y = x . W^T with the level's kernels (kernels/linear.cpp).
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool);
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool);
+// `path` picks the regime (kernels::RowPath; kAuto: by n).
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool,
+                RowPath path);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool,
+                RowPath path);
 void run_linear(const LevelKernels& level, const float* x, int64_t n, const Bf16Weight& w, float* y,
-                ThreadPool* pool);
-void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool);
+                ThreadPool* pool, RowPath path);
+void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32Weight& w, float* y, ThreadPool* pool,
+                RowPath path);
 // Runs a batch of linears as run_linear would, decode-sized jobs in one shared pool pass.
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
