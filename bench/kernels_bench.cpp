@@ -162,7 +162,7 @@ void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int6
   size_t i = 0;
   for (auto _ : state) {
     const Bf16Weight w{reinterpret_cast<const uint16_t*>(c.w[i].data()), out, in};
-    linear_bf16_any_order(x.data(), n, w, y.data(), pool.get(), level);
+    linear_bf16_any_order(x.data(), n, w, y.data(), pool.get(), level, RowPath::kDecode);
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % c.w.size();
   }
@@ -279,6 +279,10 @@ BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Appl
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
+// A batch of decode rows through the head (the demo's dim 512; RowPath::kDecode keeps them here).
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode1_head_129280x512, 1, 129280, 512)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x512, 4, 129280, 512)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode8_head_129280x512, 8, 129280, 512)->Apply(levels_and_threads);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);

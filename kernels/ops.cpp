@@ -196,11 +196,11 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
     linear_bf16(x, n, w, y, pool, level);
     return;
   }
-  // Rows split over the pool in chunks of >= 64 KiB of weights, each read once per row of x (the
-  // chunk stays in L2 for the next row of x).
+  // Weight rows split over the pool in chunks of >= 64 KiB; each weight row is widened once per four
+  // rows of x (the chunk stays in L2 for the next four).
   const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, 2 * w.in));
   run_range(pool, w.out, grain, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = 0; i < n; ++i) t->bf16_matvec_any(x + i * w.in, w.w, w.in, r0, r1, y + i * w.out);
+    t->bf16_matvec_any(x, n, w.in, w.w, w.in, r0, r1, y, w.out);
   });
 }
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, RowPath path) {

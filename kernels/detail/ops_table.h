@@ -41,7 +41,9 @@ struct OpsKernels {
                    int64_t h1, float* out) = nullptr;
 
   // y[r] = x . w[r] for BF16 rows [r0, r1) in any summation order (kernels::linear_bf16_any_order).
-  void (*bf16_matvec_any)(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) = nullptr;
+  // nx rows of x (ldx floats apart) share each pass over the weight rows; y rows ldy apart.
+  void (*bf16_matvec_any)(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
+                          float* y, int64_t ldy) = nullptr;
 
   // One packed FP4 index-key row decoded (kernels/indexer.h dequant_index_key).
   void (*dequant_fp4_e8m0_row)(const uint8_t* row, int64_t dim, float* out) = nullptr;

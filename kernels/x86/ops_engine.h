@@ -444,19 +444,42 @@ struct OpsEngine {
   }
 
   // ------------------------------------------------------------------ BF16 matvec, any order
-  // One row at a time (a single sequential stream), four accumulators of kW lanes, FMA.
-  static void bf16_matvec_any(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) {
+  // One weight row at a time (a single sequential stream), four accumulators of kW lanes per row of
+  // x, FMA. NX rows of x share each widened weight vector; every row's arithmetic is the same as
+  // with NX = 1, so a row's result does not depend on the batch it came in (RowPath::kDecode).
+  template <int NX>
+  static void bf16_rows_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
+                            float* y, int64_t ldy) {
     const int64_t main = in / (4 * kW) * (4 * kW);
     for (int64_t r = r0; r < r1; ++r) {
       const uint16_t* wr = w + r * in;
-      F acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+      F acc[NX][4];
+      for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = V::zero();
       for (int64_t k = 0; k < main; k += 4 * kW) {
-        for (int j = 0; j < 4; ++j)
-          acc[j] = V::fmadd(V::bf16(wr + k + j * kW), V::loadu(x + k + j * kW), acc[j]);
+        for (int j = 0; j < 4; ++j) {
+          const F wv = V::bf16(wr + k + j * kW);
+          for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, V::loadu(x + i * ldx + k + j * kW), acc[i][j]);
+        }
       }
-      float t = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
-      for (int64_t k = main; k < in; ++k) t += x[k] * bits_f32(static_cast<uint32_t>(wr[k]) << 16);
-      y[r] = t;
+      for (int i = 0; i < NX; ++i) {
+        const float* xi = x + i * ldx;
+        float t = V::hsum(V::add(V::add(acc[i][0], acc[i][1]), V::add(acc[i][2], acc[i][3])));
+        for (int64_t k = main; k < in; ++k) t += xi[k] * bits_f32(static_cast<uint32_t>(wr[k]) << 16);
+        y[i * ldy + r] = t;
+      }
+    }
+  }
+  static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
+                              int64_t r1, float* y, int64_t ldy) {
+    for (int64_t i = 0; i < nx; i += 4) {
+      const float* xi = x + i * ldx;
+      float* yi = y + i * ldy;
+      switch (nx - i) {
+        case 1: bf16_rows_any<1>(xi, ldx, w, in, r0, r1, yi, ldy); break;
+        case 2: bf16_rows_any<2>(xi, ldx, w, in, r0, r1, yi, ldy); break;
+        case 3: bf16_rows_any<3>(xi, ldx, w, in, r0, r1, yi, ldy); break;
+        default: bf16_rows_any<4>(xi, ldx, w, in, r0, r1, yi, ldy); break;
+      }
     }
   }
 
