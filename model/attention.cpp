@@ -332,7 +332,8 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   sc.o.resize(static_cast<size_t>(N * H * D));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   const int src = ratio > 0 ? latest_at_or_before(c.kv_source_layers, layer) : -1;
-  for (const AttentionEntry& e : b.entries) {
+  // One entry's queries, with `pool` for its own parallelism (null: serial).
+  auto attend_entry = [&](const AttentionEntry& e, ThreadPool* pool) {
     const LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
     const int64_t n = e.n, start = e.start;
     const float* kv = sc.kv.data() + e.row0 * D;
@@ -363,7 +364,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
         auto dec = [&](int64_t i0, int64_t i1) {
           for (int64_t i = i0; i < i1; ++i) comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
         };
-        if (b.pool) b.pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
+        if (pool) pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
         else dec(0, static_cast<int64_t>(groups.size()));
       }
     }
@@ -396,15 +397,30 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
         // loop (heads in vector lanes; heads split over the pool for a lone query).
         kernels::sparse_attention(kernels::SparseAttentionArgs{sc.q.data() + (e.row0 + t) * H * D, H, D, ent.data(), m,
                                                                w.attn_sink.data(), scale, ot},
-                                  b.pool);
+                                  pool);
         for (int h = 0; h < H; ++h) {
           // Remove the query's rotation from the output's RoPE tail (apply_rotary_emb inverse).
           b.rope.apply(ot + h * D + D - rd, p_q, /*inverse=*/true);
         }
       }
     };
-    if (b.pool && n > 1) b.pool->parallel_for(n, body);
+    if (pool && n > 1) pool->parallel_for(n, body);
     else body(0, n);
+  };
+  // Entries of one query (decode rows) run side by side over the pool, each serial inside; longer
+  // entries (prompt chunks) one after another, each split over the pool. Either way a query's
+  // result is the same (kernels/attention.h: bit for bit the scalar loop).
+  std::vector<const AttentionEntry*> singles;
+  for (const AttentionEntry& e : b.entries) {
+    if (e.n == 1) singles.push_back(&e);
+    else attend_entry(e, b.pool);
+  }
+  if (singles.size() > 1 && b.pool) {
+    b.pool->parallel_for(static_cast<int64_t>(singles.size()), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) attend_entry(*singles[static_cast<size_t>(i)], nullptr);
+    });
+  } else {
+    for (const AttentionEntry* e : singles) attend_entry(*e, b.pool);
   }
 
   // The newest window_size rows of each entry go into its ring (slot = pos % window), as bytes.
