@@ -11,6 +11,21 @@
 
 namespace strata::model {
 
+const char* score_func_name(ScoreFunc f) {
+  switch (f) {
+    case ScoreFunc::kSqrtSoftplus: return "sqrtsoftplus";
+    case ScoreFunc::kSoftmax: return "softmax";
+    case ScoreFunc::kSigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+Result<ScoreFunc> parse_score_func(const std::string& s) {
+  for (ScoreFunc f : {ScoreFunc::kSqrtSoftplus, ScoreFunc::kSoftmax, ScoreFunc::kSigmoid})
+    if (s == score_func_name(f)) return f;
+  return InvalidArgument("config.json: scoring_func '" + s + "' is not one of sqrtsoftplus, softmax, sigmoid");
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -155,7 +170,11 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
   STRATA_RETURN_IF_ERROR(r.get_int("n_routed_experts", "n_routed_experts", &c.n_routed_experts, kReq));
   STRATA_RETURN_IF_ERROR(r.get_int("n_shared_experts", "n_shared_experts", &c.n_shared_experts, kOpt));
   STRATA_RETURN_IF_ERROR(r.get_int("num_experts_per_tok", "n_activated_experts", &c.n_activated_experts, kReq));
-  STRATA_RETURN_IF_ERROR(r.get_string("scoring_func", "score_func", &c.score_func, kOpt));
+  {
+    std::string sf = score_func_name(c.score_func);
+    STRATA_RETURN_IF_ERROR(r.get_string("scoring_func", "score_func", &sf, kOpt));
+    STRATA_ASSIGN_OR_RETURN(c.score_func, parse_score_func(sf));
+  }
   STRATA_RETURN_IF_ERROR(r.get_double("gate_temp", "gate_temp", &c.gate_temp, kOpt));
   STRATA_RETURN_IF_ERROR(r.get_bool("norm_topk_prob", "norm_topk_prob", &c.norm_topk_prob, kOpt));
   STRATA_RETURN_IF_ERROR(r.get_double("routed_scaling_factor", "route_scale", &c.route_scale, kOpt));
@@ -308,8 +327,6 @@ Status ModelConfig::validate() const {
     return bad("dspark_num_experts_per_tok (" + std::to_string(n_active(n_layers)) + ") exceeds dspark_n_routed_experts (" +
                std::to_string(n_experts(n_layers)) + "); the DSpark stages need 0 < top-k <= experts");
   if (n_shared_experts != 1) return NotSupported("n_shared_experts " + std::to_string(n_shared_experts) + ", expected 1");
-  if (score_func != "sqrtsoftplus" && score_func != "softmax" && score_func != "sigmoid")
-    return bad("scoring_func '" + score_func + "' is not one of sqrtsoftplus, softmax, sigmoid");
   if (expert_dtype != "fp4") return NotSupported("expert_dtype '" + expert_dtype + "', strata reads 'fp4' (MXFP4) experts");
   if (weight_block_size != 32) return NotSupported("weight_block_size " + std::to_string(weight_block_size) + ", expected 32");
   if (window_size <= 0) return bad("sliding_window (window_size) must be positive");

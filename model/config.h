@@ -16,6 +16,14 @@
 
 namespace strata::model {
 
+// The router's score function (config.json "scoring_func"): an enum from load on, so the router
+// compares no strings per token.
+enum class ScoreFunc { kSqrtSoftplus, kSoftmax, kSigmoid };
+// "sqrtsoftplus", "softmax", "sigmoid".
+const char* score_func_name(ScoreFunc f);
+// Parses one of the names above (kInvalidArgument naming the value and the accepted ones).
+[[nodiscard]] Result<ScoreFunc> parse_score_func(const std::string& s);
+
 struct ModelConfig {
   // --- shape -------------------------------------------------------------------------------------
   int64_t vocab_size = 0;            // 129,280
@@ -34,7 +42,7 @@ struct ModelConfig {
   int n_routed_experts = 0;          // 384
   int n_shared_experts = 1;
   int n_activated_experts = 0;       // top-6
-  std::string score_func = "sqrtsoftplus";
+  ScoreFunc score_func = ScoreFunc::kSqrtSoftplus;  // config.json "scoring_func", parsed at load
   double gate_temp = 1.0;
   bool norm_topk_prob = true;
   double route_scale = 1.0;          // 1.5

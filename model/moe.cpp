@@ -20,7 +20,7 @@ void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n,
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     const float* lt = logits.data() + t * E;
-    if (c.score_func == "softmax") {
+    if (c.score_func == ScoreFunc::kSoftmax) {
       float mx = -INFINITY, den = 0.0f;
       for (int e = 0; e < E; ++e) mx = std::max(mx, lt[e] / temp);
       for (int e = 0; e < E; ++e) den += (score[e] = std::exp(lt[e] / temp - mx));
@@ -28,7 +28,7 @@ void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n,
     } else {
       for (int e = 0; e < E; ++e) {
         const float v = lt[e] / temp;
-        score[static_cast<size_t>(e)] = c.score_func == "sigmoid" ? sigmoid(v) : std::sqrt(softplus(v));
+        score[static_cast<size_t>(e)] = c.score_func == ScoreFunc::kSigmoid ? sigmoid(v) : std::sqrt(softplus(v));
       }
     }
     // The bias picks experts but does not weight them (model.py Gate.forward).

@@ -212,7 +212,7 @@ std::string config_json(const model::ModelConfig& c, const std::string& note) {
   t["n_routed_experts"] = c.n_routed_experts;
   t["n_shared_experts"] = c.n_shared_experts;
   t["num_experts_per_tok"] = c.n_activated_experts;
-  t["scoring_func"] = c.score_func;
+  t["scoring_func"] = model::score_func_name(c.score_func);
   t["topk_method"] = "noaux_tc";
   t["norm_topk_prob"] = c.norm_topk_prob;
   t["routed_scaling_factor"] = num(c.route_scale);
@@ -279,7 +279,7 @@ std::string inference_config_json(const model::ModelConfig& c) {
   j["n_routed_experts"] = c.n_routed_experts;
   j["n_shared_experts"] = c.n_shared_experts;
   j["n_activated_experts"] = c.n_activated_experts;
-  j["score_func"] = c.score_func;
+  j["score_func"] = model::score_func_name(c.score_func);
   j["route_scale"] = num(c.route_scale);
   j["swiglu_limit"] = c.swiglu_limit;
   j["q_lora_rank"] = c.q_lora_rank;

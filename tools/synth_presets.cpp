@@ -19,7 +19,7 @@ model::ModelConfig common_config() {
   model::ModelConfig c;
   c.vocab_size = 129280;
   c.n_shared_experts = 1;
-  c.score_func = "sqrtsoftplus";
+  c.score_func = model::ScoreFunc::kSqrtSoftplus;
   c.norm_topk_prob = true;
   c.route_scale = 1.5;
   c.norm_eps = 1e-20;
