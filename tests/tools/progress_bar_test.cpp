@@ -24,6 +24,11 @@ TEST(ProgressBar, RendersFractionAmountsAndEta) {
   EXPECT_EQ(render_progress(unknown, 1, 80), "[probe] 3 steps  1.0 s");
   // Never wider than the terminal.
   EXPECT_LE(render_progress(e, 3.2, 30).size(), 29u);
+  // A narrow terminal drops the drawing before the step's name.
+  ProgressEvent step{"probe", "steps", 12, 27, "bf16_anchor x2 threads", false};
+  const std::string narrow = render_progress(step, 62, 60);
+  EXPECT_NE(narrow.find("bf16_anchor x2 threads"), std::string::npos) << narrow;
+  EXPECT_LE(narrow.size(), 59u) << narrow;
 }
 
 TEST(ProgressBar, SilentWhenNotATerminal) {
