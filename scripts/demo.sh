@@ -7,13 +7,14 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 t0=$SECONDS
-scripts/install-deps.sh
+# Everything but the answer goes to stderr, so `scripts/demo.sh > answer.txt` keeps the text alone.
+scripts/install-deps.sh >&2
 # Only the CLI: the tests and benchmarks double the first build (scripts/test.sh builds them).
-scripts/build.sh "$repo_root/build" -- strata
+scripts/build.sh "$repo_root/build" -- strata >&2
 demo="$repo_root/data/demo"
 if [[ ! -f "$demo/config.json" ]]; then
   echo "demo.sh: synthesizing the 0.46 GB demo checkpoint into $demo (first use only, a few seconds)" >&2
-  build/cli/strata synth --preset demo --out "$demo" --force
+  build/cli/strata synth --preset demo --out "$demo" --force >&2
 fi
 echo "demo.sh: ready after $((SECONDS - t0)) s; running strata run on the demo checkpoint (random weights)" >&2
 exec build/cli/strata run -m "$demo" \
