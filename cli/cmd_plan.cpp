@@ -38,6 +38,8 @@ struct PlanCliOptions {
 int run_plan(PlanCliOptions& o) {
   if (o.model_dir.empty() == o.config.empty())
     return fail_usage(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  if (!o.model_dir.empty())
+    if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
   const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;
   auto text = io::read_file_to_string(path, 16u << 20);
   if (!text.ok()) return fail(text.error());

@@ -45,7 +45,7 @@ Status flush_stdout() {
   return Status();
 }
 
-Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
+Status check_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
@@ -53,9 +53,13 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& 
   // A directory without config.json is not a checkpoint (often its parent, or a download still
   // under way): say so rather than naming whichever file happens to be read first.
   if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec))
-    return NotFound(dir +
-                    ": not a checkpoint directory (no config.json; expected config.json, *.safetensors and "
-                    "tokenizer.json)");
+    return NotFound(dir + ": not a checkpoint directory (no config.json; expected config.json, *.safetensors and "
+                          "tokenizer.json)");
+  return Status();
+}
+
+Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
+  STRATA_RETURN_IF_ERROR(check_checkpoint_dir(dir));
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load(path));
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));

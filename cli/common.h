@@ -26,7 +26,11 @@ struct LoadedModel {
                                              const store::PlacementOptions& placement = {},
                                              const ProgressFn& progress = {});
 
-// Loads only DIR/tokenizer.json.
+// OK when DIR is a directory holding config.json; otherwise kNotFound saying "not a directory" or
+// "not a checkpoint directory (no config.json)", naming DIR.
+[[nodiscard]] Status check_checkpoint_dir(const std::string& dir);
+
+// Loads only DIR/tokenizer.json (after check_checkpoint_dir).
 [[nodiscard]] Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir);
 
 // CLI11 validators with short messages (CLI11's own ranges print the largest double).

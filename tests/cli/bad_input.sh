@@ -44,6 +44,8 @@ expect_usage "bad --ram-budget" "expected a size" -- "$strata" run -m "$tmp/none
 mkdir -p "$tmp/parent"
 expect_error "not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
   "$strata" run -m "$tmp/parent" -p hi
+expect_error "plan: not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
+  "$strata" plan -m "$tmp/parent"
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
