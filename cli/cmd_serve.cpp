@@ -115,6 +115,7 @@ int run_serve(ServeFlags& f) {
     }
     model::Model* m = lm->model.get();
     warn_if_ctx_above_model(f.opt.ctx, m->config().max_position_embeddings, &log);
+    warn_unused_placement_flags(f.placement, m->store(), &log);
     auto tick = [m, store_metrics] {
       const store::PlacementStats s = m->store().stats();
       std::lock_guard<std::mutex> l(store_metrics->mu);
