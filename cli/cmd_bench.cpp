@@ -104,7 +104,7 @@ int run_bench_cmd(BenchCliOptions& o) {
       po.gen = b.gen;
       po.prefill_chunk = b.prefill_chunk;
       po.load_mode = b.load_mode;
-      po.ram_bytes = b.ram_budget > 0 ? b.ram_budget + std::max<uint64_t>(1ull << 30, b.ram_budget / 9) : 0;
+      po.ram_budget_bytes = b.ram_budget;  // the store's budget, as plan --ram and run --ram-budget take it
       po.expert_io = b.expert_io;
       auto plan = tools::make_plan(*cfg, tools::VisionShape{}, *machine, po, cfg_path);
       if (!plan.ok()) return fail(plan.error());
@@ -229,6 +229,7 @@ int run_bench_cmd(BenchCliOptions& o) {
 Command register_bench(CLI::App& app) {
   auto o = std::make_shared<BenchCliOptions>();
   tools::BenchOptions& b = o->bench;
+  b.load_mode = "auto";  // as run and serve: resident where the checkpoint fits, else stream
   app.add_option("-m,--model", b.model_dir, "checkpoint directory")->required();
   app.add_option("--prompt", o->prompts, "prompt lengths in tokens, comma separated (default 512,2048,8192)")
       ->delimiter(',')

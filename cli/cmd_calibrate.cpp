@@ -36,7 +36,7 @@ int run_calibrate(const CalibrateOptions& o) {
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
   auto popt = placement_options(o.placement);
-  if (!popt.ok()) return fail(popt.error());
+  if (!popt.ok()) return fail_flag_value(popt.error());
   Logger log = stderr_logger(LogLevel::kWarn);
   auto lm = load_model(o.model_dir, o.threads, &log, *popt);
   if (!lm.ok()) return fail(lm.error());

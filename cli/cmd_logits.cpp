@@ -75,7 +75,7 @@ Result<std::vector<int64_t>> parse_positions(const std::string& s, int64_t n) {
 
 int run_logits(const LogitsOptions& o) {
   if (!o.decode_logits_file.empty() && o.decode == 0)
-    return fail(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
+    return fail_usage(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
   auto ids = read_tokens(o.tokens_file);
   if (!ids.ok()) return fail(ids.error());
   if (ids->empty()) return fail(InvalidArgument(o.tokens_file + ": no token ids (empty prompt)"));
@@ -90,7 +90,7 @@ int run_logits(const LogitsOptions& o) {
   }
   Logger log = stderr_logger(LogLevel::kWarn);
   auto popt = placement_options(o.placement);
-  if (!popt.ok()) return fail(popt.error());
+  if (!popt.ok()) return fail_flag_value(popt.error());
   auto lm = load_model(o.model_dir, o.threads, &log, *popt);
   if (!lm.ok()) return fail(lm.error());
   model::Model& m = *lm->model;

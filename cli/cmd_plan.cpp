@@ -36,7 +36,10 @@ struct PlanCliOptions {
 };
 
 int run_plan(PlanCliOptions& o) {
-  if (o.model_dir.empty() == o.config.empty()) return fail(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  if (o.model_dir.empty() == o.config.empty())
+    return fail_usage(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  if (!o.model_dir.empty())
+    if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
   const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;
   auto text = io::read_file_to_string(path, 16u << 20);
   if (!text.ok()) return fail(text.error());
@@ -53,14 +56,15 @@ int run_plan(PlanCliOptions& o) {
     po.context = cfg->max_position_embeddings;
   }
   if (o.prefill != "exact" && o.prefill != "replay")
-    return fail(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
+    return fail_usage(InvalidArgument("--prefill must be exact or replay, got '" + o.prefill + "'"));
   po.replay = o.prefill == "replay";
   auto expert_io = expert_io_flags(o.direct_io, o.buffered_io, po.load_mode);
   if (!expert_io.ok()) return fail(expert_io.error());
   po.expert_io = *expert_io;
   po.overlap_io = !o.no_overlap;
-  for (auto [flag, text_value, out] : {std::tuple{"--ram", &o.ram, &po.ram_bytes}, std::tuple{"--vram", &o.vram, &po.vram_bytes},
-                                       std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {
+  for (auto [flag, text_value, out] :
+       {std::tuple{"--ram", &o.ram, &po.ram_budget_bytes}, std::tuple{"--vram", &o.vram, &po.vram_bytes},
+        std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {
     if (text_value->empty()) continue;
     auto v = tools::parse_size(*text_value, flag);
     if (!v.ok()) return fail(v.error());
@@ -100,10 +104,14 @@ int run_plan(PlanCliOptions& o) {
                                     cached.error().to_string() + "); refusing to overwrite it"));
       std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
     }
+    // The probe takes minutes: say so before the first silent second (its progress follows).
     if (cached.error().code() == StatusCode::kNotFound)
-      std::fprintf(stderr, "strata: no machine profile at %s: measuring this machine (strata probe)...\n", o.probe.c_str());
+      std::fprintf(stderr,
+                   "strata: no machine profile at %s: measuring this machine first (~2 min, once; "
+                   "strata probe)\n",
+                   o.probe.c_str());
     else
-      std::fprintf(stderr, "strata: measuring this machine (strata probe) into %s...\n", o.probe.c_str());
+      std::fprintf(stderr, "strata: measuring this machine first (~2 min; strata probe) into %s\n", o.probe.c_str());
     tools::ProbeOptions pr;
     pr.disk_dir = o.model_dir;
     auto m = probe_machine(pr, o.probe);
@@ -124,9 +132,12 @@ Command register_plan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory (only config.json is read)");
   app.add_option("--config", o->config, "a config.json (HF release layout or flat inference config)");
-  app.add_option("--ram", o->ram, "RAM strata may use, e.g. 24G (default: the probe's available RAM)");
+  app.add_option("--ram,--ram-budget", o->ram,
+                 "RAM for weights, as run --ram-budget takes it: e.g. 24G, all for the store, KV and activations on "
+                 "top (default: the probe's available RAM minus max(1G, 10%), as run)");
   app.add_option("--vram", o->vram, "GPU memory, e.g. 24G (reported only: no GPU backend yet)");
-  app.add_option("--reserve", o->reserve, "RAM kept outside the store for KV, activations and the OS (default: max(1G, 10%))");
+  app.add_option("--reserve", o->reserve,
+                 "RAM kept outside the store for KV, activations and the OS (default: max(1G, 10%); none with --ram)");
   app.add_option("-t,--threads", o->plan.threads, "threads (default: physical cores)")->check(in_range(0, 256));
   app.add_option("-c,--ctx,--ctx-size", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
       ->check(in_range(0, 1 << 30));

@@ -75,6 +75,14 @@ Result<tools::MachineProfile> probe_machine(const tools::ProbeOptions& opt, cons
   ProgressBar bar;
   tools::ProbeOptions o = opt;
   o.progress = bar.fn();
+  // Not a terminal (a log, CI): one line per step instead of the bar, so minutes of measuring are
+  // never silent.
+  if (!o.progress)
+    o.progress = [](const ProgressEvent& e) {
+      if (e.finished || e.detail.empty()) return;
+      std::fprintf(stderr, "[probe] step %llu/%llu: %.*s\n", static_cast<unsigned long long>(e.done),
+                   static_cast<unsigned long long>(e.total), static_cast<int>(e.detail.size()), e.detail.data());
+    };
   STRATA_ASSIGN_OR_RETURN(tools::MachineProfile p, tools::measure_machine(o));
   bar.clear();
   if (!cache.empty()) STRATA_RETURN_IF_ERROR(p.save(cache));

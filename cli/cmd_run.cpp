@@ -2,7 +2,8 @@
 //   [--seed S] [--think|--no-think] [-t THREADS] [-c|--ctx N] [placement flags] [--stats] [--stats-json F]
 //   [--prefill exact|replay] [--save-session F] [--load-session F]
 // Renders one user turn (the document from -f, then the prompt), prefills it, streams the generated
-// text to stdout as it decodes (never splitting a UTF-8 character), then prints one stats line.
+// text to stdout as it decodes (never splitting a UTF-8 character), then prints one summary line on
+// stderr (stdout holds only the answer, so `> answer.txt` captures the text alone).
 // --load-session continues a saved session (-p/-f, when given, become a new user turn after it);
 // --save-session feeds the last generated token and saves the session (runtime/session_file.h).
 // Placement flags (cli/placement_flags.h) choose where weights live; --stats adds per-phase
@@ -77,6 +78,27 @@ std::string mb(uint64_t bytes) {
   return buf;
 }
 
+// The summary line: what was prefilled (or continued) and generated. The first generated token comes
+// out of the prefill's last forward pass, so the decode rate (and --stats' decode column) covers the
+// other N - 1: the line says so rather than disagreeing with the table.
+void print_summary(std::FILE* out, const runtime::GenerateStats& st, int64_t resumed_tokens, const char* why) {
+  char head[192];
+  const std::string after = resumed_tokens > 0 ? " (after a saved session of " + std::to_string(resumed_tokens) + ")" : "";
+  if (st.prompt_tokens > 0)
+    std::snprintf(head, sizeof head, "prompt %lld tokens%s, prefill %.1f tok/s", static_cast<long long>(st.prompt_tokens),
+                  after.c_str(), st.prefill_tok_per_s());
+  else
+    std::snprintf(head, sizeof head, "continued a saved session of %lld tokens", static_cast<long long>(resumed_tokens));
+  const long long n = st.generated_tokens;
+  if (n <= 1) {  // nothing was decoded after the first token: no rate to report
+    std::fprintf(out, "[strata] %s | generated %lld token%s%s\n", head, n, n == 1 ? "" : "s", why);
+    return;
+  }
+  const char* first = st.prompt_tokens > 0 ? "comes with the prefill" : "was sampled from the saved logits";
+  std::fprintf(out, "[strata] %s | generated %lld tokens, decode %.2f tok/s over the last %lld (the first %s)%s\n", head,
+               n, st.decode_tok_per_s(), n - 1, first, why);
+}
+
 int run_run(const RunOptions& o) {
   InterruptGuard interrupt;
   std::string user;
@@ -89,9 +111,9 @@ int run_run(const RunOptions& o) {
   }
   user += o.prompt;
   if (user.empty() && o.load_session.empty())
-    return fail(InvalidArgument("empty prompt: give -p TEXT and/or -f FILE (or --load-session F to continue)"));
+    return fail_usage(InvalidArgument("empty prompt: give -p TEXT and/or -f FILE (or --load-session F to continue)"));
   auto prefill_mode = runtime::parse_prefill_mode(o.prefill);
-  if (!prefill_mode.ok()) return fail(InvalidArgument("--prefill: " + prefill_mode.error().message()));
+  if (!prefill_mode.ok()) return fail_usage(InvalidArgument("--prefill: " + prefill_mode.error().message()));
 
   runtime::GenerateOptions g;
   g.max_new_tokens = o.n_predict;
@@ -107,7 +129,7 @@ int run_run(const RunOptions& o) {
 
   Logger log = stderr_logger(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
   auto popt = placement_options(o.placement);
-  if (!popt.ok()) return fail(popt.error());
+  if (!popt.ok()) return fail_flag_value(popt.error());
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
   auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn());
   if (!lm.ok()) return fail(lm.error());
@@ -140,6 +162,7 @@ int run_run(const RunOptions& o) {
     std::fprintf(stderr, "strata: loaded %s in %.2f s, prompt %zu tokens, %d threads\n", o.model_dir.c_str(), lm->load_s,
                  prompt->size(), m.pool().n_threads());
 
+  const int64_t resumed_tokens = resumed ? resumed->n_past() : 0;
   runtime::Generator gen(m);
   if (resumed) gen.session() = std::move(*resumed);
   tokenizer::StreamDecoder dec(tok, /*skip_special=*/true);
@@ -147,6 +170,7 @@ int run_run(const RunOptions& o) {
   const std::string placement = m.store().describe();
   if (o.verbose || o.stats || placement.rfind("resident", 0) != 0)
     std::fprintf(stderr, "strata: placement: %s\n", placement.c_str());
+  warn_unused_placement_flags(o.placement, m.store(), &log);
   // Counter snapshots at the phase boundaries: the first token arrives right after prefill.
   if (static_cast<int64_t>(prompt->size()) > 2 * g.prefill_chunk) g.prefill_progress = bar.fn();
   const StatsMark mark0 = StatsMark::take(m, gen.activations().profile);
@@ -177,10 +201,9 @@ int run_run(const RunOptions& o) {
                     : st.stopped_by_eos     ? " (end of sequence)"
                     : st.stopped_by_context ? " (context full)"
                                             : "";
-  std::printf("\n\n[strata] prompt %lld tokens, prefill %.1f tok/s | generated %lld tokens, decode %.2f tok/s%s\n",
-              static_cast<long long>(st.prompt_tokens), st.prefill_tok_per_s(),
-              static_cast<long long>(st.generated_tokens), st.decode_tok_per_s(), why);
+  std::fputc('\n', stdout);
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
+  print_summary(stderr, st, resumed_tokens, why);
   if (o.stats || !o.stats_json.empty()) {
     const StatsMark mark2 = StatsMark::take(m, gen.activations().profile);
     if (first_token) mark1 = mark2;
@@ -221,13 +244,21 @@ Command register_run(CLI::App& app) {
       ->required();
   app.add_option("-p,--prompt", o->prompt, "prompt text (the question, after the document when -f is given)");
   app.add_option("-f,--file", o->file, "a document to read before the prompt");
-  app.add_option("-n,--n-predict", o->n_predict, "maximum tokens to generate")->check(in_range(0, 1 << 24));
-  app.add_option("--temp", o->temp, "sampling temperature (0 = greedy)")->check(non_negative());
-  app.add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1]");
-  app.add_option("--min-p", o->min_p, "drop tokens below min-p x the top probability");
-  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")->check(in_range(0, 1 << 24));
+  app.add_option("-n,--n-predict", o->n_predict, "maximum tokens to generate")
+      ->check(in_range(0, 1 << 24))
+      ->capture_default_str();
+  app.add_option("--temp,--temperature", o->temp, "sampling temperature (0 = greedy)")
+      ->check(non_negative())
+      ->capture_default_str();
+  app.add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1]")->capture_default_str();
+  app.add_option("--min-p", o->min_p, "drop tokens below min-p x the top probability")->capture_default_str();
+  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")
+      ->check(in_range(0, 1 << 24))
+      ->capture_default_str();
   app.add_option("--seed", o->seed, "sampler seed (a number >= 0)")->check(in_range(0, 1.8e19));
-  app.add_flag("--think,!--no-think", o->think, "thinking mode (default: off)");
+  // Two flags rather than CLI11's "--think,!--no-think", whose help reads "--think,--no-think{false}".
+  app.add_flag_callback("--think", [o] { o->think = true; }, "reason in <think>...</think> before answering");
+  app.add_flag_callback("--no-think", [o] { o->think = false; }, "answer at once, no reasoning (the default)");
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   app.add_option("-c,--ctx,--ctx-size", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");

@@ -71,7 +71,7 @@ int run_serve(ServeFlags& f) {
   } else if (f.effort_table == "vllm") {
     f.opt.effort_table = server::EffortTable::kVllm;
   } else {
-    return fail(InvalidArgument("--effort-table: expected official or vllm, got '" + f.effort_table + "'"));
+    return fail_usage(InvalidArgument("--effort-table: expected official or vllm, got '" + f.effort_table + "'"));
   }
   if (f.reasoning_field == "reasoning_content") {
     f.opt.reasoning_field = server::ReasoningField::kReasoningContent;
@@ -80,13 +80,13 @@ int run_serve(ServeFlags& f) {
   } else if (f.reasoning_field == "both") {
     f.opt.reasoning_field = server::ReasoningField::kBoth;
   } else {
-    return fail(InvalidArgument("--reasoning-field: expected reasoning_content, reasoning or both, got '" +
-                                f.reasoning_field + "'"));
+    return fail_usage(InvalidArgument("--reasoning-field: expected reasoning_content, reasoning or both, got '" +
+                                      f.reasoning_field + "'"));
   }
   f.opt.body_limit_bytes = static_cast<int64_t>(f.body_limit_mib * 1024 * 1024);
   if (Status s = f.opt.validate(); !s.ok()) return fail(s);
   auto placement = placement_options(f.placement);
-  if (!placement.ok()) return fail(placement.error());
+  if (!placement.ok()) return fail_flag_value(placement.error());
 
   // SIGINT/SIGTERM are blocked in every thread and taken by sigwait below.
   sigset_t sigs;
@@ -115,6 +115,7 @@ int run_serve(ServeFlags& f) {
     }
     model::Model* m = lm->model.get();
     warn_if_ctx_above_model(f.opt.ctx, m->config().max_position_embeddings, &log);
+    warn_unused_placement_flags(f.placement, m->store(), &log);
     auto tick = [m, store_metrics] {
       const store::PlacementStats s = m->store().stats();
       std::lock_guard<std::mutex> l(store_metrics->mu);
@@ -185,7 +186,14 @@ Command register_serve(CLI::App& app) {
       ->check(in_range(1, 1 << 20));
   app.add_option("--model-id", o.model_id, "the served model id (default deepseek-v4.1-flash)");
   app.add_flag("--any-model", o.any_model, "accept every `model` value in requests");
-  app.add_flag("--think,!--no-think", o.default_thinking, "thinking when a request does not say (default: on)");
+  // Two flags rather than CLI11's "--think,!--no-think", whose help reads "--think,--no-think{false}".
+  app.add_flag_callback(
+      "--think", [f] { f->opt.default_thinking = true; },
+      "requests that do not say reason first (the default, as DeepSeek's API)");
+  app.add_flag_callback(
+      "--no-think", [f] { f->opt.default_thinking = false; },
+      "requests that do not say answer at once (a request still sets its own with "
+      "\"thinking\": {\"type\": \"enabled\"|\"disabled\"})");
   app.add_option("--default-effort", o.default_effort, "reasoning effort 1..100 when a request does not say "
                  "(default: 75, or 50 with --effort-table vllm)")->check(in_range(0, 100));
   app.add_option("--effort-table", f->effort_table, "effort names: official (low 50, high 75, max 100) or vllm "

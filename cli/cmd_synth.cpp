@@ -75,7 +75,8 @@ Command register_synth(CLI::App& app) {
   app.add_flag("--dry-run", o->dry_run, "print the chosen shape and size without writing anything");
   return [o]() -> int {
     tools::SynthOptions& s = o->synth;
-    if (!(o->shard_gib >= 0) || o->shard_gib > 1e6) return fail(InvalidArgument("--shard-gib must be in [0, 1e6]"));
+    if (!(o->shard_gib >= 0) || o->shard_gib > 1e6)
+      return fail_usage(InvalidArgument("--shard-gib must be in [0, 1e6]"));
     s.max_shard_bytes = static_cast<uint64_t>(o->shard_gib * 1073741824.0);
     if (Status v = s.validate(); !v.ok()) return fail(v);
     if (o->dry_run) {

@@ -27,7 +27,7 @@ Command register_tokenize(CLI::App& app) {
   t->excludes(f);
   app.add_flag("--special", o->special, "turn special-token strings in the text into their ids");
   return [o, t, f]() -> int {
-    if (t->count() == 0 && f->count() == 0) return fail(InvalidArgument("tokenize needs --text or --file"));
+    if (t->count() == 0 && f->count() == 0) return fail_usage(InvalidArgument("tokenize needs --text or --file"));
     std::string text = o->text;
     if (f->count()) {
       auto r = io::read_file_to_string(o->file, 64u << 20, io::ReadFrom::kFileOrStream);  // as `run -f`

@@ -13,6 +13,10 @@ namespace strata::cli {
 
 using Command = std::function<int()>;
 
+// Exit status of every usage error: an unknown flag, a bad or missing flag value, flags that do not
+// go together (CLI11's own codes 105, 106, 109, ... are not passed on). Other errors exit 1.
+inline constexpr int kExitUsage = 2;
+
 Command register_run(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_logits(CLI::App& app);

@@ -1,12 +1,15 @@
 #include "cli/common.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
+#include "cli/commands.h"
+#include "io/file.h"
+#include "model/kv_cache.h"
 #include "tokenizer/compressed_vocab.h"
 
 namespace strata::cli {
@@ -42,11 +45,21 @@ Status flush_stdout() {
   return Status();
 }
 
-Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
+Status check_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
                           "tokenizer.json)");
+  // A directory without config.json is not a checkpoint (often its parent, or a download still
+  // under way): say so rather than naming whichever file happens to be read first.
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "config.json", ec))
+    return NotFound(dir + ": not a checkpoint directory (no config.json; expected config.json, *.safetensors and "
+                          "tokenizer.json)");
+  return Status();
+}
+
+Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
+  STRATA_RETURN_IF_ERROR(check_checkpoint_dir(dir));
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load(path));
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));
@@ -74,11 +87,35 @@ int fail(const Status& s) {
   return 1;
 }
 
+int fail_usage(const Status& s) {
+  fail(s);
+  return kExitUsage;
+}
+
+int fail_flag_value(const Status& s) { return s.code() == StatusCode::kInvalidArgument ? fail_usage(s) : fail(s); }
+
 Logger stderr_logger(LogLevel max) {
   return Logger(max, [](LogLevel level, std::string_view line) {
     std::fprintf(stderr, "strata: %.*s: %.*s\n", static_cast<int>(log_level_name(level).size()),
                  log_level_name(level).data(), static_cast<int>(line.size()), line.data());
   });
+}
+
+std::string kv_note_for_args(int argc, char** argv) {
+  std::string dir;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string_view(argv[i]) == "-m" || std::string_view(argv[i]) == "--model") dir = argv[i + 1];
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]).rfind("--model=", 0) == 0) dir = argv[i] + 8;
+  if (dir.empty()) return "";
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  auto text = io::read_file_to_string(path, 16u << 20);
+  if (!text.ok()) return "";
+  auto cfg = model::ModelConfig::parse(*text, path);
+  if (!cfg.ok()) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f B/token", model::kv_footprint(*cfg).global_bytes_per_token);
+  return std::string(buf) + " of global KV for " + dir;
 }
 
 void warn_if_ctx_above_model(int64_t ctx, int64_t max_position_embeddings, Logger* log) {

@@ -26,7 +26,11 @@ struct LoadedModel {
                                              const store::PlacementOptions& placement = {},
                                              const ProgressFn& progress = {});
 
-// Loads only DIR/tokenizer.json.
+// OK when DIR is a directory holding config.json; otherwise kNotFound saying "not a directory" or
+// "not a checkpoint directory (no config.json)", naming DIR.
+[[nodiscard]] Status check_checkpoint_dir(const std::string& dir);
+
+// Loads only DIR/tokenizer.json (after check_checkpoint_dir).
 [[nodiscard]] Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir);
 
 // CLI11 validators with short messages (CLI11's own ranges print the largest double).
@@ -39,8 +43,20 @@ CLI::Validator in_range(double lo, double hi);  // a number in [lo, hi]
 // Prints "strata: error: <status>" on stderr and returns 1.
 int fail(const Status& s);
 
+// The same for a usage error found after parsing (flags that do not go together, a value no
+// validator could check): prints the line and returns kExitUsage (2), as a parse error does.
+int fail_usage(const Status& s);
+
+// For errors of a flag's value (a size, a mode, a --hot file): kInvalidArgument is a usage error
+// (fail_usage, 2), anything else (a file that cannot be read) fails as usual (fail, 1).
+int fail_flag_value(const Status& s);
+
 // A logger that writes "strata: <level>: line" to stderr for levels up to `max`.
 Logger stderr_logger(LogLevel max);
+
+// "212 B/token of global KV for DIR" for the checkpoint named by -m/--model in argv, from its
+// config.json (model::kv_footprint); "" when argv names none or it cannot be read. For messages only.
+std::string kv_note_for_args(int argc, char** argv);
 
 // Warns (as llama.cpp does for n_ctx above n_ctx_train) when --ctx asks for more tokens than the
 // model's max_position_embeddings; the generator and the server's scheduler then use the model's.

@@ -21,14 +21,19 @@ constexpr std::string_view kPlacement =
 const LlamaFlag kFlags[] = {
     {{"-ngl", "--n-gpu-layers", "--gpu-layers", "-ngld", "--n-gpu-layers-draft"}, "GPU layer offload", kPlacement},
     {{"-ts", "--tensor-split", "-sm", "--split-mode", "-mg", "--main-gpu", "-nkvo", "--no-kv-offload"},
-     "multi-GPU / KV offload", kPlacement},
+     "multi-GPU / KV offload",
+     kPlacement},
     {{"--mlock", "--no-mmap"}, "memory mapping", kPlacement},
-    {{"-fa", "--flash-attn"}, "flash attention",
+    {{"-fa", "--flash-attn"},
+     "flash attention",
      "strata's attention is the model's CSA2 sparse attention, always on; there is nothing to switch"},
-    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"}, "KV cache types",
-     "the KV cache format is the model's (FP8 window, FP4 compressed KV: 890 B/token); there is nothing to choose"},
+    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v"},
+     "KV cache types",
+     "the KV cache format is the model's (FP8 window, FP4 compressed KV and index keys{kv}); there is nothing to "
+     "choose"},
     {{"-np"}, "parallel sequences", "strata serve takes --parallel N"},
-    {{"-cnv", "--conversation", "-i", "--interactive"}, "interactive chat",
+    {{"-cnv", "--conversation", "-i", "--interactive"},
+     "interactive chat",
      "strata run answers one turn; continue with --save-session F / --load-session F, or use strata serve"},
 };
 
@@ -50,16 +55,19 @@ bool named_by(std::string_view parse_error, std::string_view arg) {
 
 }  // namespace
 
-std::string llama_cpp_flag_hint(int argc, char** argv, std::string_view parse_error) {
+std::string llama_cpp_flag_hint(int argc, char** argv, std::string_view parse_error, std::string_view kv_note) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--") break;
     if (!named_by(parse_error, a)) continue;
     for (const LlamaFlag& f : kFlags)
       for (std::string_view s : f.spellings)
-        if (matches(a, s))
-          return std::string(s) + " (llama.cpp's " + std::string(f.what) + ") is not a strata flag: " +
-                 std::string(f.advice);
+        if (matches(a, s)) {
+          std::string advice(f.advice);
+          if (const size_t at = advice.find("{kv}"); at != std::string::npos)
+            advice.replace(at, 4, kv_note.empty() ? "" : ": " + std::string(kv_note));
+          return std::string(s) + " (llama.cpp's " + std::string(f.what) + ") is not a strata flag: " + advice;
+        }
   }
   return "";
 }

@@ -13,7 +13,8 @@ namespace strata::cli {
 // `parse_error` names, or "" when there is none. A flag matches as itself, as "flag=value", or
 // (single-dash short flags) directly followed by a digit ("-ngl99"); the error names it when it
 // holds the argument, or for a single-dash one the rest CLI11 took as a short option's value
-// ("-ngl" -> "'gl'").
-std::string llama_cpp_flag_hint(int argc, char** argv, std::string_view parse_error);
+// ("-ngl" -> "'gl'"). `kv_note` (may be empty) is quoted in the KV-cache-type answer: the KV bytes
+// per token of the model given with -m (kv_note_for_args in cli/common.h).
+std::string llama_cpp_flag_hint(int argc, char** argv, std::string_view parse_error, std::string_view kv_note = {});
 
 }  // namespace strata::cli

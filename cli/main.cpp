@@ -8,11 +8,16 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/flag_suggest.h"
 #include "cli/llama_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"strata: a local inference engine for DeepSeek V4.1 Flash"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success, 1 error (a file, checkpoint or run failed), 2 usage error (an unknown flag, a\n"
+      "bad or missing value), 130 interrupted (Ctrl-C).");
   app.set_version_flag("--version", std::string("strata 0.1.0"));
   // A flag given twice takes its last value (llama.cpp's behaviour), so wrappers can pass defaults.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -41,14 +46,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // A llama.cpp habit gets an answer in strata's terms, not CLI11's reading of it.
-    if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv, e.what()); !hint.empty()) {
+    const std::string kv_note = strata::cli::kv_note_for_args(argc, argv);
+    if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv, e.what(), kv_note); !hint.empty()) {
       std::fprintf(stderr, "strata: error: %s (see --help)\n", hint.c_str());
-      return 2;
+      return strata::cli::kExitUsage;
+    }
+    if (const std::string typo = strata::cli::unknown_flag_message(app, argc, argv, e.what()); !typo.empty()) {
+      std::fprintf(stderr, "strata: error: %s\n", typo.c_str());
+      return strata::cli::kExitUsage;
     }
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
     std::fprintf(stderr, "strata: error: %s (see --help)\n", what.c_str());
-    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+    // One status for every usage error, whatever CLI11's own code for it (105, 106, 109, ...).
+    return strata::cli::kExitUsage;
   }
   // strata code reports errors as Status; what can still throw here is the allocator (a request or
   // checkpoint too large for this machine) or a library call: report it on one line, exit non-zero.
@@ -62,5 +73,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata: error: Internal: %s\n", e.what());
     return 1;
   }
-  return 2;
+  return strata::cli::kExitUsage;
 }

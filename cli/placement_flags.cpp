@@ -26,6 +26,27 @@ void add_placement_flags(CLI::App& app, PlacementFlags* f) {
   app.add_option("--io-depth", f->io_depth, "io_uring queue depth (reads in flight)");
 }
 
+void warn_unused_placement_flags(const PlacementFlags& f, const store::WeightStore& store, Logger* log) {
+  if (store.expert_reads() != store::ExpertReads::kNotStreamed) return;
+  const PlacementFlags defaults;
+  const std::pair<bool, const char*> given[] = {
+      {!f.hot_file.empty(), "--hot"},
+      {!f.pin_layers.empty(), "--pin-layers"},
+      {f.cache_policy != defaults.cache_policy, "--cache-policy"},
+      {f.no_prefetch, "--no-prefetch"},
+      {f.io_depth != defaults.io_depth, "--io-depth"},
+      {f.direct_io, "--direct-io"},
+      {f.buffered_io, "--buffered-io"},
+  };
+  const std::string mode = store.describe().substr(0, store.describe().find(':'));
+  for (const auto& [on, flag] : given)
+    if (on)
+      log_to(log, LogLevel::kWarn,
+             std::string(flag) + " has no effect: the weights are " + mode +
+                 " (routed experts are not streamed); it applies with --load-mode stream, or with auto when the "
+                 "checkpoint is larger than --ram-budget");
+}
+
 Result<uint64_t> parse_byte_size(const std::string& s, const std::string& flag) {
   const char* p = s.c_str();
   char* end = nullptr;

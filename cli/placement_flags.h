@@ -11,13 +11,14 @@
 //   --io-depth N         io_uring queue depth
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
+#include "core/log.h"
 #include "core/status.h"
 #include "store/placement_options.h"
+#include "store/weight_store.h"
 
 namespace strata::cli {
 
@@ -34,6 +35,11 @@ struct PlacementFlags {
 };
 
 void add_placement_flags(CLI::App& app, PlacementFlags* f);
+
+// Warns (one line per flag, through `log`) for each placement flag given that has no effect because
+// `store` does not stream routed experts (resident or mmap): --hot, --pin-layers, --cache-policy,
+// --no-prefetch, --io-depth, --direct-io, --buffered-io. Silence would read as "pinned" or "tuned".
+void warn_unused_placement_flags(const PlacementFlags& f, const store::WeightStore& store, Logger* log);
 
 // Validates the flags and reads --hot. Errors name the flag.
 [[nodiscard]] Result<store::PlacementOptions> placement_options(const PlacementFlags& f);

@@ -31,24 +31,33 @@ std::string seconds(double s) {
 }  // namespace
 
 std::string render_progress(const ProgressEvent& e, double elapsed_s, int width) {
-  std::string s = "[" + std::string(e.task) + "] ";
+  const std::string head = "[" + std::string(e.task) + "] ";
+  const std::string detail = e.detail.empty() ? "" : "  " + std::string(e.detail);
+  std::string bar, pct, amounts, eta;
+  const std::string time = "  " + seconds(elapsed_s);
   if (e.total > 0) {
     const double frac = std::clamp(static_cast<double>(e.done) / static_cast<double>(e.total), 0.0, 1.0);
-    const int bar = std::clamp(width / 4, 10, 30);
-    const int full = static_cast<int>(std::floor(frac * bar));
-    s += "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(bar - full), '.') + "] ";
-    char pct[16];
-    std::snprintf(pct, sizeof pct, "%3.0f%%  ", 100 * frac);
-    s += pct;
-    s += amount(static_cast<double>(e.done), e.unit) + " / " + amount(static_cast<double>(e.total), e.unit);
-    if (e.unit != "bytes") s += " " + std::string(e.unit);
-    s += "  " + seconds(elapsed_s);
-    if (frac > 0.02 && frac < 1 && elapsed_s > 0.5) s += "  ETA " + seconds(elapsed_s * (1 - frac) / frac);
+    const int cells = std::clamp(width / 4, 10, 30);
+    const int full = static_cast<int>(std::floor(frac * cells));
+    bar =
+        "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(cells - full), '.') + "] ";
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%3.0f%%  ", 100 * frac);
+    pct = buf;
+    amounts = amount(static_cast<double>(e.done), e.unit) + " / " + amount(static_cast<double>(e.total), e.unit);
+    if (e.unit != "bytes") amounts += " " + std::string(e.unit);
+    if (frac > 0.02 && frac < 1 && elapsed_s > 0.5) eta = "  ETA " + seconds(elapsed_s * (1 - frac) / frac);
   } else {
-    s += amount(static_cast<double>(e.done), e.unit) + " " + std::string(e.unit) + "  " + seconds(elapsed_s);
+    amounts = amount(static_cast<double>(e.done), e.unit) + " " + std::string(e.unit);
   }
-  if (!e.detail.empty()) s += "  " + std::string(e.detail);
-  if (width > 0 && static_cast<int>(s.size()) > width - 1) s.resize(static_cast<size_t>(std::max(0, width - 1)));
+  // On a narrow terminal the step's name matters more than the drawing: drop the bar, then the ETA,
+  // then the amounts before cutting the detail (a probe step read "bf16_an" when it was cut first).
+  const auto fits = [&](const std::string& s) { return width <= 0 || static_cast<int>(s.size()) <= width - 1; };
+  std::string s = head + bar + pct + amounts + time + eta + detail;
+  if (!fits(s)) s = head + pct + amounts + time + eta + detail;
+  if (!fits(s)) s = head + pct + amounts + time + detail;
+  if (!fits(s)) s = head + pct + time + detail;
+  if (!fits(s)) s.resize(static_cast<size_t>(std::max(0, width - 1)));
   return s;
 }
 
@@ -68,6 +77,12 @@ void ProgressBar::clear() {
   drawn_ = false;
 }
 
+int ProgressBar::terminal_width() const {
+  winsize ws{};
+  if (::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
 void ProgressBar::on_event(const ProgressEvent& e) {
   if (!tty_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -77,17 +92,23 @@ void ProgressBar::on_event(const ProgressEvent& e) {
     last_draw_ = {};
   }
   if (e.finished) {
-    clear();
+    // Leave the finished bar at 100% with its time, on its own line: clearing it (or a throttled
+    // last frame) left the last visible state at 84% of a load that had completed.
+    if (drawn_ || e.total > 0) {
+      ProgressEvent done = e;
+      if (done.total > 0) done.done = done.total;
+      const double el = std::chrono::duration<double>(now - start_).count();
+      std::fputs(("\r\033[K" + render_progress(done, el, terminal_width()) + "\n").c_str(), out_);
+      std::fflush(out_);
+      drawn_ = false;
+    }
     task_.clear();
     return;
   }
   if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
-  int width = 80;
-  winsize ws{};
-  if (::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) width = ws.ws_col;
   const double el = std::chrono::duration<double>(now - start_).count();
-  std::fputs(("\r\033[K" + render_progress(e, el, width)).c_str(), out_);
+  std::fputs(("\r\033[K" + render_progress(e, el, terminal_width())).c_str(), out_);
   std::fflush(out_);
   drawn_ = true;
 }

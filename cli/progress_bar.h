@@ -1,7 +1,7 @@
 // A progress bar on stderr for long operations (load, synth, long prefill, calibrate, probe): the
 // terminal renderer of core/progress.h events. Draws only when the stream is a terminal, so logs,
-// pipes and CI output stay clean; redraws at most ten times a second and clears its line when the
-// operation finishes (or the bar is destroyed).
+// pipes and CI output stay clean; redraws at most ten times a second; when the operation finishes it
+// leaves one line with the bar at 100% and the time taken (a bar destroyed unfinished is cleared).
 //   [load] [##########..........]  52%  6.1 / 11.7 GB  3.2 s  ETA 2.9 s  layer 21
 // Thread safety: one operation at a time; events come from the thread doing the work.
 #pragma once
@@ -30,6 +30,8 @@ class ProgressBar {
   void clear();
 
  private:
+  int terminal_width() const;  // columns of `out_` (80 when unknown)
+
   std::FILE* out_;
   bool tty_ = false;
   bool drawn_ = false;

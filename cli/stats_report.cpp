@@ -11,6 +11,9 @@ namespace {
 double s_of(uint64_t ns) { return static_cast<double>(ns) * 1e-9; }
 double per(double a, double b) { return b > 0 ? a / b : 0; }
 
+// What a routed-expert counter says when the store streams no experts (resident, mmap).
+constexpr const char* kNotStreamed = "n/a (not streamed)";
+
 }  // namespace
 
 PhaseStats phase_between(const std::string& name, const StatsMark& a, const StatsMark& b, int64_t tokens, double wall_s) {
@@ -38,16 +41,25 @@ void print_stats(std::FILE* out, const std::vector<PhaseStats>& phases) {
            store::format_bytes(static_cast<uint64_t>(per(double(p.store.bytes_read()), double(p.tokens)))) + ")";
   });
   row("OS disk reads", [&](const PhaseStats& p) { return store::format_bytes(p.store.os_read_bytes); });
+  // A rate over nothing is "n/a", not 0.0%: resident and mmap stores count no expert acquires and
+  // no prefetches, and "0.0%" there reads as a failing cache.
   row("expert hit rate", [&](const PhaseStats& p) {
+    if (p.store.expert_uses() == 0) return std::string(kNotStreamed);
     return f("%.1f%%", 100 * p.store.expert_hit_rate()) + " of " + std::to_string(p.store.expert_uses());
   });
   row("expert loads (evictions)", [&](const PhaseStats& p) {
+    if (p.store.expert_uses() == 0) return std::string(kNotStreamed);
     return std::to_string(p.store.expert_loads) + " (" + std::to_string(p.store.expert_evictions) + ")";
   });
   row("prefetch hit rate", [&](const PhaseStats& p) {
+    if (p.store.prefetch_issued == 0)
+      return std::string(p.store.expert_uses() == 0 ? kNotStreamed : "n/a (none issued)");
     return f("%.1f%%", 100 * p.store.prefetch_hit_rate()) + " of " + std::to_string(p.store.prefetch_issued);
   });
-  row("prediction recall", [&](const PhaseStats& p) { return f("%.1f%%", 100 * p.store.prediction_recall()); });
+  row("prediction recall", [&](const PhaseStats& p) {
+    if (p.store.predicted == 0) return std::string(p.store.expert_uses() == 0 ? kNotStreamed : "n/a (none predicted)");
+    return f("%.1f%%", 100 * p.store.prediction_recall()) + " of " + std::to_string(p.store.predicted);
+  });
   row("Engram rows (read)", [&](const PhaseStats& p) {
     return std::to_string(p.store.engram_rows_requested) + " (" + std::to_string(p.store.engram_rows_read) + ")";
   });

@@ -6,13 +6,17 @@
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
-scripts/install-deps.sh
-scripts/build.sh "$repo_root/build" >/dev/null
+t0=$SECONDS
+# Everything but the answer goes to stderr, so `scripts/demo.sh > answer.txt` keeps the text alone.
+scripts/install-deps.sh >&2
+# Only the CLI: the tests and benchmarks double the first build (scripts/test.sh builds them).
+scripts/build.sh "$repo_root/build" -- strata >&2
 demo="$repo_root/data/demo"
 if [[ ! -f "$demo/config.json" ]]; then
-  echo "demo.sh: synthesizing the demo checkpoint into $demo (first use only)" >&2
-  build/cli/strata synth --preset demo --out "$demo" --force
+  echo "demo.sh: synthesizing the 0.46 GB demo checkpoint into $demo (first use only, a few seconds)" >&2
+  build/cli/strata synth --preset demo --out "$demo" --force >&2
 fi
+echo "demo.sh: ready after $((SECONDS - t0)) s; running strata run on the demo checkpoint (random weights)" >&2
 exec build/cli/strata run -m "$demo" \
   -f data/docs/gettysburg-address.txt \
   -p "Question: According to the speaker, who consecrated the ground at Gettysburg, and what task remains for the living?" \

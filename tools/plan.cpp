@@ -216,6 +216,13 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   // activations and the system.
   pl.reserve_bytes = o.reserve_bytes > 0 ? o.reserve_bytes : std::max<uint64_t>(1ull << 30, ram / 10);
   pl.budget_bytes = ram > pl.reserve_bytes ? ram - pl.reserve_bytes : 0;
+  // A given budget is the store's, whole, as run --ram-budget uses it (store/open_store.cpp takes no
+  // margin off an explicit budget): KV and activations then need RAM beyond it.
+  pl.budget_given = o.ram_budget_bytes > 0;
+  if (pl.budget_given) {
+    pl.budget_bytes = o.ram_budget_bytes;
+    pl.reserve_bytes = o.reserve_bytes;
+  }
   const uint64_t all_routed = f.routed_bytes + f.dspark_expert_bytes;
   pl.dense_bytes = f.text_bytes - all_routed - f.engram_table_bytes;
   pl.dense_ram_bytes = f.text_ram_bytes - all_routed - f.engram_table_bytes;
@@ -296,7 +303,7 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   if (pl.engram_bytes > 0 && !pl.engram_resident)
     pl.streams.push_back("Engram rows: " + std::to_string(f.engram_rows_per_token) + " per token, " +
                          std::to_string(f.engram_row_bytes) + " B each, 4 KiB reads through the page cache");
-  if (pl.kv_bytes + pl.scratch_bytes > pl.reserve_bytes)
+  if (!pl.budget_given && pl.kv_bytes + pl.scratch_bytes > pl.reserve_bytes)
     pl.notes.push_back("KV (" + format_bytes(static_cast<double>(pl.kv_bytes)) + ") + activations (" +
                        format_bytes(static_cast<double>(pl.scratch_bytes)) + ") exceed the margin of " +
                        format_bytes(static_cast<double>(pl.reserve_bytes)) + ": lower --ctx or raise --reserve");
@@ -419,9 +426,16 @@ std::string plan_text(const Plan& p) {
   o << "\n";
 
   o << "placement: load mode " << pl.load_mode << (pl.fits ? "" : " (DOES NOT FIT)") << "\n";
-  o << "  RAM budget " << format_bytes(static_cast<double>(pl.budget_bytes)) << " for the store; margin "
-    << format_bytes(static_cast<double>(pl.reserve_bytes)) << " holds KV " << format_bytes(static_cast<double>(pl.kv_bytes))
-    << " (" << pl.context << " tokens) + activations " << format_bytes(static_cast<double>(pl.scratch_bytes)) << "\n";
+  if (pl.budget_given)
+    o << "  RAM budget " << format_bytes(static_cast<double>(pl.budget_bytes))
+      << " for the store (--ram, as run --ram-budget); on top of it KV "
+      << format_bytes(static_cast<double>(pl.kv_bytes)) << " (" << pl.context << " tokens) + activations "
+      << format_bytes(static_cast<double>(pl.scratch_bytes)) << "\n";
+  else
+    o << "  RAM budget " << format_bytes(static_cast<double>(pl.budget_bytes)) << " for the store; margin "
+      << format_bytes(static_cast<double>(pl.reserve_bytes)) << " holds KV "
+      << format_bytes(static_cast<double>(pl.kv_bytes)) << " (" << pl.context << " tokens) + activations "
+      << format_bytes(static_cast<double>(pl.scratch_bytes)) << "\n";
   o << "  resident tensors: " << format_bytes(static_cast<double>(pl.dense_bytes)) << " (backbone, embedding, head, DSpark)";
   if (pl.engram_ram_bytes > 0) o << " + Engram scales / row cache " << format_bytes(static_cast<double>(pl.engram_ram_bytes));
   o << "\n";
@@ -515,6 +529,7 @@ std::string plan_json(const Plan& p) {
   pj["load_mode"] = pl.load_mode;
   pj["fits"] = pl.fits;
   pj["budget_bytes"] = pl.budget_bytes;
+  pj["budget_given"] = pl.budget_given;
   pj["reserve_bytes"] = pl.reserve_bytes;
   pj["dense_bytes"] = pl.dense_bytes;
   pj["dense_ram_bytes"] = pl.dense_ram_bytes;

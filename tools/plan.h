@@ -4,8 +4,9 @@
 // (tools/probe.h, or its fields overridden: --ram, --vram, --disk-gbps, --iops) and options.
 // Output: the footprint (tools/plan_sizes.h), a placement and predicted speeds (tools/plan_cost.h).
 // The placement mirrors what store::open_store does with the same RAM (store/open_store.h):
-//   budget      the given RAM (--ram, like run's --ram-budget) or the probe's available RAM, minus a
-//               margin of max(1 GiB, 10%) that KV caches and activations live in
+//   budget      the given budget (--ram, the same number as run's --ram-budget: the store gets all of
+//               it, KV caches and activations come on top), or the probe's available RAM minus a
+//               margin of max(1 GiB, 10%) that KV caches and activations live in (run's default)
 //   resident    when the whole checkpoint fits the budget (auto), every tensor in RAM
 //   stream      resident tensors (everything but routed experts and Engram tables) + Engram scales
 //               (when they take at most 1/16 of the budget) + the Engram row cache, and the rest
@@ -51,6 +52,9 @@ struct RoutingCounts {
 struct PlanOptions {
   int threads = 0;                  // 0 = physical cores (the engine's default)
   uint64_t ram_bytes = 0;           // RAM strata may use; 0 = the probe's available RAM
+  // The store's budget as `strata run --ram-budget` takes it (plan --ram): no margin is taken off it.
+  // 0 = from ram_bytes minus the margin. Set, it wins over ram_bytes.
+  uint64_t ram_budget_bytes = 0;
   uint64_t vram_bytes = 0;          // 0 = the probe's GPUs (reported only)
   uint64_t reserve_bytes = 0;       // margin outside the store's budget; 0 = max(1 GiB, 10% of the RAM)
   int64_t context = 0;              // tokens the KV cache must hold; 0 = longest prompt + gen
@@ -74,7 +78,8 @@ struct Placement {
   std::string load_mode;         // "resident" or "stream"
   bool fits = true;              // false: not even the resident set fits (why in `notes`)
   uint64_t budget_bytes = 0;     // RAM strata may use (after the reserve)
-  uint64_t reserve_bytes = 0;    // the margin (KV and activations live here)
+  uint64_t reserve_bytes = 0;    // the margin (KV and activations live here); 0 with a given budget
+  bool budget_given = false;     // budget_bytes is PlanOptions::ram_budget_bytes (plan --ram), margin-free
   uint64_t dense_bytes = 0;      // resident tensors as stored (incl. DSpark's dense part)
   uint64_t dense_ram_bytes = 0;  // ... once loaded (attn.wo_a widened to BF16 by the model)
   uint64_t engram_ram_bytes = 0; // stream: Engram scales (if resident) + row cache

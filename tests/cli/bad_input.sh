@@ -29,6 +29,23 @@ expect_error "llama.cpp --n-gpu-layers=N" "--n-gpu-layers (llama.cpp" -- "$strat
 expect_error "llama.cpp -ngl99" "-ngl (llama.cpp's GPU layer offload)" -- "$strata" run -m "$tmp/none" -ngl99 -p hi
 expect_error "llama.cpp -ctk" "-ctk (llama.cpp's KV cache types)" -- "$strata" run -m "$tmp/none" -ctk q8_0 -p hi
 expect_error "llama.cpp -np" "strata serve takes --parallel N" -- "$strata" serve -m "$tmp/none" -np 4
+# Usage errors exit 2 (issue #19), a mistyped flag gets the flag that was meant.
+expect_usage "typo gets did-you-mean" "unknown flag --temprature for \`strata run\`; did you mean --temperature?" -- \
+  "$strata" run -m "$tmp/none" -p hi --temprature 0.5
+expect_usage "typo of a plan flag" "did you mean --ram-budget?" -- "$strata" plan --config x.json --ram-budgte 4G
+expect_usage "unknown flag without a near one" "unknown flag --frobnicate for \`strata serve\`" -- \
+  "$strata" serve -m "$tmp/none" --frobnicate
+expect_usage "missing required -m" "model is required" -- "$strata" run -p hi
+expect_usage "bad value" "must be in" -- "$strata" run -m "$tmp/none" -p hi -n -5
+expect_usage "no subcommand exits 2" "error" -- "$strata"
+expect_usage "plan without -m or --config" "exactly one of" -- "$strata" plan
+expect_usage "bad --ram-budget" "expected a size" -- "$strata" run -m "$tmp/none" -p hi --ram-budget lots
+# A directory without config.json is named as not being a checkpoint (often its parent).
+mkdir -p "$tmp/parent"
+expect_error "not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
+  "$strata" run -m "$tmp/parent" -p hi
+expect_error "plan: not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
+  "$strata" plan -m "$tmp/parent"
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
@@ -61,6 +78,8 @@ if [[ -d "$ck" ]]; then
   else
     echo "FAIL run -p -ngl:"; cat "$tmp/err"; fail=1
   fi
+  # -ctk quotes the KV bytes per token of the model given with -m (106 B on the tiny fixture)
+  expect_usage "llama.cpp -ctk with -m" "106 B/token of global KV for $ck" -- "$strata" run -m "$ck" -ctk q8_0 -p hi
   # tokenize works and prints a JSON array
   out=$("$strata" tokenize -m "$ck" --text "Hello world")
   if [[ "$out" != "[19923, 2058]" ]]; then echo "FAIL tokenize output: $out"; fail=1; else echo "ok   tokenize: $out"; fi

@@ -20,8 +20,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # strata run --temp 0 on the fixture's prompt must render the fixture's 197 prompt ids and then
 # print exactly the text of the 25 greedy tokens of decode_tokens_fixed.npy.
-"$strata" run -m "$fx/checkpoint" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 25 > "$tmp/run.txt"
-"$py" - "$fx" "$tmp/run.txt" <<'PY'
+"$strata" run -m "$fx/checkpoint" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 25 > "$tmp/run.txt" 2> "$tmp/run.err"
+"$py" - "$fx" "$tmp/run.txt" "$tmp/run.err" <<'PY'
 import json, sys
 import numpy as np
 fx, out = sys.argv[1], sys.argv[2]
@@ -39,9 +39,11 @@ for b in range(256):
 u2b = {chr(c): b for b, c in zip(bs, cs)}
 ids = [int(t) for t in np.load(fx + "/golden/decode_tokens_fixed.npy")]
 want = b"".join(bytes(u2b[ch] for ch in inv[i]) for i in ids).decode("utf-8", "replace")
+# stdout: the text and one newline; stderr: the summary line "[strata] prompt N tokens, ...".
 text = open(out, encoding="utf-8", errors="replace").read()
-got = text.split("\n\n[strata] prompt ")[0]
-stats = text.split("\n\n[strata] prompt ")[1] if "\n\n[strata] prompt " in text else ""
+got = text[:-1] if text.endswith("\n") else text
+err = open(sys.argv[3], encoding="utf-8", errors="replace").read()
+stats = err.split("[strata] prompt ")[1] if "[strata] prompt " in err else ""
 ok = got == want and stats.startswith("197 tokens")
 print(("ok  " if ok else "FAIL") + " strata run --temp 0: %d chars of greedy text %s the fixture's 25 tokens; stats: %s"
       % (len(got), "equal" if got == want else "differ from", stats.strip()))

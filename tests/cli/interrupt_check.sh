@@ -41,21 +41,21 @@ kill -0 "$pid" 2>/dev/null || die "strata run finished before the SIGINT (EOS or
 kill -INT "$pid"
 wait "$pid"; rc=$?; pid=""
 [[ $rc -eq 130 ]] || die "exit status $rc after one SIGINT, expected 130"
-grep -q '^\[strata\] prompt [0-9]* tokens, .* generated [0-9]* tokens, .*(interrupted)$' "$tmp/a.txt" ||
+grep -q '^\[strata\] prompt [0-9]* tokens, .* generated [0-9]* tokens, .*(interrupted)$' "$tmp/a.err.txt" ||
   die "no stats line marked (interrupted)"
 grep -q "session saved to $tmp/s.strata" "$tmp/a.err.txt" || die "session not saved"
-n="$(sed -n 's/.* generated \([0-9]*\) tokens.*/\1/p' "$tmp/a.txt")"
+n="$(sed -n 's/.* generated \([0-9]*\) tokens.*/\1/p' "$tmp/a.err.txt")"
 [[ "$n" -ge 1 ]] || die "generated token count '$n'"
 if ls "$tmp" | grep -q "\.tmp\."; then die "temp file left: $(ls "$tmp")"; fi
 
 # The saved session continues where the interrupted run stopped.
 "$strata" run -m "$ck" --load-session "$tmp/s.strata" --temp 0 -n 4 > "$tmp/b.txt" 2> "$tmp/b.err.txt" ||
   die "--load-session of the interrupted run's session failed"
-grep -q "prompt 0 tokens" "$tmp/b.txt" || die "continuation did not resume the session"
+grep -q "continued a saved session of" "$tmp/b.err.txt" || die "continuation did not resume the session"
 "$strata" run -m "$ck" -p "$prompt" --temp 0 -n "$((n + 4))" > "$tmp/full.txt" 2> /dev/null || die "reference run failed"
-# The generated text is everything before the blank line and the final stats line (the text itself
-# may hold blank lines).
-text_of() { local c; c="$(cat "$1"; echo x)"; c="${c%x}"; printf '%s' "${c%$'\n\n'\[strata\] prompt *}"; }
+# stdout holds the generated text and one newline (the stats line is on stderr); the text itself may
+# hold newlines.
+text_of() { local c; c="$(cat "$1"; echo x)"; c="${c%x}"; printf '%s' "${c%$'\n'}"; }
 full="$(text_of "$tmp/full.txt"; echo x)"
 first="$(text_of "$tmp/a.txt")"
 second="$(text_of "$tmp/b.txt"; echo x)"

@@ -12,3 +12,13 @@ expect_error() {
   if [[ $lines -ne 1 ]]; then echo "FAIL $name: $lines lines on stderr, expected one:"; cat "$tmp/err"; fail=1; return; fi
   echo "ok   $name: $(cat "$tmp/err")"
 }
+
+# expect_usage NAME PATTERN -- command...: as expect_error, and the exit status is 2 (every usage
+# error exits 2, whatever CLI11's own code for it).
+expect_usage() {
+  local name="$1" pattern="$2"; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then echo "FAIL $name: exit $rc, expected 2 (usage error):"; cat "$tmp/err"; fail=1; return; fi
+  expect_error "$name" "$pattern" -- "$@"
+}

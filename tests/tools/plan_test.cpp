@@ -377,6 +377,32 @@ TEST(Plan, PlacementForGivenRam) {
   EXPECT_FALSE(make_plan(l.config, l.vision, m, o, kRealConfig).ok());
 }
 
+// plan --ram is run's --ram-budget (issue #19): the store gets the whole number, no margin taken off
+// (store::open_store takes none off an explicit budget), so plan streams where run streams.
+TEST(Plan, GivenBudgetIsTheStoresWhole) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  const MachineProfile m = fake_machine(20.0, 200.0, 64ull << 30, 4);
+  PlanOptions o;
+  o.ram_budget_bytes = 40ull << 30;
+  auto p = make_plan(l.config, l.vision, m, o, kRealConfig);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  EXPECT_TRUE(p->placement.budget_given);
+  EXPECT_EQ(p->placement.budget_bytes, 40ull << 30);
+  EXPECT_EQ(p->placement.reserve_bytes, 0u);
+  EXPECT_EQ(p->placement.load_mode, "stream");
+  EXPECT_TRUE(p->placement.fits);
+  EXPECT_NE(plan_text(*p).find("(--ram, as run --ram-budget)"), std::string::npos) << plan_text(*p);
+  // The same number as RAM (not a budget) leaves max(1 GiB, 10%) outside the store.
+  PlanOptions r;
+  r.ram_bytes = 40ull << 30;
+  auto q = make_plan(l.config, l.vision, m, r, kRealConfig);
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE(q->placement.budget_given);
+  EXPECT_EQ(q->placement.budget_bytes, (40ull << 30) - (4ull << 30));
+  EXPECT_LT(q->placement.expert_slots, p->placement.expert_slots);
+}
+
 TEST(Plan, TextAndJsonCarryTheFigures) {
   STRATA_REQUIRE_FIXTURE(kRealConfig);
   const Loaded l = load_config(kRealConfig);

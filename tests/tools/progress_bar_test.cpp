@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <pty.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 namespace strata::cli {
 namespace {
@@ -24,6 +28,37 @@ TEST(ProgressBar, RendersFractionAmountsAndEta) {
   EXPECT_EQ(render_progress(unknown, 1, 80), "[probe] 3 steps  1.0 s");
   // Never wider than the terminal.
   EXPECT_LE(render_progress(e, 3.2, 30).size(), 29u);
+  // A narrow terminal drops the drawing before the step's name.
+  ProgressEvent step{"probe", "steps", 12, 27, "bf16_anchor x2 threads", false};
+  const std::string narrow = render_progress(step, 62, 60);
+  EXPECT_NE(narrow.find("bf16_anchor x2 threads"), std::string::npos) << narrow;
+  EXPECT_LE(narrow.size(), 59u) << narrow;
+}
+
+// On a terminal, a finished operation leaves its bar at 100% on its own line, even when the last
+// progress events were throttled away (the load bar used to vanish at 84%).
+TEST(ProgressBar, FinishedBarEndsAtFullOnATerminal) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* out = ::fdopen(slave, "w");
+  ASSERT_NE(out, nullptr);
+  {
+    ProgressBar bar(out);
+    ASSERT_TRUE(bar.enabled());
+    bar.on_event(ProgressEvent{"load", "layers", 0, 50, "", false});
+    bar.on_event(ProgressEvent{"load", "layers", 42, 50, "layer 42", false});  // throttled: within 100 ms
+    bar.on_event(ProgressEvent{"load", "layers", 42, 50, "", true});           // finished
+  }
+  std::fflush(out);
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(master, got.data(), got.size());
+  ASSERT_GT(n, 0);
+  got.resize(static_cast<size_t>(n));
+  EXPECT_NE(got.find("100%"), std::string::npos) << got;
+  EXPECT_NE(got.find("50 / 50 layers"), std::string::npos) << got;
+  EXPECT_EQ(got.find(" 84%"), std::string::npos) << got;
+  std::fclose(out);
+  ::close(master);
 }
 
 TEST(ProgressBar, SilentWhenNotATerminal) {
