@@ -170,10 +170,7 @@ void Engine::sample_ready() {
   }
 }
 
-StepStats Engine::step() {
-  StepStats st;
-  // Sequences that left: the gone probe ends any sequence; the cancel flag ends a prompt between
-  // its chunks (while decoding it is read as each token is handed out: emit()).
+void Engine::drop_left() {
   for (auto it = seqs_.begin(); it != seqs_.end();) {
     if (it->cb.gone && it->cb.gone()) {
       it = finish(it, FinishReason::kCancelled, Cancelled("the client went away"));
@@ -183,13 +180,9 @@ StepStats Engine::step() {
       ++it;
     }
   }
-  sample_ready();  // sequences added with logits (a restored session)
+}
 
-  // The batch: every decode token, then prompt chunks oldest first within the budget.
-  std::vector<model::ForwardEntry> entries;
-  std::vector<Seq*> members;
-  std::vector<int64_t> chunk_len;
-  const model::ModelConfig& c = m_.config();
+void Engine::gather(Batch* b, StepStats* st) {
   // A replay prompt needs a request of one entry: the oldest prompt, if it replays, runs alone.
   Seq* oldest_prompt = nullptr;
   for (Seq& s : seqs_)
@@ -198,16 +191,21 @@ StepStats Engine::step() {
       break;
     }
   const bool replay_alone = oldest_prompt && oldest_prompt->o.prefill_mode == PrefillMode::kReplay;
+  auto join = [&](Seq& s, model::ForwardEntry e, int64_t len) {
+    b->entries.push_back(e);
+    b->members.push_back(&s);
+    b->lens.push_back(len);
+    st->tokens += len;
+  };
+  // Every decode token first: decoding streams never wait for a prompt.
   if (!replay_alone)
     for (Seq& s : seqs_)
       if (s.state == State::kDecode || s.state == State::kConsume) {
-        entries.push_back(s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode,
-                                                   /*want_logits=*/true));
-        members.push_back(&s);
-        chunk_len.push_back(1);
-        ++st.decode_entries;
-        ++st.tokens;
+        join(s, s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true), 1);
+        ++st->decode_entries;
       }
+  // Then whole prompt chunks, oldest prompt first, while the budget lasts; the first always joins.
+  const int64_t window = m_.config().window_size;
   bool first_chunk = true;
   for (Seq& s : seqs_) {
     if (s.state != State::kPrefill) continue;
@@ -215,40 +213,33 @@ StepStats Engine::step() {
     if (replay && &s != oldest_prompt) continue;
     const int64_t pos = s.prompt_start + s.done, end = s.prompt_start + static_cast<int64_t>(s.prompt.size());
     const int64_t e = chunk_end(s), len = e - pos;
-    if (!first_chunk && st.tokens + len > o_.batch_tokens) continue;
+    if (!first_chunk && st->tokens + len > o_.batch_tokens) continue;
     const bool last = e == end;
-    const int64_t tail = replay ? (last ? std::min(len, c.window_size) : 0) : -1;
-    entries.push_back(s.session->begin_forward(
-        std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len)),
-        model::RowKind::kPrompt, last, tail));
-    members.push_back(&s);
-    chunk_len.push_back(len);
-    st.tokens += len;
-    st.prompt_tokens += len;
+    // Replay: non-final chunks stop after the first decoder layer's compressor; the last chunk runs
+    // the decoder over its last window_size tokens (runtime/session.h).
+    const int64_t tail = replay ? (last ? std::min(len, window) : 0) : -1;
+    const auto chunk = std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
+    join(s, s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail), len);
+    st->prompt_tokens += len;
     first_chunk = false;
     if (replay) break;
   }
-  if (entries.empty()) return st;
-  st.entries = static_cast<int>(entries.size());
+  st->entries = static_cast<int>(b->entries.size());
+}
 
-  const auto t0 = clock::now();
-  st.status = m_.forward(model::ForwardRequest{std::span<model::ForwardEntry>(entries)}, act_);
-  st.forward_s = seconds(clock::now() - t0);
-  for (Seq* s : members) s->session->end_forward(st.status);
-
-  // Settle each member; ids, because finish() erases list nodes.
+void Engine::settle(const Batch& b, const StepStats& st) {
+  for (Seq* s : b.members) s->session->end_forward(st.status);
+  // By id: finish() erases list nodes (and its callback may end nothing else, but stay safe).
   std::vector<SequenceId> ids;
-  for (Seq* s : members) ids.push_back(s->id);
+  for (Seq* s : b.members) ids.push_back(s->id);
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Seq& x) { return x.id == ids[i]; });
     if (it == seqs_.end()) continue;
     Seq& s = *it;
     if (!st.status.ok()) {
       finish(it, FinishReason::kError, st.status);
-      continue;
-    }
-    if (s.state == State::kPrefill) {
-      s.done += chunk_len[i];
+    } else if (s.state == State::kPrefill) {
+      s.done += b.lens[i];
       s.stats.prefill_s += st.forward_s;
       const int64_t total = static_cast<int64_t>(s.prompt.size());
       const bool last = s.done == total;
@@ -264,6 +255,19 @@ StepStats Engine::step() {
       s.state = State::kSample;
     }
   }
+}
+
+StepStats Engine::step() {
+  StepStats st;
+  drop_left();
+  sample_ready();  // sequences added with logits (a restored session)
+  Batch b;
+  gather(&b, &st);
+  if (b.entries.empty()) return st;
+  const auto t0 = clock::now();
+  st.status = m_.forward(model::ForwardRequest{std::span<model::ForwardEntry>(b.entries)}, act_);
+  st.forward_s = seconds(clock::now() - t0);
+  settle(b, st);
   sample_ready();
   return st;
 }

@@ -193,6 +193,19 @@ class Engine {
     clock::time_point t_add, t_first;
   };
   using SeqIt = std::list<Seq>::iterator;
+  // One step's forward request and who is in it.
+  struct Batch {
+    std::vector<model::ForwardEntry> entries;
+    std::vector<Seq*> members;  // entries[i] belongs to members[i]
+    std::vector<int64_t> lens;  // tokens of entries[i]
+  };
+
+  // Ends the sequences whose gone probe fires, and prompts whose cancel flag is set.
+  void drop_left();
+  // Builds the step's batch (file comment): decode tokens, then prompt chunks within the budget.
+  void gather(Batch* b, StepStats* st);
+  // After the forward: settles every member's session and advances (or ends) its sequence.
+  void settle(const Batch& b, const StepStats& st);
 
   // Samples and hands out a token for every sequence in kSample; some end here.
   void sample_ready();

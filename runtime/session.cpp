@@ -79,7 +79,9 @@ model::ForwardEntry Session::begin_forward(std::span<const int32_t> tokens, mode
 void Session::end_forward(const Status& s) {
   STRATA_CHECK(pending_before_ >= 0, "Session::end_forward: nothing pending");
   const int64_t before = pending_before_;
+  const std::span<const int32_t> ran = pending_;
   pending_before_ = -1;
+  pending_ = {};
   if (!s.ok()) {
     logits_.clear();
     // forward() validates before touching any cache; a failure after that leaves them half-written.
@@ -87,8 +89,7 @@ void Session::end_forward(const Status& s) {
     return;
   }
   if (pending_replays_) replayed_ = true;
-  tokens_.insert(tokens_.end(), pending_.begin(), pending_.end());
-  pending_ = {};
+  tokens_.insert(tokens_.end(), ran.begin(), ran.end());
 }
 
 int64_t prefill_chunk_end(int64_t pos, int64_t start, int64_t end, int64_t chunk, PrefillMode mode, int64_t window_size) {

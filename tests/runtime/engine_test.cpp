@@ -208,6 +208,35 @@ TEST_F(EngineTiny, StopIdsAndStopStrings) {
   EXPECT_EQ(got.size(), 4u);
 }
 
+// OpenAI penalties: each token is the argmax of the logits less frequency x count + presence over
+// the sequence's earlier tokens (runtime::apply_penalties), and they change the greedy answer.
+// Negative values (the API allows -2..2) favour repeats: on the tiny model's wide logit gaps only
+// those change picks within 24 tokens.
+TEST_F(EngineTiny, PenaltiesApplyToEveryPick) {
+  Engine e(*model_, options());
+  Session s(*model_);
+  SequenceOptions o = greedy(24);
+  o.presence_penalty = -2.0f;
+  o.frequency_penalty = -2.0f;
+  std::vector<int32_t> got;
+  int changed = 0;
+  bool done = false;
+  SequenceCallbacks cb;
+  cb.on_token = [&](int32_t t) {
+    std::vector<float> adjusted;
+    apply_penalties(s.last_logits(), got, -2.0f, -2.0f, &adjusted);  // the logits this pick used
+    EXPECT_EQ(t, argmax(adjusted)) << "token " << got.size();
+    changed += t != argmax(s.last_logits());
+    got.push_back(t);
+    return true;
+  };
+  cb.on_finish = [&](FinishReason, const Status&, const SequenceStats&) { done = true; };
+  ASSERT_TRUE(e.add(&s, prompt(40, 0), o, std::move(cb)).ok());
+  while (!done) e.step();
+  EXPECT_EQ(got.size(), 24u);
+  EXPECT_GT(changed, 0) << "the penalties never changed a pick: the test shows nothing";
+}
+
 // Input checks live in add(), before anything runs.
 TEST_F(EngineTiny, AddChecksInputsOnce) {
   Engine e(*model_, options());
