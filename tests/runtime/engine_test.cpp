@@ -237,6 +237,50 @@ TEST_F(EngineTiny, PenaltiesApplyToEveryPick) {
   EXPECT_GT(changed, 0) << "the penalties never changed a pick: the test shows nothing";
 }
 
+// A bounded-replay prompt (a forward entry with decoder_tail needs a request of its own) runs its
+// steps alone while another sequence decodes around it: its session equals Session::append in
+// replay mode (same chunk cuts) and the other sequence's tokens equal its tokens alone.
+TEST_F(EngineTiny, ReplayPromptRunsAloneBesideOthers) {
+  Engine e(*model_, options());
+  Session a(*model_), r(*model_);
+  std::vector<int32_t> got_a;
+  int done = 0;
+  SequenceCallbacks ca;
+  ca.on_token = [&](int32_t t) { got_a.push_back(t); return true; };
+  ca.on_finish = [&](FinishReason, const Status& st, const SequenceStats&) {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    ++done;
+  };
+  SequenceCallbacks cr;
+  cr.on_finish = ca.on_finish;
+  const std::vector<int32_t> pa = prompt(20, 1);
+  ASSERT_TRUE(e.add(&a, pa, greedy(12), std::move(ca)).ok());
+  e.step();  // a has its first token and decodes from now on
+  SequenceOptions ro = greedy(0);  // prefill only: the session ends with the prompt's logits
+  ro.prefill_mode = PrefillMode::kReplay;
+  ASSERT_TRUE(e.add(&r, ids_, ro, std::move(cr)).ok());
+  int alone_steps = 0;
+  while (done < 2) {
+    const StepStats st = e.step();
+    ASSERT_TRUE(st.status.ok()) << st.status.to_string();
+    if (st.prompt_tokens > 0) {
+      EXPECT_EQ(st.entries, 1);  // the replay chunk alone
+      ++alone_steps;
+    }
+  }
+  EXPECT_EQ(alone_steps, 6);  // 197 tokens at chunk 32: ends 32..160, then [160, 197) (tail of 37 >= window)
+  EXPECT_EQ(got_a, alone(pa, 12));
+  AppendOptions o;
+  o.chunk = 32;
+  o.mode = PrefillMode::kReplay;
+  Session want(*model_);
+  ASSERT_TRUE(want.append(ids_, o).ok());
+  EXPECT_TRUE(r.replayed());
+  EXPECT_EQ(r.tokens(), want.tokens());
+  ASSERT_EQ(r.last_logits().size(), want.last_logits().size());
+  EXPECT_TRUE(std::equal(r.last_logits().begin(), r.last_logits().end(), want.last_logits().begin()));
+}
+
 // Input checks live in add(), before anything runs.
 TEST_F(EngineTiny, AddChecksInputsOnce) {
   Engine e(*model_, options());
