@@ -58,8 +58,10 @@ enum class JobEnd {
 
 struct JobStats {
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;     // prompt tokens reused from the slot's session
+  int64_t cached_tokens = 0;     // prompt tokens reused (a live session or a prefix-cache snapshot)
   int64_t completion_tokens = 0;  // sampled tokens, including a final EOS
+  // Seconds: submit -> admission; the steps that ran this prompt's chunks (shared with the other
+  // slots in those steps); first token -> end (runtime::SequenceStats).
   double queue_s = 0, prefill_s = 0, decode_s = 0;
 };
 
@@ -92,8 +94,8 @@ struct SchedulerOptions {
   int n_slots = 1;
   int max_queue = 64;
   int64_t ctx = 0;             // per-slot context limit; 0 = max_position_embeddings
-  int64_t prefill_chunk = 512;
-  int64_t batch_tokens = 512;  // tokens per engine step (runtime::EngineOptions::batch_tokens)
+  int64_t prefill_chunk = 512;  // prompt tokens per chunk, cut at absolute multiples (runtime::EngineOptions)
+  int64_t batch_tokens = 512;   // tokens per engine step (runtime::EngineOptions::batch_tokens)
   uint64_t prefix_cache_bytes = 1ull << 30;  // runtime::PrefixCache budget; 0 = no shared cache
   // Called on the worker thread between steps, at most every tick_interval_s (and once when idle):
   // where owners of other counters snapshot what only the model thread may read (store stats).
