@@ -110,7 +110,8 @@ struct SequenceStats {
   }
 };
 
-// The caller's hooks for one sequence; all run on the engine's thread, inside step().
+// The caller's hooks for one sequence; all run on the engine's thread, inside step() (or
+// cancel_all()), and must not call back into the engine (add, step, cancel_all).
 struct SequenceCallbacks {
   // Each generated token; return false to end the sequence (FinishReason::kStopped). May be empty.
   std::function<bool(int32_t)> on_token;
