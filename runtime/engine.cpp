@@ -175,7 +175,8 @@ void Engine::drop_left() {
     if (it->cb.gone && it->cb.gone()) {
       it = finish(it, FinishReason::kCancelled, Cancelled("the client went away"));
     } else if (it->state == State::kPrefill && it->o.cancel && it->o.cancel->load()) {
-      it = finish(it, FinishReason::kCancelled, Cancelled("cancelled after " + std::to_string(it->done) + " prompt tokens"));
+      it = finish(it, FinishReason::kCancelled,
+                  Cancelled("cancelled after " + std::to_string(it->done) + " prompt tokens"));
     } else {
       ++it;
     }
@@ -218,7 +219,8 @@ void Engine::gather(Batch* b, StepStats* st) {
     // Replay: non-final chunks stop after the first decoder layer's compressor; the last chunk runs
     // the decoder over its last window_size tokens (runtime/session.h).
     const int64_t tail = replay ? (last ? std::min(len, window) : 0) : -1;
-    const auto chunk = std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
+    const auto chunk =
+        std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
     join(s, s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail), len);
     st->prompt_tokens += len;
     first_chunk = false;

@@ -61,16 +61,16 @@ struct EngineOptions {
 
 // Why a sequence ended.
 enum class FinishReason {
-  kStopId,      // it emitted one of its stop ids (EOS)
-  kStopped,     // on_token returned false, or a stop string appeared
-  kLength,      // max_new_tokens
-  kContext,     // the context limit ended it before max_new_tokens
-  kCancelled,   // the cancel flag or the gone() probe
-  kError,       // a model failure (the Status says which)
+  kStopId,     // it emitted one of its stop ids (EOS)
+  kStopped,    // on_token returned false, or a stop string appeared
+  kLength,     // max_new_tokens
+  kContext,    // the context limit ended it before max_new_tokens
+  kCancelled,  // the cancel flag or the gone() probe
+  kError,      // a model failure (the Status says which)
 };
 
 struct SequenceOptions {
-  int64_t max_new_tokens = 256;  // >= 0; 0 = prefill only (the session ends with the prompt's logits)
+  int64_t max_new_tokens = 256;   // >= 0; 0 = prefill only (the session ends with the prompt's logits)
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (EOS)
   // Stop strings, matched on the text `token_text` gives each generated id (runtime/stop_strings.h).
   std::vector<std::string> stop_strings;
@@ -127,12 +127,12 @@ struct SequenceCallbacks {
 
 // What one step ran (for metrics).
 struct StepStats {
-  int entries = 0;          // sequences in the forward (the batch size)
-  int64_t tokens = 0;       // rows of the forward: decode tokens + prompt chunk tokens
+  int entries = 0;     // sequences in the forward (the batch size)
+  int64_t tokens = 0;  // rows of the forward: decode tokens + prompt chunk tokens
   int decode_entries = 0;
   int64_t prompt_tokens = 0;
-  double forward_s = 0;     // wall time of the one Model::forward
-  Status status;            // the forward's result
+  double forward_s = 0;  // wall time of the one Model::forward
+  Status status;         // the forward's result
 };
 
 class Engine {
@@ -188,7 +188,7 @@ class Engine {
     std::optional<Sampler> sampler;
     std::optional<StopStrings> stops;
     std::vector<int32_t> generated;
-    int32_t pending = 0;        // the token the next decode entry runs
+    int32_t pending = 0;  // the token the next decode entry runs
     FinishReason end_reason = FinishReason::kLength;
     SequenceStats stats;
     clock::time_point t_add, t_first;

@@ -22,7 +22,8 @@ class EngineTiny : public testing::TinyModelSuite<EngineTiny> {
   // sequences differ in length and content.
   static std::vector<int32_t> prompt(size_t len, int k) {
     std::vector<int32_t> p(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(len));
-    for (int i = 0; i < k && p.size() > 2; ++i) std::swap(p[p.size() - 1 - static_cast<size_t>(i)], p[1 + static_cast<size_t>(i)]);
+    for (int i = 0; i < k && p.size() > 2; ++i)
+      std::swap(p[p.size() - 1 - static_cast<size_t>(i)], p[1 + static_cast<size_t>(i)]);
     return p;
   }
   static EngineOptions options() {
@@ -44,7 +45,10 @@ class EngineTiny : public testing::TinyModelSuite<EngineTiny> {
     std::vector<int32_t> got;
     bool done = false;
     SequenceCallbacks cb;
-    cb.on_token = [&](int32_t t) { got.push_back(t); return true; };
+    cb.on_token = [&](int32_t t) {
+      got.push_back(t);
+      return true;
+    };
     cb.on_finish = [&](FinishReason, const Status& st, const SequenceStats&) {
       EXPECT_TRUE(st.ok()) << st.to_string();
       done = true;
@@ -85,7 +89,10 @@ TEST_F(EngineTiny, ConcurrentGreedySequencesEqualEachAlone) {
       Job& j = jobs[next];
       j.session = std::make_unique<Session>(*model_);
       SequenceCallbacks cb;
-      cb.on_token = [&j](int32_t t) { j.got.push_back(t); return true; };
+      cb.on_token = [&j](int32_t t) {
+        j.got.push_back(t);
+        return true;
+      };
       cb.on_finish = [&j](FinishReason r, const Status& st, const SequenceStats& ss) {
         EXPECT_TRUE(st.ok()) << st.to_string();
         EXPECT_EQ(r, FinishReason::kLength);
@@ -157,7 +164,10 @@ TEST_F(EngineTiny, GoneSequenceLeavesWithinOneStep) {
     done_a = true;
   };
   SequenceCallbacks cb;
-  cb.on_token = [&](int32_t t) { got_b.push_back(t); return true; };
+  cb.on_token = [&](int32_t t) {
+    got_b.push_back(t);
+    return true;
+  };
   cb.on_finish = [&](FinishReason, const Status&, const SequenceStats&) { done_b = true; };
   const std::vector<int32_t> pa = prompt(40, 1), pb = prompt(60, 2);
   ASSERT_TRUE(e.add(&a, pa, greedy(10), std::move(ca)).ok());
@@ -179,7 +189,10 @@ TEST_F(EngineTiny, StopIdsAndStopStrings) {
     FinishReason end = FinishReason::kError;
     bool done = false;
     SequenceCallbacks cb;
-    cb.on_token = [&](int32_t t) { got->push_back(t); return true; };
+    cb.on_token = [&](int32_t t) {
+      got->push_back(t);
+      return true;
+    };
     cb.on_finish = [&](FinishReason r, const Status&, const SequenceStats&) {
       end = r;
       done = true;
@@ -246,7 +259,10 @@ TEST_F(EngineTiny, ReplayPromptRunsAloneBesideOthers) {
   std::vector<int32_t> got_a;
   int done = 0;
   SequenceCallbacks ca;
-  ca.on_token = [&](int32_t t) { got_a.push_back(t); return true; };
+  ca.on_token = [&](int32_t t) {
+    got_a.push_back(t);
+    return true;
+  };
   ca.on_finish = [&](FinishReason, const Status& st, const SequenceStats&) {
     EXPECT_TRUE(st.ok()) << st.to_string();
     ++done;
@@ -255,7 +271,7 @@ TEST_F(EngineTiny, ReplayPromptRunsAloneBesideOthers) {
   cr.on_finish = ca.on_finish;
   const std::vector<int32_t> pa = prompt(20, 1);
   ASSERT_TRUE(e.add(&a, pa, greedy(12), std::move(ca)).ok());
-  e.step();  // a has its first token and decodes from now on
+  e.step();                        // a has its first token and decodes from now on
   SequenceOptions ro = greedy(0);  // prefill only: the session ends with the prompt's logits
   ro.prefill_mode = PrefillMode::kReplay;
   ASSERT_TRUE(e.add(&r, ids_, ro, std::move(cr)).ok());
