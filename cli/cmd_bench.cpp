@@ -47,7 +47,8 @@ std::string source_commit() {
   return s;
 }
 
-std::string join(const std::vector<int64_t>& v) {
+template <class T>
+std::string join(const std::vector<T>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s;
@@ -70,7 +71,8 @@ int run_bench_cmd(BenchCliOptions& o) {
               " --cold " + b.cold + (o.ram_budget.empty() ? "" : " --ram-budget " + o.ram_budget) +
               (b.expert_io == store::ExpertIo::kDirect     ? " --direct-io"
                : b.expert_io == store::ExpertIo::kBuffered ? " --buffered-io"
-                                                           : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed);
+                                                           : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed) +
+              (b.parallel.empty() ? "" : " --parallel " + join(b.parallel) + " --batch-tokens " + std::to_string(b.batch_tokens));
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
     if (!v.ok()) return fail(v.error());
@@ -239,6 +241,13 @@ Command register_bench(CLI::App& app) {
   app.add_option("--warmup", b.warmup, "unrecorded warm runs first")->check(in_range(0, 100))->capture_default_str();
   app.add_option("-t,--threads", b.threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   app.add_option("--chunk", b.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
+  app.add_option("--parallel", b.parallel, "also run N concurrent greedy streams of the shortest prompt through one "
+                 "engine, for each N, comma separated (e.g. 1,2,4,8): aggregate and per-stream decode tok/s, TTFT p50/p95")
+      ->delimiter(',')
+      ->check(in_range(1, 256));
+  app.add_option("--batch-tokens", b.batch_tokens, "tokens per engine step in the --parallel runs (as strata serve)")
+      ->check(in_range(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--load-mode", b.load_mode, "auto, resident, stream or mmap (as strata run)")->capture_default_str();
   app.add_option("--ram-budget", o->ram_budget, "RAM the weight store may hold, e.g. 12G (default: available minus a margin)");
   auto* direct = app.add_flag("--direct-io", o->direct_io,

@@ -147,6 +147,10 @@ Command register_plan(CLI::App& app) {
   app.add_option("--gen", o->plan.gen, "generated tokens; decode is predicted at prompt + gen/2")
       ->check(in_range(0, 1 << 24))
       ->capture_default_str();
+  app.add_option("--parallel", o->plan.parallel, "also predict the aggregate decode of N concurrent streams batched "
+                 "per step, for each N, comma separated (e.g. 1,2,4,8)")
+      ->delimiter(',')
+      ->check(in_range(1, 4096));
   app.add_option("--chunk", o->plan.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
   app.add_option("--load-mode", o->plan.load_mode, "auto, resident, stream or mmap")->capture_default_str();
   app.add_option("--prefill", o->prefill, "exact (every layer for every token) or replay (encoder only)")

@@ -202,8 +202,11 @@ Command register_serve(CLI::App& app) {
                  "reasoning (current vLLM) or both");
   app.add_option("--sse-keepalive", o.keep_alive_s, "seconds between SSE keep-alive comments while a stream waits "
                  "(default 10)")->check(in_range(0.01, 3600));
-  app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens per prefill step; other streams decode between "
-                 "steps (default 512)")->check(in_range(1, 1 << 20));
+  app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens per prefill chunk; chunks join the other "
+                 "streams' decode steps (default 512)")->check(in_range(1, 1 << 20));
+  app.add_option("--batch-tokens", o.batch_tokens, "tokens per engine step, every stream's decode token and prompt "
+                 "chunks together (default 512; larger finishes prompts sooner, slows each step)")
+      ->check(in_range(1, 1 << 20));
   app.add_option("--prefix-cache-mib", o.prefix_cache_mib, "memory for snapshots of earlier prompts and turns, "
                  "reused by later requests that start the same way (default 1024; 0 = off)")->check(in_range(0, 1 << 24));
   app.add_option("-t,--threads", f->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));

@@ -1,8 +1,5 @@
 #include "runtime/generator.h"
 
-#include <algorithm>
-#include <chrono>
-
 namespace strata::runtime {
 
 Status GenerateOptions::validate() const {
@@ -11,74 +8,61 @@ Status GenerateOptions::validate() const {
   return sampler.validate();
 }
 
-Generator::Generator(model::Model& m) : m_(m), session_(m), act_(m.new_activations()) {}
+namespace {
+
+EngineOptions engine_options(int64_t chunk) {
+  EngineOptions o;
+  o.prefill_chunk = chunk;
+  o.batch_tokens = chunk;  // one sequence: one chunk per step
+  return o;
+}
+
+}  // namespace
+
+Generator::Generator(model::Model& m) : session_(m), engine_(m, engine_options(2048)) {}
 
 Status Generator::generate(std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
                            GenerateStats* stats) {
   STRATA_RETURN_IF_ERROR(opt.validate());
-  if (prompt.empty() && session_.last_logits().empty()) return InvalidArgument("empty prompt: nothing to run");
-  const model::ModelConfig& c = m_.config();
-  const int64_t limit = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
-  const int64_t need = session_.n_past() + static_cast<int64_t>(prompt.size());
-  if (need > limit)
-    return ResourceExhausted("prompt of " + std::to_string(prompt.size()) + " tokens (context " + std::to_string(need) +
-                             ") exceeds the context limit of " + std::to_string(limit) + " tokens");
-  GenerateStats st;
-  st.prompt_tokens = static_cast<int64_t>(prompt.size());
-  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-  using clock = std::chrono::steady_clock;
-
-  auto t0 = clock::now();
-  if (prompt.empty()) {
-    std::copy(session_.last_logits().begin(), session_.last_logits().end(), logits.begin());
-  } else {
-    AppendOptions ao;
-    ao.chunk = opt.prefill_chunk;
-    ao.mode = opt.prefill_mode;
-    ao.progress = opt.prefill_progress;
-    ao.cancel = opt.cancel;
-    ao.activations = &act_;
-    if (Status s = session_.append(prompt, ao, logits.data()); !s.ok()) {
-      if (s.code() == StatusCode::kCancelled && stats) {
-        st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
-        st.cancelled = true;
-        *stats = st;
-      }
-      return s;
-    }
+  // The engine's chunk follows the options (the engine holds no sequence between calls).
+  STRATA_RETURN_IF_ERROR(engine_.set_options(engine_options(opt.prefill_chunk)));
+  SequenceOptions so;
+  so.max_new_tokens = opt.max_new_tokens;
+  so.stop_ids = opt.stop_ids;
+  so.max_context = opt.max_context;
+  so.sampler = opt.sampler;
+  so.prefill_mode = opt.prefill_mode;
+  so.consume_last = opt.consume_last;
+  so.cancel = opt.cancel;
+  so.prefill_progress = opt.prefill_progress;
+  bool done = false;
+  FinishReason reason = FinishReason::kLength;
+  Status result;
+  SequenceStats ss;
+  SequenceCallbacks cb;
+  cb.on_token = on_token;
+  cb.on_finish = [&](FinishReason r, const Status& s, const SequenceStats& st) {
+    done = true;
+    reason = r;
+    result = s;
+    ss = st;
+  };
+  STRATA_RETURN_IF_ERROR(
+      engine_.add(&session_, std::vector<int32_t>(prompt.begin(), prompt.end()), std::move(so), std::move(cb)).status());
+  while (!done) engine_.step();
+  if (stats) {
+    GenerateStats st;
+    st.prompt_tokens = ss.prompt_tokens;
+    st.prefill_s = ss.prefill_s;
+    st.generated_tokens = ss.generated_tokens;
+    st.decode_s = ss.decode_s;
+    st.stopped_by_eos = reason == FinishReason::kStopId;
+    st.stopped_by_context = reason == FinishReason::kContext;
+    st.cancelled = reason == FinishReason::kCancelled;
+    // A prompt cancelled between chunks fills the stats too (its status is kCancelled).
+    if (result.ok() || result.code() == StatusCode::kCancelled) *stats = st;
   }
-  st.prefill_s = std::chrono::duration<double>(clock::now() - t0).count();
-
-  AppendOptions decode;
-  decode.chunk = 1;
-  decode.activations = &act_;
-  decode.kind = model::RowKind::kDecode;
-  Sampler sampler(opt.sampler);
-  auto t1 = clock::now();
-  for (int i = 0; i < opt.max_new_tokens; ++i) {
-    const int32_t tok = sampler.sample(logits);
-    ++st.generated_tokens;
-    const bool is_stop = std::find(opt.stop_ids.begin(), opt.stop_ids.end(), tok) != opt.stop_ids.end();
-    // The cancel hook is read between tokens: the token just emitted is the last one.
-    const bool cancelled = opt.cancel != nullptr && opt.cancel->load();
-    const bool go_on = on_token(tok) && !cancelled;
-    const bool at_limit = session_.n_past() + 1 > limit;
-    if (!go_on || is_stop || i + 1 == opt.max_new_tokens || at_limit) {
-      st.stopped_by_eos = is_stop;
-      st.stopped_by_context = go_on && !is_stop && i + 1 < opt.max_new_tokens && at_limit;
-      st.cancelled = cancelled;
-      if (opt.consume_last && !at_limit) {
-        const int32_t one[1] = {tok};
-        STRATA_RETURN_IF_ERROR(session_.append(one, decode));
-      }
-      break;
-    }
-    const int32_t one[1] = {tok};
-    STRATA_RETURN_IF_ERROR(session_.append(one, decode, logits.data()));
-  }
-  st.decode_s = std::chrono::duration<double>(clock::now() - t1).count();
-  if (stats) *stats = st;
-  return Status();
+  return result;
 }
 
 }  // namespace strata::runtime

@@ -1,9 +1,12 @@
-// Generator: prefill a prompt, then decode token by token, for one sequence.
+// Generator: one sequence through the generation loop (runtime/engine.h), for `strata run` and
+// tests: a thin wrapper that owns a Session and an Engine, adds the sequence and steps until it ends.
+// Sampling, stop ids, limits, cancel and timing are the engine's (issue 14 item 1: one loop).
 //
 // The caller owns tokenisation and text (runtime never includes the tokenizer): it passes token
 // ids in and receives each new id through a callback that can stop generation. Prefill runs the
-// prompt in chunks of `prefill_chunk` tokens (all through every layer: exact CED prefill, what the
-// reference computes); decode runs one token per forward through the incremental cache path.
+// prompt in chunks of `prefill_chunk` tokens (exact CED prefill by default, what the reference
+// computes; --prefill replay runs the bounded replay); decode runs one token per forward through
+// the incremental cache path.
 // Thread safety: one Generator per sequence; the Model is used one forward at a time.
 #pragma once
 
@@ -15,6 +18,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -71,13 +75,12 @@ class Generator {
 
   Session& session() { return session_; }
   // The forward scratch this generator's appends use (its profile counts their time).
-  model::Activations& activations() { return act_; }
+  model::Activations& activations() { return engine_.activations(); }
   model::KvCache& cache() { return session_.cache(); }
 
  private:
-  model::Model& m_;
   Session session_;
-  model::Activations act_;
+  Engine engine_;
 };
 
 }  // namespace strata::runtime

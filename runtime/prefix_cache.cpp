@@ -89,7 +89,7 @@ void PrefixCache::insert(const Session& s) {
   evict_to(o_.budget_bytes);
 }
 
-int64_t PrefixCache::restore(std::span<const int32_t> tokens, PrefillMode mode, Session* s) {
+int64_t PrefixCache::restore(std::span<const int32_t> tokens, PrefillMode mode, Session* s, int64_t longer_than) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   std::vector<uint64_t> prefix(static_cast<size_t>(n + 1), 0);
   for (int64_t i = 0; i < n; ++i)
@@ -100,7 +100,7 @@ int64_t PrefixCache::restore(std::span<const int32_t> tokens, PrefillMode mode, 
   Entry* best = nullptr;
   for (Entry& e : entries_) {
     const int64_t len = e.snap.n_past();
-    if (len > n || (best && len <= best->snap.n_past())) continue;
+    if (len > n || len <= longer_than || (best && len <= best->snap.n_past())) continue;
     // An exact request never resumes a replayed state; a replay request may resume an exact one.
     if (mode == PrefillMode::kExact && e.snap.replayed()) continue;
     if (len == n ? e.snap.last_logits().empty() : n - len < o_.min_recompute) continue;

@@ -66,8 +66,10 @@ class PrefixCache {
 
   // Finds the longest usable snapshot for `tokens` with prefill mode `mode` (see the file comment)
   // and, if there is one, replaces `*s` with a copy of it. Returns the number of tokens it covers
-  // (0: none, *s untouched). REQUIRES s->model() is the model the snapshots were taken with.
-  int64_t restore(std::span<const int32_t> tokens, PrefillMode mode, Session* s);
+  // (0: none, *s untouched). Only snapshots longer than `longer_than` tokens count (a caller that
+  // already holds a live session covering that many passes it; a miss leaves *s untouched).
+  // REQUIRES s->model() is the model the snapshots were taken with.
+  int64_t restore(std::span<const int32_t> tokens, PrefillMode mode, Session* s, int64_t longer_than = 0);
 
   PrefixCacheStats stats() const;
   const PrefixCacheOptions& options() const { return o_; }

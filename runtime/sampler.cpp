@@ -34,6 +34,21 @@ int32_t argmax(std::span<const float> logits) {
   return 0;  // every value NaN
 }
 
+void apply_penalties(std::span<const float> logits, std::span<const int32_t> generated, float presence, float frequency,
+                     std::vector<float>* out) {
+  out->assign(logits.begin(), logits.end());
+  std::vector<int32_t> sorted(generated.begin(), generated.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size();) {
+    size_t k = i;
+    while (k < sorted.size() && sorted[k] == sorted[i]) ++k;
+    const int32_t tok = sorted[i];
+    if (tok >= 0 && static_cast<size_t>(tok) < out->size())
+      (*out)[static_cast<size_t>(tok)] -= frequency * static_cast<float>(k - i) + presence;
+    i = k;
+  }
+}
+
 Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {}
 
 int32_t Sampler::sample(std::span<const float> logits) {

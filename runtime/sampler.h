@@ -39,6 +39,13 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> cand_;
 };
 
+// OpenAI presence/frequency penalties (the API reference's formula): for every token id t that
+// occurs c > 0 times in `generated`, logits[t] -= frequency * c + presence. Ids outside `logits` are
+// ignored. Writes the result to *out (resized to logits.size()). Used by the generation loop only
+// when a penalty is non-zero.
+void apply_penalties(std::span<const float> logits, std::span<const int32_t> generated, float presence, float frequency,
+                     std::vector<float>* out);
+
 // Index of the largest value (lowest index on ties).
 int32_t argmax(std::span<const float> logits);
 

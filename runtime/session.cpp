@@ -33,10 +33,9 @@ Status Session::append(std::span<const int32_t> tokens, float* last_logits, int6
   return append(tokens, o, last_logits);
 }
 
-Status Session::append(std::span<const int32_t> tokens, const AppendOptions& o, float* last_logits) {
+Status Session::check_append(std::span<const int32_t> tokens, int64_t context_limit) const {
   if (!valid_) return InvalidArgument("session is unusable after an earlier model failure");
   if (tokens.empty()) return InvalidArgument("append: no tokens");
-  STRATA_RETURN_IF_ERROR(o.validate());
   const model::ModelConfig& c = m_->config();
   const int64_t start = cache_.n_past, total = static_cast<int64_t>(tokens.size());
   // Checked up front so that a bad token in a later chunk does not leave earlier chunks appended.
@@ -49,53 +48,84 @@ Status Session::append(std::span<const int32_t> tokens, const AppendOptions& o, 
   if (start + total > c.max_position_embeddings)
     return ResourceExhausted("context of " + std::to_string(start + total) + " tokens exceeds max_position_embeddings " +
                              std::to_string(c.max_position_embeddings));
+  if (context_limit > 0 && start + total > context_limit)
+    return ResourceExhausted("context of " + std::to_string(start + total) + " tokens exceeds the context limit of " +
+                             std::to_string(context_limit) + " tokens");
+  return Status();
+}
 
-  // Chunk ends (relative to `tokens`), at absolute multiples of o.chunk.
-  std::vector<int64_t> ends;
-  for (int64_t p = start; p < start + total;) {
-    const int64_t e = std::min((p / o.chunk + 1) * o.chunk, start + total);
-    ends.push_back(e - start);
-    p = e;
+model::ForwardEntry Session::begin_forward(std::span<const int32_t> tokens, model::RowKind kind, bool want_logits,
+                                           int64_t decoder_tail) {
+  STRATA_CHECK(pending_before_ < 0, "Session::begin_forward: an entry is already pending");
+  pending_ = tokens;
+  pending_before_ = cache_.n_past;
+  const auto n = static_cast<int64_t>(tokens.size());
+  pending_replays_ = decoder_tail >= 0 && decoder_tail < n;
+  if (want_logits) {
+    logits_.resize(static_cast<size_t>(m_->config().vocab_size));
+  } else {
+    logits_.clear();
   }
+  model::ForwardEntry e;
+  e.cache = &cache_;
+  e.tokens = tokens;
+  e.kind = kind;
+  e.logits.kind = want_logits ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
+  e.logits_out = want_logits ? logits_.data() : nullptr;
+  e.decoder_tail = decoder_tail;
+  return e;
+}
+
+void Session::end_forward(const Status& s) {
+  STRATA_CHECK(pending_before_ >= 0, "Session::end_forward: nothing pending");
+  const int64_t before = pending_before_;
+  const std::span<const int32_t> ran = pending_;
+  pending_before_ = -1;
+  pending_ = {};
+  if (!s.ok()) {
+    logits_.clear();
+    // forward() validates before touching any cache; a failure after that leaves them half-written.
+    if (cache_.n_past != before || s.code() == StatusCode::kIOError || s.code() == StatusCode::kCorruption) valid_ = false;
+    return;
+  }
+  if (pending_replays_) replayed_ = true;
+  tokens_.insert(tokens_.end(), ran.begin(), ran.end());
+}
+
+int64_t prefill_chunk_end(int64_t pos, int64_t start, int64_t end, int64_t chunk, PrefillMode mode, int64_t window_size) {
+  const int64_t e = std::min((pos / chunk + 1) * chunk, end);
+  if (mode != PrefillMode::kReplay || e == end) return e;
+  // Replay: the last chunk starts at the last boundary leaving >= min_last tokens; when the rest
+  // after `e` is shorter than that, this chunk is the last one.
+  const int64_t min_last = std::min(end - start, window_size);
+  return end - e < min_last ? end : e;
+}
+
+Status Session::append(std::span<const int32_t> tokens, const AppendOptions& o, float* last_logits) {
+  STRATA_RETURN_IF_ERROR(check_append(tokens));
+  STRATA_RETURN_IF_ERROR(o.validate());
+  const model::ModelConfig& c = m_->config();
+  const int64_t start = cache_.n_past, total = static_cast<int64_t>(tokens.size());
   const bool replay = o.mode == PrefillMode::kReplay;
-  const int64_t min_last = std::min<int64_t>(total, c.window_size);
-  if (replay)  // the decoder tail must lie inside the last chunk
-    while (ends.size() >= 2 && ends.back() - ends[ends.size() - 2] < min_last) ends.erase(ends.end() - 2);
 
   logits_.clear();
   std::optional<model::Activations> own;
   model::Activations* act = o.activations;
   if (act == nullptr) act = &own.emplace(m_->new_activations());
-  int64_t off = 0;
-  for (size_t i = 0; i < ends.size(); ++i) {
+  for (int64_t off = 0; off < total;) {
     if (o.cancel && o.cancel->load()) return Cancelled("cancelled after " + std::to_string(off) + " prompt tokens");
-    const int64_t len = ends[i] - off;
-    const bool last = i + 1 == ends.size();
+    const int64_t end = prefill_chunk_end(start + off, start, start + total, o.chunk, o.mode, c.window_size) - start;
+    const int64_t len = end - off;
+    const bool last = end == total;
     // Replay: non-final chunks stop after the first decoder layer's compressor; the last chunk
     // runs the decoder over its last window_size tokens (all of them when it is that short: exact).
     const int64_t tail = replay ? (last ? std::min(len, c.window_size) : 0) : -1;
-    model::LogitsRequest req;
-    req.kind = last ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
-    if (last) logits_.resize(static_cast<size_t>(c.vocab_size));
-    const int64_t before = cache_.n_past;
-    model::ForwardEntry e;
-    e.cache = &cache_;
-    e.tokens = tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len));
-    e.kind = o.kind;
-    e.logits = req;
-    e.logits_out = last ? logits_.data() : nullptr;
-    e.decoder_tail = tail;
-    Status s = m_->forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1)}, *act);
-    if (!s.ok()) {
-      logits_.clear();
-      // forward() validates before touching the cache; a failure after that leaves it half-written.
-      if (cache_.n_past != before || s.code() == StatusCode::kIOError || s.code() == StatusCode::kCorruption) valid_ = false;
-      return s;
-    }
-    if (tail >= 0 && tail < len) replayed_ = true;
-    tokens_.insert(tokens_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(off),
-                   tokens.begin() + static_cast<std::ptrdiff_t>(ends[i]));
-    off = ends[i];
+    model::ForwardEntry e =
+        begin_forward(tokens.subspan(static_cast<size_t>(off), static_cast<size_t>(len)), o.kind, last, tail);
+    const Status s = m_->forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1)}, *act);
+    end_forward(s);
+    STRATA_RETURN_IF_ERROR(s);
+    off = end;
     report_progress(o.progress, ProgressEvent{"prefill", "tokens", static_cast<uint64_t>(off),
                                               static_cast<uint64_t>(total), "", last});
     if (!last && o.on_boundary && cache_.n_past % o.chunk == 0) o.on_boundary(*this);

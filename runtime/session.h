@@ -13,6 +13,8 @@
 // view of those tail tokens lacks the window positions before them).
 // Chunks are aligned to absolute positions (multiples of AppendOptions::chunk), so a run restored
 // from a snapshot at a chunk boundary computes exactly the same chunks as a run from scratch.
+// A session also takes part in a batched forward (runtime/engine.h): begin_forward() builds its
+// model::ForwardEntry, end_forward() settles it after the one Model::forward of the step.
 // Thread safety: one thread at a time per session; sessions share one Model, which runs one
 // forward at a time. A const Session may be copied while no thread writes it.
 #pragma once
@@ -83,6 +85,24 @@ class Session {
   // valid() turns false).
   [[nodiscard]] Status append(std::span<const int32_t> tokens, const AppendOptions& o, float* last_logits = nullptr);
 
+  // ---- taking part in a batch (runtime/engine.h) ----------------------------------------------
+  // Input checks, once for every caller (issue 14 item 1): `tokens` non-empty, every id in
+  // [0, vocab_size), and n_past() + tokens.size() <= context_limit (0 = max_position_embeddings;
+  // larger values are clipped to it). Errors: kInvalidArgument (an unusable session, no tokens, an
+  // id out of range, naming it and its position), kResourceExhausted (the context).
+  [[nodiscard]] Status check_append(std::span<const int32_t> tokens, int64_t context_limit = 0) const;
+  // Builds the forward entry that runs `tokens` after the history (REQUIRES check_append passed and
+  // no other entry of this session is pending). With `want_logits` the last row's logits go to this
+  // session's buffer (last_logits() after end_forward); otherwise the last logits are dropped.
+  // `decoder_tail` as model::ForwardEntry (-1 = exact). `tokens` must outlive end_forward().
+  model::ForwardEntry begin_forward(std::span<const int32_t> tokens, model::RowKind kind, bool want_logits,
+                                    int64_t decoder_tail = -1);
+  // Settles the entry built by begin_forward after Model::forward returned `s`: on success the
+  // tokens join the history; on failure the logits are dropped and the session turns invalid when
+  // its cache moved or the error was a storage one (the forward may have written part of it:
+  // model/model.h Model::forward), so every session of a failed batch is settled by this one call.
+  void end_forward(const Status& s);
+
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t n_past() const { return cache_.n_past; }
   bool valid() const { return valid_; }
@@ -102,6 +122,16 @@ class Session {
   std::vector<float> logits_;
   bool replayed_ = false;
   bool valid_ = true;
+  // The entry between begin_forward and end_forward.
+  std::span<const int32_t> pending_;
+  int64_t pending_before_ = -1;  // n_past when it began; -1 = none pending
+  bool pending_replays_ = false;
 };
+
+// Where the prefill chunk that starts at absolute position `pos` ends, for an append of the
+// positions [start, end) cut at absolute multiples of `chunk` (runtime/session.h file comment). In
+// replay mode the last chunk is widened to hold at least min(end - start, window_size) tokens (the
+// decoder tail must lie inside it). REQUIRES start <= pos < end, chunk > 0.
+int64_t prefill_chunk_end(int64_t pos, int64_t start, int64_t end, int64_t chunk, PrefillMode mode, int64_t window_size);
 
 }  // namespace strata::runtime

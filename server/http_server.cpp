@@ -38,6 +38,17 @@ ApiError shutting_down() { return unavailable("The server is shutting down; the 
 // Writes one SSE event; false when the client is gone.
 bool sse(ChunkSink& sink, const std::string& payload) { return sink.write("data: " + payload + "\n\n"); }
 
+// Where the generation suffix begins: the last <｜Assistant｜> of the rendered prompt (the last
+// message's assistant prefix, with <think> or </think> after it). An agent's next request
+// re-renders this turn differently (reasoning_content dropped, the answer appended) but shares the
+// prompt up to here, so a snapshot taken at this position is reused (issue 14 item 6). Empty when
+// the prompt holds no such token.
+std::vector<int64_t> generation_suffix_start(const std::vector<int32_t>& ids, int32_t assistant_id) {
+  for (size_t i = ids.size(); i-- > 0;)
+    if (ids[i] == assistant_id) return i > 0 ? std::vector<int64_t>{static_cast<int64_t>(i)} : std::vector<int64_t>{};
+  return {};
+}
+
 }  // namespace
 
 struct HttpServer::Backend {
@@ -46,6 +57,7 @@ struct HttpServer::Backend {
   std::unique_ptr<Scheduler> scheduler;  // destroyed first (its thread uses the model)
   int32_t eos_id = 1;
   int32_t bos_id = 0;
+  int32_t assistant_id = -1;  // <｜Assistant｜>: where a rendered assistant turn begins
   ~Backend() { scheduler.reset(); }
 };
 
@@ -216,6 +228,7 @@ struct HttpServer::Handlers {
     po.stop = cr.stop;
     po.parallel_tool_calls = cr.parallel_tool_calls;
     auto job = std::make_shared<GenerationJob>(*b->tok, std::move(po));
+    job->snapshot_at = generation_suffix_start(rendered->ids, b->assistant_id);
     job->prompt = std::move(rendered->ids);
     job->max_tokens = max_tokens;
     job->sampler = sampler_options(cr.sampling);
@@ -483,6 +496,7 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   auto b = std::make_unique<Backend>();
   b->eos_id = *tokenizer->token_to_id(chat::dsml::kEos);
   b->bos_id = *tokenizer->token_to_id(chat::dsml::kBos);
+  b->assistant_id = *tokenizer->token_to_id(chat::dsml::kAssistant);
   b->tok = std::move(tokenizer);
   b->model = std::move(model);
   SchedulerOptions so;
@@ -490,6 +504,7 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   so.max_queue = opt_.max_queue;
   so.ctx = opt_.ctx;
   so.prefill_chunk = opt_.prefill_chunk;
+  so.batch_tokens = opt_.batch_tokens;
   so.prefix_cache_bytes = static_cast<uint64_t>(opt_.prefix_cache_mib) << 20;
   so.tick = std::move(tick);
   STRATA_RETURN_IF_ERROR(so.validate());
@@ -503,7 +518,7 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   state_.store(1);
   log_to(logger_, LogLevel::kInfo,
          "ready model=" + opt_.model_id + " ctx=" + std::to_string(live_.load()->scheduler->context_limit()) +
-             " parallel=" + std::to_string(opt_.parallel));
+             " parallel=" + std::to_string(opt_.parallel) + " batch_tokens=" + std::to_string(opt_.batch_tokens));
   return Status();
 }
 

@@ -22,6 +22,8 @@ void scalar(std::string* out, const std::string& name, const char* type, const s
 }
 
 const std::vector<double> kLatencyBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+const std::vector<double> kBatchBounds = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128};
+const std::vector<double> kStepTokenBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 const std::vector<double> kTokenBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
 
 }  // namespace
@@ -52,7 +54,11 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 }
 
 Metrics::Metrics()
-    : time_to_first_token(kLatencyBounds), inter_token_latency(kTokenBounds), request_duration(kLatencyBounds) {}
+    : time_to_first_token(kLatencyBounds),
+      inter_token_latency(kTokenBounds),
+      request_duration(kLatencyBounds),
+      batch_size(kBatchBounds),
+      step_tokens(kStepTokenBounds) {}
 
 void Metrics::count_request(int http_status) {
   std::lock_guard<std::mutex> l(mu_);
@@ -85,8 +91,10 @@ std::string Metrics::render(const Gauges& g) const {
   scalar(&out, "strata_decode_seconds_total", "counter", "Time spent in decode forwards.", dec_s);
   scalar(&out, "strata_prefill_tokens_per_second", "gauge", "Prefilled (non-cached) prompt tokens per prefill second.",
          pre_s > 0 ? (prompt - cached) / pre_s : 0);
-  scalar(&out, "strata_decode_tokens_per_second", "gauge", "Decode forwards per decode second (one token each).",
-         dec_s > 0 ? double(decode_forwards.load()) / dec_s : 0);
+  scalar(&out, "strata_decode_tokens_per_second", "gauge",
+         "Decode tokens per decode second, all slots together (a batched step decodes one token per slot).",
+         dec_s > 0 ? double(decode_tokens.load()) / dec_s : 0);
+  scalar(&out, "strata_engine_steps_total", "counter", "Engine steps (one batched forward each).", double(steps.load()));
   scalar(&out, "strata_prefix_cache_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.",
          prompt > 0 ? cached / prompt : 0);
   scalar(&out, "strata_requests_running", "gauge", "Requests generating.", g.running);
@@ -95,13 +103,16 @@ std::string Metrics::render(const Gauges& g) const {
   scalar(&out, "strata_prefix_cache_entries", "gauge", "Session snapshots in the prefix cache.",
          double(g.prefix_cache_entries));
   scalar(&out, "strata_prefix_cache_bytes", "gauge", "Bytes the prefix cache holds.", double(g.prefix_cache_bytes));
-  scalar(&out, "strata_prefix_cache_lookups_total", "counter", "Prefix cache lookups (admissions without a live "
-         "session to extend).", double(g.prefix_cache_lookups));
+  scalar(&out, "strata_prefix_cache_lookups_total", "counter", "Prefix cache lookups (one per admission).",
+         double(g.prefix_cache_lookups));
   scalar(&out, "strata_prefix_cache_hits_total", "counter", "Prefix cache lookups that resumed a snapshot.",
          double(g.prefix_cache_hits));
   time_to_first_token.render("strata_time_to_first_token_seconds", "Seconds from request to first token.", &out);
   inter_token_latency.render("strata_inter_token_latency_seconds", "Seconds between two tokens of a request.", &out);
   request_duration.render("strata_request_duration_seconds", "Seconds from request to its end.", &out);
+  batch_size.render("strata_batch_size", "Sequences per engine step (decoding slots + prompt chunks in one forward).",
+                    &out);
+  step_tokens.render("strata_step_tokens", "Tokens per engine step (decode tokens + prompt chunk tokens).", &out);
   std::vector<std::function<std::string()>> cs;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -14,7 +14,7 @@
 
 namespace strata::server {
 
-// A cumulative histogram with fixed upper bounds (seconds).
+// A cumulative histogram with fixed upper bounds (seconds, or a count for the batch histograms).
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
@@ -50,11 +50,17 @@ class Metrics {
   std::atomic<uint64_t> reasoning_tokens{0};      // ... of them counted as reasoning
   std::atomic<uint64_t> prefill_ns{0};            // time in prefill forwards
   std::atomic<uint64_t> decode_ns{0};             // time in decode forwards
-  std::atomic<uint64_t> decode_forwards{0};       // decode forwards run
+  std::atomic<uint64_t> decode_forwards{0};       // engine steps that ran decode tokens
+  std::atomic<uint64_t> decode_tokens{0};         // decode tokens run (one per decoding slot per step)
+  std::atomic<uint64_t> steps{0};                 // engine steps (one batched forward each)
 
   Histogram time_to_first_token;   // seconds, submit -> first token
   Histogram inter_token_latency;   // seconds between tokens of one request
   Histogram request_duration;      // seconds, submit -> end
+  // Continuous batching (issue 14 item 5), one observation per engine step: sequences in the
+  // forward (decoding slots + prompt chunks), and its rows (decode tokens + prompt chunk tokens).
+  Histogram batch_size;
+  Histogram step_tokens;
 
   // Extra exposition text appended to /metrics (storage-tier metrics added by their owners).
   void add_collector(std::function<std::string()> collector);

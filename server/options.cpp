@@ -13,6 +13,7 @@ Status ServerOptions::validate() const {
   if (default_effort < 0 || default_effort > 100) return InvalidArgument("--default-effort: must be in 1..100 (0 = table default)");
   if (!(keep_alive_s > 0)) return InvalidArgument("--sse-keepalive: must be > 0 seconds");
   if (prefill_chunk < 1) return InvalidArgument("--prefill-chunk: must be >= 1");
+  if (batch_tokens < 1) return InvalidArgument("--batch-tokens: must be >= 1");
   if (prefix_cache_mib < 0) return InvalidArgument("--prefix-cache-mib: must be >= 0");
   if (max_connections < 1 || max_connections > 100000) return InvalidArgument("--max-connections: must be in 1..100000");
   if (header_limit_kib < 1 || header_limit_kib > 16384) return InvalidArgument("--header-limit-kib: must be in 1..16384");

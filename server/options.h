@@ -23,7 +23,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";   // --host; loopback unless asked
   int port = 8000;                  // --port; 0 = pick a free port (tests)
   std::string api_key;              // --api-key; "" = no authentication
-  int parallel = 1;                 // --parallel: sequences decoded at once (slots, each its own KV cache)
+  int parallel = 1;                 // --parallel: sequences decoded at once in one batch (slots, each its own KV cache)
   int64_t ctx = 0;                  // --ctx: context per slot in tokens; 0 = the model's max_position_embeddings
   int max_queue = 64;               // --max-queue: requests waiting for a slot before 503 overloaded
   int64_t body_limit_bytes = 64ll << 20;  // --body-limit: larger request bodies get 413
@@ -34,7 +34,12 @@ struct ServerOptions {
   EffortTable effort_table = EffortTable::kOfficial;            // --effort-table official|vllm
   ReasoningField reasoning_field = ReasoningField::kReasoningContent;  // --reasoning-field
   double keep_alive_s = 10.0;       // --sse-keepalive: SSE comment interval while queued or prefilling
-  int64_t prefill_chunk = 512;      // tokens per prefill forward; other slots decode between chunks
+  int64_t prefill_chunk = 512;      // --prefill-chunk: prompt tokens per chunk (cut at absolute multiples)
+  // --batch-tokens: tokens one engine step may run, every slot's decode token and prompt chunks
+  // together (runtime::EngineOptions::batch_tokens). Larger: prompts finish in fewer steps, but each
+  // step, so every stream's inter-token latency, takes longer. Default 512: one default chunk beside
+  // the decode tokens (a prompt chunk always joins a step even past the budget, so 1 still works).
+  int64_t batch_tokens = 512;
   int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
   // HTTP limits per connection (server/http_transport.h). Each bounds what one client can hold.
   int max_connections = 512;        // --max-connections: open connections; more get 503 at once
@@ -53,7 +58,7 @@ struct ServerOptions {
   bool test_scripted_output = false;
 
   // Errors name the flag: port outside 0..65535, parallel < 1, negative ctx or queue, body limit
-  // < 1 KiB, effort outside 0..100, keep-alive <= 0, prefill chunk < 1, HTTP limits out of range.
+  // < 1 KiB, effort outside 0..100, keep-alive <= 0, prefill chunk or batch tokens < 1, HTTP limits out of range.
   [[nodiscard]] Status validate() const;
 };
 

@@ -6,17 +6,29 @@ namespace strata::server {
 
 namespace {
 
-// A read error or a shard that changed under the store (issue #3, "Bad input and faults"): only
-// the request that hit it fails — its session is discarded at finish() — and the server stays
-// healthy, so the next request runs (and fails the same way while the file stays damaged).
-// Any other failure of a forward pass is a bug and marks the backend unhealthy.
-bool storage_error(const Status& st) {
-  return st.code() == StatusCode::kIOError || st.code() == StatusCode::kCorruption;
+runtime::EngineOptions engine_options(const SchedulerOptions& o) {
+  runtime::EngineOptions e;
+  e.prefill_chunk = o.prefill_chunk;
+  e.batch_tokens = o.batch_tokens;
+  e.max_context = o.ctx;
+  return e;
 }
 
-}  // namespace
-
-namespace {
+JobEnd job_end(runtime::FinishReason r) {
+  switch (r) {
+    case runtime::FinishReason::kStopId:
+    case runtime::FinishReason::kStopped:
+      return JobEnd::kStopped;
+    case runtime::FinishReason::kLength:
+    case runtime::FinishReason::kContext:
+      return JobEnd::kLength;
+    case runtime::FinishReason::kCancelled:
+      return JobEnd::kCancelled;
+    case runtime::FinishReason::kError:
+      break;
+  }
+  return JobEnd::kError;
+}
 
 using clock_type = std::chrono::steady_clock;
 
@@ -29,13 +41,17 @@ Status SchedulerOptions::validate() const {
   if (max_queue < 0) return InvalidArgument("--max-queue: must be >= 0");
   if (ctx < 0) return InvalidArgument("--ctx: must be >= 0");
   if (prefill_chunk < 1) return InvalidArgument("prefill chunk: must be >= 1");
+  if (batch_tokens < 1) return InvalidArgument("--batch-tokens: must be >= 1");
   return Status();
 }
 
 Scheduler::Scheduler(model::Model& m, const SchedulerOptions& opt, Metrics* metrics)
-    : m_(m), act_(m.new_activations()), opt_(opt), metrics_(metrics), slots_(static_cast<size_t>(std::max(1, opt.n_slots))) {
-  const int64_t max_pos = m.config().max_position_embeddings;
-  ctx_ = opt.ctx > 0 ? std::min(opt.ctx, max_pos) : max_pos;
+    : m_(m),
+      opt_(opt),
+      engine_(m, engine_options(opt)),
+      metrics_(metrics),
+      slots_(static_cast<size_t>(std::max(1, opt.n_slots))) {
+  ctx_ = engine_.context_limit();
   if (opt.prefix_cache_bytes > 0) {
     runtime::PrefixCacheOptions po;
     po.budget_bytes = opt.prefix_cache_bytes;
@@ -128,49 +144,90 @@ void Scheduler::admit_locked() {
     queue_.pop_front();
     Pick pick = select_slot(hist, used, std::span<const bool>(free.get(), slots_.size()), job->prompt);
     Slot& s = slots_[static_cast<size_t>(pick.slot)];
-    if (pick.reused == 0 && (!s.session || s.session->n_past() > 0 || !s.session->valid())) {
-      if (!s.session) sessions_.fetch_add(1);
+    if (!s.session) {
+      sessions_.fetch_add(1);
       s.session = std::make_unique<runtime::Session>(m_);
     }
-    s.logits.assign(static_cast<size_t>(m_.config().vocab_size), 0.0f);
-    s.decoding = false;
-    // No live session extends to this prompt: the longest snapshot of the shared cache, if any.
-    if (pick.reused == 0 && prefix_cache_)
-      pick.reused = prefix_cache_->restore(job->prompt, runtime::PrefillMode::kExact, s.session.get());
-    if (pick.reused == static_cast<int64_t>(job->prompt.size())) {
-      // The snapshot covers the whole prompt and holds its last logits: decode at once.
-      const auto ll = s.session->last_logits();
-      std::copy(ll.begin(), ll.end(), s.logits.begin());
-      s.decoding = true;
+    // The longest reusable prefix: the slot's live session, or a longer snapshot of the shared cache
+    // (one taken where the last message's assistant prefix began survives a client re-rendering the
+    // history; issue 14 item 6). A session cannot be rewound, so a snapshot replaces it.
+    if (prefix_cache_) {
+      const int64_t got = prefix_cache_->restore(job->prompt, runtime::PrefillMode::kExact, s.session.get(), pick.reused);
+      if (got > pick.reused) pick.reused = got;
     }
+    if (pick.reused == 0 && (s.session->n_past() > 0 || !s.session->valid())) s.session = std::make_unique<runtime::Session>(m_);
     s.job = std::move(job);
-    s.prefill_pos = pick.reused;
-    s.sampler = std::make_unique<runtime::Sampler>(s.job->sampler);
-    s.generated.clear();
     s.stats = JobStats{};
     s.stats.prompt_tokens = static_cast<int64_t>(s.job->prompt.size());
     s.stats.cached_tokens = pick.reused;
     s.t_submit = t_submit;
-    s.t_start = clock_type::now();
-    s.stats.queue_s = seconds(s.t_start - t_submit);
+    s.stats.queue_s = seconds(clock_type::now() - t_submit);
     running_.fetch_add(1);
     if (metrics_) {
       metrics_->prompt_tokens += static_cast<uint64_t>(s.stats.prompt_tokens);
       metrics_->prompt_tokens_cached += static_cast<uint64_t>(pick.reused);
     }
-    s.job->on_admitted(pick.reused);
+    admitted_.emplace_back(static_cast<size_t>(pick.slot), pick.reused);
+  }
+}
+
+void Scheduler::start(size_t i, int64_t reused) {
+  Slot& s = slots_[i];
+  Job& j = *s.job;
+  j.on_admitted(reused);
+  runtime::SequenceOptions so;
+  so.max_new_tokens = j.max_tokens;
+  so.sampler = j.sampler;
+  so.presence_penalty = j.presence_penalty;
+  so.frequency_penalty = j.frequency_penalty;
+  so.use_script = j.use_script;
+  so.scripted = j.scripted;
+  so.script_end_id = j.eos_id;
+  for (int64_t at : j.snapshot_at)
+    if (at > reused && at < static_cast<int64_t>(j.prompt.size())) so.snapshot_at.push_back(at);
+  runtime::SequenceCallbacks cb;
+  cb.on_token = [this, i](int32_t id) { return on_token(i, id); };
+  cb.gone = [job = s.job.get()] { return job->cancel.load() || (job->client_gone && job->client_gone()); };
+  if (prefix_cache_) cb.on_snapshot = [pc = prefix_cache_.get()](const runtime::Session& x) { pc->insert(x); };
+  cb.on_finish = [this, i](runtime::FinishReason r, const Status& st, const runtime::SequenceStats& ss) {
+    finish(i, job_end(r), st, ss);
+  };
+  std::vector<int32_t> rest(j.prompt.begin() + static_cast<std::ptrdiff_t>(reused), j.prompt.end());
+  auto id = engine_.add(s.session.get(), std::move(rest), std::move(so), std::move(cb));
+  if (!id.ok()) finish(i, JobEnd::kError, id.error(), runtime::SequenceStats{});
+}
+
+void Scheduler::observe(const runtime::StepStats& st) {
+  if (st.entries == 0) return;
+  // A read error or a shard that changed under the store (issue #3, "Bad input and faults"): only
+  // the requests of that batch fail (their sessions are discarded at finish()) and the server stays
+  // healthy, so the next request runs (and fails the same way while the file stays damaged). Any
+  // other failure of a forward pass is a bug and marks the backend unhealthy.
+  if (!st.status.ok() && st.status.code() != StatusCode::kIOError && st.status.code() != StatusCode::kCorruption)
+    failures_.fetch_add(1);
+  if (!metrics_) return;
+  metrics_->batch_size.observe(static_cast<double>(st.entries));
+  metrics_->step_tokens.observe(static_cast<double>(st.tokens));
+  ++metrics_->steps;
+  // A mixed step's time is split between prefill and decode by their share of its tokens.
+  const double ns = st.forward_s * 1e9;
+  const double prompt_share = st.tokens > 0 ? static_cast<double>(st.prompt_tokens) / static_cast<double>(st.tokens) : 0;
+  metrics_->prefill_ns += static_cast<uint64_t>(ns * prompt_share);
+  metrics_->decode_ns += static_cast<uint64_t>(ns * (1 - prompt_share));
+  if (st.decode_entries > 0) {
+    ++metrics_->decode_forwards;
+    metrics_->decode_tokens += static_cast<uint64_t>(st.decode_entries);
   }
 }
 
 void Scheduler::run() {
   last_tick_ = clock_type::now();
   std::vector<std::shared_ptr<Job>> dropped;
+  std::vector<std::pair<size_t, int64_t>> admitted;
   for (;;) {
-    bool active = false;
-    for (const Slot& s : slots_) active = active || s.job != nullptr;
     {
       std::unique_lock<std::mutex> l(mu_);
-      if (!active && !stop_ && queue_.empty()) {
+      if (engine_.idle() && !stop_ && queue_.empty()) {
         if (opt_.tick) {
           l.unlock();
           opt_.tick();
@@ -191,135 +248,55 @@ void Scheduler::run() {
         }
       }
       admit_locked();
+      admitted.swap(admitted_);
     }
     for (std::shared_ptr<Job>& job : dropped)
       job->on_finish(JobEnd::kCancelled, Cancelled("the client went away while queued"), JobStats{});
     dropped.clear();
-    for (Slot& s : slots_)
-      if (s.job) step(s);
+    for (const auto& [slot, reused] : admitted) start(slot, reused);
+    admitted.clear();
+    // One batched forward over every active slot; slots join and leave between steps.
+    if (!engine_.idle()) observe(engine_.step());
     if (opt_.tick && seconds(clock_type::now() - last_tick_) >= opt_.tick_interval_s) {
       opt_.tick();
       last_tick_ = clock_type::now();
     }
   }
   // Shutdown: every job ends as cancelled.
-  for (Slot& s : slots_)
-    if (s.job) finish(s, JobEnd::kCancelled, Cancelled("the server is shutting down"));
+  engine_.cancel_all(Cancelled("the server is shutting down"));
   std::deque<std::pair<std::shared_ptr<Job>, clock_type::time_point>> rest;
   {
     std::lock_guard<std::mutex> l(mu_);
     rest.swap(queue_);
+    for (const auto& [slot, reused] : admitted_) rest.emplace_back(std::move(slots_[slot].job), clock_type::now());
+    admitted_.clear();
   }
-  for (auto& [job, t] : rest) job->on_finish(JobEnd::kCancelled, Cancelled("the server is shutting down"), JobStats{});
+  for (auto& [job, t] : rest)
+    if (job) job->on_finish(JobEnd::kCancelled, Cancelled("the server is shutting down"), JobStats{});
 }
 
-int32_t Scheduler::next_token(Slot& s) {
-  Job& j = *s.job;
-  if (j.use_script) {
-    const size_t i = s.generated.size();
-    return i < j.scripted.size() ? j.scripted[i] : j.eos_id;
-  }
-  if (j.presence_penalty == 0 && j.frequency_penalty == 0) return s.sampler->sample(s.logits);
-  // OpenAI penalties: logit -= frequency * count + presence * (count > 0), over generated tokens.
-  std::vector<std::pair<int32_t, int>> counts;
-  std::vector<int32_t> sorted = s.generated;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size();) {
-    size_t k = i;
-    while (k < sorted.size() && sorted[k] == sorted[i]) ++k;
-    counts.emplace_back(sorted[i], static_cast<int>(k - i));
-    i = k;
-  }
-  std::vector<float> adjusted = s.logits;
-  for (const auto& [tok, n] : counts)
-    if (tok >= 0 && static_cast<size_t>(tok) < adjusted.size())
-      adjusted[static_cast<size_t>(tok)] -= j.frequency_penalty * static_cast<float>(n) + j.presence_penalty;
-  return s.sampler->sample(adjusted);
-}
-
-void Scheduler::step(Slot& s) {
-  Job& j = *s.job;
-  if (j.cancel.load() || (j.client_gone && j.client_gone())) {
-    finish(s, JobEnd::kCancelled, Cancelled("the client went away"));
-    return;
-  }
-  runtime::Session& ses = *s.session;
-  if (!s.decoding) {
-    // One chunk per turn, ending at the next absolute multiple of prefill_chunk (where Session cuts
-    // chunks too, so the prefix cache's chunk-boundary snapshots resume exactly).
-    const auto total = static_cast<int64_t>(j.prompt.size());
-    const int64_t to_boundary = opt_.prefill_chunk - ses.n_past() % opt_.prefill_chunk;
-    const int64_t n = std::min(to_boundary, total - s.prefill_pos);
-    const bool last = s.prefill_pos + n == total;
-    runtime::AppendOptions ao;
-    ao.chunk = opt_.prefill_chunk;
-    ao.mode = runtime::PrefillMode::kExact;
-    ao.activations = &act_;
-    const auto t0 = clock_type::now();
-    const Status st = ses.append(std::span<const int32_t>(j.prompt).subspan(static_cast<size_t>(s.prefill_pos),
-                                                                            static_cast<size_t>(n)),
-                                 ao, last ? s.logits.data() : nullptr);
-    const auto dt = clock_type::now() - t0;
-    s.stats.prefill_s += seconds(dt);
-    if (metrics_) metrics_->prefill_ns += static_cast<uint64_t>(std::chrono::nanoseconds(dt).count());
-    if (!st.ok()) {
-      if (!ses.valid() && !storage_error(st)) failures_.fetch_add(1);
-      finish(s, JobEnd::kError, st);
-      return;
-    }
-    s.prefill_pos += n;
-    if (!last) {
-      if (prefix_cache_ && ses.n_past() % opt_.prefill_chunk == 0) prefix_cache_->insert(ses);
-      return;  // the other slots run before the next chunk
-    }
-    s.decoding = true;
-  }
-  const int32_t tok = next_token(s);
-  s.generated.push_back(tok);
+bool Scheduler::on_token(size_t i, int32_t id) {
+  Slot& s = slots_[i];
   ++s.stats.completion_tokens;
   const auto now = clock_type::now();
   if (metrics_) {
     ++metrics_->generation_tokens;
-    if (s.generated.size() == 1) {
+    if (s.stats.completion_tokens == 1) {
       metrics_->time_to_first_token.observe(seconds(now - s.t_submit));
     } else {
       metrics_->inter_token_latency.observe(seconds(now - s.t_last_token));
     }
   }
   s.t_last_token = now;
-  if (!j.on_token(tok)) {
-    finish(s, JobEnd::kStopped, Status());
-    return;
-  }
-  if (s.stats.completion_tokens >= j.max_tokens || ses.n_past() + 1 > ctx_) {
-    finish(s, JobEnd::kLength, Status());
-    return;
-  }
-  const int32_t one[1] = {tok};
-  runtime::AppendOptions ao;
-  ao.chunk = 1;
-  ao.activations = &act_;
-  ao.kind = model::RowKind::kDecode;
-  const auto t0 = clock_type::now();
-  const Status st = ses.append(one, ao, s.logits.data());
-  const auto dt = clock_type::now() - t0;
-  s.stats.decode_s += seconds(dt);
-  if (metrics_) {
-    metrics_->decode_ns += static_cast<uint64_t>(std::chrono::nanoseconds(dt).count());
-    ++metrics_->decode_forwards;
-  }
-  if (!st.ok()) {
-    if (!ses.valid() && !storage_error(st)) failures_.fetch_add(1);
-    finish(s, JobEnd::kError, st);
-  }
+  return s.job->on_token(id);
 }
 
-void Scheduler::finish(Slot& s, JobEnd end, const Status& st) {
+void Scheduler::finish(size_t i, JobEnd end, const Status& st, const runtime::SequenceStats& ss) {
+  Slot& s = slots_[i];
   std::shared_ptr<Job> job = std::move(s.job);
   s.job.reset();
-  s.sampler.reset();
-  s.generated.clear();
-  s.decoding = false;
+  s.stats.prefill_s = ss.prefill_s;
+  s.stats.decode_s = ss.decode_s;
   s.last_used = ++clock_;
   if (s.session && !s.session->valid()) {
     s.session.reset();

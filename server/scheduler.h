@@ -1,22 +1,27 @@
-// Scheduler: runs generation jobs on one Model with N slots (--parallel), round-robin.
+// Scheduler: admits generation jobs into the one generation loop (runtime::Engine) on one Model,
+// with N slots (--parallel), cancels them and keeps the metrics (issue 14 item 5).
 //
-// Each slot owns a runtime::Session (token history + KV cache). One worker thread owns the model: on
-// each turn it admits queued jobs into free slots, then gives every active slot one step — a prefill
-// chunk (ServerOptions::prefill_chunk tokens) or one decode token — so N streams advance together
-// and a long prompt does not stall the others. This is interleaving, not batching: a forward still
-// runs one sequence at a time (README "strata serve"), so N streams share one stream's throughput.
+// Each slot owns a runtime::Session (token history + KV cache). One worker thread owns the model and
+// the engine: between steps it admits queued jobs into free slots (adding a sequence to the engine)
+// and drops the ones whose client left; then one engine step runs every active slot in ONE batched
+// forward: each decoding slot contributes one token, prefilling slots contribute prompt chunks
+// (ServerOptions::prefill_chunk tokens, cut at absolute multiples of it) within the per-step token
+// budget (ServerOptions::batch_tokens). Slots join and leave between steps. Sampling, penalties,
+// limits and timing are the engine's (runtime/engine.h), written once for every caller.
 //
-// Prefix reuse, two levels: (1) a new job takes the free slot whose live session history is the
-// longest exact prefix of its prompt (a conversation's next turn extends the previous turn's prompt
-// + answer: no copy at all); (2) otherwise the slot starts from the longest snapshot in the shared
-// runtime::PrefixCache, which holds sessions at prefill chunk boundaries and at the end of every
-// request (turn boundaries), within a byte budget. Only the rest of the prompt is prefilled; the
-// reused length is the job's cached_tokens. Prefill is exact (every token through every layer) and
-// cut at absolute multiples of prefill_chunk, as runtime::Session aligns chunks.
+// Prefix reuse (issue 14 item 6): sessions cannot be rewound in place (window ring, compressor
+// state), so reuse comes from the longest of (1) a free slot's live session whose history is a
+// proper prefix of the prompt (the next turn extends the previous prompt + answer: no copy at all)
+// and (2) a snapshot in the shared runtime::PrefixCache, which holds sessions at prefill chunk
+// boundaries, at each job's snapshot_at positions (where the last message's rendered assistant
+// prefix begins: a client that re-renders the history, dropping reasoning_content, still shares the
+// prompt up to there), at the end of each prompt's prefill and at the end of every request (turn
+// boundaries), within a byte budget. Only the rest of the prompt is prefilled; the reused length is
+// the job's cached_tokens.
 //
 // Cancellation: a job whose `cancel` flag is set or whose client_gone() probe returns true is ended
-// before its next step (within one decode step, or one prefill chunk), and its slot is free again.
-// A queued job whose `cancel` flag is set leaves the queue at the next turn without taking a slot.
+// before the next step (the engine's gone probe), and its slot is free again. A queued job whose
+// `cancel` flag is set leaves the queue at the next turn without taking a slot.
 // Thread safety: submit() and the gauges may be called from any thread; Job callbacks run on the
 // worker thread.
 #pragma once
@@ -35,6 +40,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -52,8 +58,10 @@ enum class JobEnd {
 
 struct JobStats {
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;     // prompt tokens reused from the slot's session
+  int64_t cached_tokens = 0;     // prompt tokens reused (a live session or a prefix-cache snapshot)
   int64_t completion_tokens = 0;  // sampled tokens, including a final EOS
+  // Seconds: submit -> admission; the steps that ran this prompt's chunks (shared with the other
+  // slots in those steps); first token -> end (runtime::SequenceStats).
   double queue_s = 0, prefill_s = 0, decode_s = 0;
 };
 
@@ -69,6 +77,9 @@ class Job {
   std::vector<int32_t> scripted;        // TEST ONLY: emit these ids (then EOS) instead of sampling
   bool use_script = false;
   int32_t eos_id = 1;
+  // Prompt positions worth a prefix-cache snapshot besides chunk boundaries and the prompt's end:
+  // where the last message's rendered assistant prefix begins (the chat handler knows it).
+  std::vector<int64_t> snapshot_at;
 
   std::atomic<bool> cancel{false};      // set by any thread
   std::function<bool()> client_gone;    // optional probe, called on the worker thread before each step
@@ -83,7 +94,8 @@ struct SchedulerOptions {
   int n_slots = 1;
   int max_queue = 64;
   int64_t ctx = 0;             // per-slot context limit; 0 = max_position_embeddings
-  int64_t prefill_chunk = 512;
+  int64_t prefill_chunk = 512;  // prompt tokens per chunk, cut at absolute multiples (runtime::EngineOptions)
+  int64_t batch_tokens = 512;   // tokens per engine step (runtime::EngineOptions::batch_tokens)
   uint64_t prefix_cache_bytes = 1ull << 30;  // runtime::PrefixCache budget; 0 = no shared cache
   // Called on the worker thread between steps, at most every tick_interval_s (and once when idle):
   // where owners of other counters snapshot what only the model thread may read (store stats).
@@ -128,25 +140,21 @@ class Scheduler {
     std::unique_ptr<runtime::Session> session;
     std::shared_ptr<Job> job;
     uint64_t last_used = 0;
-    // Per-job state.
-    int64_t prefill_pos = 0;        // next prompt token to run
-    bool decoding = false;
-    std::vector<float> logits;
-    std::unique_ptr<runtime::Sampler> sampler;
-    std::vector<int32_t> generated;
-    JobStats stats;
-    std::chrono::steady_clock::time_point t_submit, t_start, t_last_token;
+    JobStats stats;  // of the running job
+    std::chrono::steady_clock::time_point t_submit, t_last_token;
   };
 
   void run();
   void admit_locked();
-  void step(Slot& s);
-  void finish(Slot& s, JobEnd end, const Status& st);
-  int32_t next_token(Slot& s);
+  // Adds slot `i`'s job to the engine (prompt after `reused` tokens); ends it at once on an error.
+  void start(size_t i, int64_t reused);
+  bool on_token(size_t i, int32_t id);
+  void finish(size_t i, JobEnd end, const Status& st, const runtime::SequenceStats& ss);
+  void observe(const runtime::StepStats& st);
 
   model::Model& m_;
-  model::Activations act_;  // the forward scratch of the worker thread
   SchedulerOptions opt_;
+  runtime::Engine engine_;  // the generation loop; the worker thread's alone
   std::unique_ptr<runtime::PrefixCache> prefix_cache_;  // null when disabled
   int64_t ctx_;
   Metrics* metrics_;
@@ -154,6 +162,7 @@ class Scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Job>, std::chrono::steady_clock::time_point>> queue_;
+  std::vector<std::pair<size_t, int64_t>> admitted_;  // (slot, reused) picked under mu_, started after
   bool stop_ = false;
   uint64_t clock_ = 0;
   std::chrono::steady_clock::time_point last_tick_;

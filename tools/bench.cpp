@@ -18,11 +18,12 @@
 #include "core/cpu_features.h"
 #include "io/file.h"
 #include "model/model.h"
-#include "runtime/sampler.h"
+#include "runtime/engine.h"
 #include "runtime/session.h"
 #include "store/placement_options.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/bench_parallel.h"
 #include "tools/scoped_dir.h"
 
 namespace strata::tools {
@@ -119,44 +120,51 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   BenchRun r;
   r.prompt = static_cast<int64_t>(prompt.size());
   r.gen = gen;
+  // One greedy sequence through the generation loop (runtime/engine.h), no stop ids: every
+  // repetition does the same work. A fresh engine per run: its Activations start cold, as before.
+  runtime::EngineOptions eo;
+  eo.prefill_chunk = chunk;
+  eo.batch_tokens = chunk;
+  runtime::Engine engine(m, eo);
   runtime::Session s(m);
-  model::Activations act = m.new_activations();
-  runtime::AppendOptions prefill;
-  prefill.chunk = chunk;
-  prefill.activations = &act;
-  runtime::AppendOptions decode;
-  decode.chunk = 1;
-  decode.activations = &act;
-  decode.kind = model::RowKind::kDecode;
-  runtime::SamplerOptions so;
-  so.temperature = 0;
-  runtime::Sampler sampler(so);
-  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  model::Activations& act = engine.activations();
+  runtime::SequenceOptions so;
+  so.max_new_tokens = gen;
+  so.sampler.temperature = 0;
+  so.prefill_progress = [&](const ProgressEvent& e) {
+    report_progress(progress, ProgressEvent{"prefill", "tokens", e.done, e.total, "", false});
+  };
   const uint64_t rb0 = os_read_bytes(), mf0 = major_faults();
   const store::PlacementStats st0 = m.store().stats();
   const model::ForwardProfile fp0 = act.profile;
+  model::ForwardProfile fp1;
+  bool first = true, done = false;
+  Status result;
+  clock_type::time_point t1;
+  runtime::SequenceCallbacks cb;
   const auto t0 = clock_type::now();
-  const std::span<const int32_t> all(prompt);
-  for (size_t off = 0; off < prompt.size(); off += static_cast<size_t>(chunk)) {
-    const size_t len = std::min(prompt.size() - off, static_cast<size_t>(chunk));
-    const bool last = off + len == prompt.size();
-    STRATA_RETURN_IF_ERROR(s.append(all.subspan(off, len), prefill, last ? logits.data() : nullptr));
-    report_progress(progress, ProgressEvent{"prefill", "tokens", off + len, prompt.size(), "", false});
-  }
-  r.prefill_s = seconds_since(t0);
-  int32_t tok = sampler.sample(logits);
-  r.ttft_s = seconds_since(t0);
-  report_progress(progress, ProgressEvent{"prefill", "tokens", prompt.size(), prompt.size(), "", true});
-  const model::ForwardProfile fp1 = act.profile;
-  const store::PlacementStats st1 = m.store().stats().since(st0);
-  r.prefill_expert_acquires = st1.expert_acquires;
-  r.prefill_expert_hits = st1.expert_hits;
-  const auto t1 = clock_type::now();
-  for (int64_t i = 1; i < gen; ++i) {
-    const int32_t one[1] = {tok};
-    STRATA_RETURN_IF_ERROR(s.append(one, decode, logits.data()));
-    tok = sampler.sample(logits);
-  }
+  cb.on_token = [&](int32_t) {
+    if (first) {  // the phase boundary: prefill's logits gave the first token
+      first = false;
+      r.ttft_s = seconds_since(t0);
+      r.prefill_s = r.ttft_s;
+      report_progress(progress, ProgressEvent{"prefill", "tokens", prompt.size(), prompt.size(), "", true});
+      fp1 = act.profile;
+      const store::PlacementStats st1 = m.store().stats().since(st0);
+      r.prefill_expert_acquires = st1.expert_acquires;
+      r.prefill_expert_hits = st1.expert_hits;
+      t1 = clock_type::now();
+    }
+    return true;
+  };
+  cb.on_finish = [&](runtime::FinishReason, const Status& st, const runtime::SequenceStats& ss) {
+    done = true;
+    result = st;
+    r.prefill_s = ss.prefill_s;
+  };
+  STRATA_RETURN_IF_ERROR(engine.add(&s, prompt, std::move(so), std::move(cb)).status());
+  while (!done) engine.step();
+  STRATA_RETURN_IF_ERROR(result);
   r.decode_s = gen > 1 ? seconds_since(t1) : 0;
   const model::ForwardProfile pp = fp1.since(fp0), dp = act.profile.since(fp1);
   r.prefill_moe_s = static_cast<double>(pp.moe_ns) * 1e-9;
@@ -259,6 +267,9 @@ Status BenchOptions::validate() const {
   if (warmup < 0 || warmup > 100) return InvalidArgument("--warmup must be in [0, 100]");
   if (threads < 0 || threads > 256) return InvalidArgument("--threads must be in [0, 256]");
   if (prefill_chunk < 1) return InvalidArgument("prefill chunk must be positive");
+  for (int n : parallel)
+    if (n < 1 || n > 256) return InvalidArgument("--parallel stream counts must be in [1, 256], got " + std::to_string(n));
+  if (batch_tokens < 1) return InvalidArgument("--batch-tokens must be >= 1");
   if (Status m = store::parse_load_mode(load_mode).status(); !m.ok()) return m;
   if (cold != "auto" && cold != "fadvise" && cold != "drop-caches" && cold != "copy" && cold != "none")
     return InvalidArgument("--cold must be auto, fadvise, drop-caches, copy or none, got '" + cold + "'");
@@ -307,7 +318,8 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   std::vector<std::vector<int32_t>> prompt_ids;
   for (size_t i = 0; i < prompts.size(); ++i) prompt_ids.push_back(bench_prompt(text_ids, prompts[i], o.seed + i, id_limit));
 
-  const uint64_t total_runs = (o.cold != "none" ? prompts.size() : 0) + prompts.size() * static_cast<uint64_t>(o.warmup + o.reps);
+  const uint64_t total_runs = (o.cold != "none" ? prompts.size() : 0) +
+                              prompts.size() * static_cast<uint64_t>(o.warmup + o.reps) + o.parallel.size();
   uint64_t runs_done = 0;
   auto tick = [&](const std::string& what) {
     ++runs_done;
@@ -354,6 +366,15 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
       tick("warm " + std::to_string(prompts[i]));
     }
     rep.points.push_back(summarize(prompts[i], false, std::move(runs)));
+  }
+  // Concurrent streams (issue 14 item 7): the shortest prompt length, a different prompt per stream.
+  for (int n : o.parallel) {
+    std::vector<std::vector<int32_t>> ps;
+    for (int k = 0; k < n; ++k)
+      ps.push_back(bench_prompt(text_ids, prompts.front(), o.seed + 1 + static_cast<uint64_t>(k), id_limit));
+    STRATA_ASSIGN_OR_RETURN(ParallelPoint pp, run_parallel(*l.model, ps, o.gen, o.prefill_chunk, o.batch_tokens));
+    rep.parallel.push_back(pp);
+    tick("parallel " + std::to_string(n));
   }
   report_progress(o.progress, ProgressEvent{"bench", "runs", total_runs, total_runs, "", true});
   rep.peak_rss_bytes = peak_rss();
@@ -430,6 +451,18 @@ std::string BenchReport::to_json() const {
     pts.push_back(pj);
   }
   j["points"] = pts;
+  ojson par = ojson::array();
+  for (const ParallelPoint& p : parallel)
+    par.push_back({{"streams", p.streams},
+                   {"prompt", p.prompt},
+                   {"gen", p.gen},
+                   {"aggregate_decode_tok_s", p.aggregate_decode_tok_s},
+                   {"stream_decode_tok_s", spread_json(p.stream_decode_tok_s)},
+                   {"ttft_p50_s", p.ttft_p50_s},
+                   {"ttft_p95_s", p.ttft_p95_s},
+                   {"wall_s", p.wall_s},
+                   {"steps", p.steps}});
+  j["parallel"] = par;
   j["notes"] = notes;
   return j.dump(2) + "\n";
 }
@@ -476,6 +509,17 @@ std::string BenchReport::to_text() const {
                   acq ? 100.0 * static_cast<double>(hits) / static_cast<double>(acq) : 100.0, wait / runs,
                   pf_s > 0 ? 100 * pf_moe / pf_s : 0.0, dc_s > 0 ? 100 * dc_moe / dc_s : 0.0);
     o << line;
+  }
+  if (!parallel.empty()) {
+    std::snprintf(line, sizeof line, "  %-8s %8s %18s %28s %16s\n", "streams", "prompt", "aggregate tok/s",
+                  "per-stream tok/s (min-max)", "TTFT p50/p95 s");
+    o << line;
+    for (const ParallelPoint& p : parallel) {
+      std::snprintf(line, sizeof line, "  %-8d %8lld %18.2f %10.2f (%6.2f-%6.2f) %8.3f/%-7.3f\n", p.streams,
+                    static_cast<long long>(p.prompt), p.aggregate_decode_tok_s, p.stream_decode_tok_s.median,
+                    p.stream_decode_tok_s.min, p.stream_decode_tok_s.max, p.ttft_p50_s, p.ttft_p95_s);
+      o << line;
+    }
   }
   std::snprintf(line, sizeof line, "  peak RSS %.2f GB\n", static_cast<double>(peak_rss_bytes) / 1e9);
   o << line;

@@ -39,6 +39,10 @@ struct BenchOptions {
   int warmup = 1;                    // unrecorded warm runs before them
   int threads = 0;                   // 0 = physical cores
   int64_t prefill_chunk = 2048;      // tokens per prefill forward
+  // --parallel 1,2,4,8: after the warm points, N concurrent greedy streams of the first prompt
+  // length through one engine, per N (tools/bench_parallel.h). Empty: none.
+  std::vector<int> parallel;
+  int64_t batch_tokens = 2048;       // the engine's step budget in those runs (runtime::EngineOptions)
   std::string load_mode = "resident";  // auto | resident | stream | mmap (store::PlacementOptions)
   uint64_t ram_budget = 0;           // store RAM budget in bytes; 0 = available minus the margin
   store::ExpertIo expert_io = store::ExpertIo::kAuto;  // stream: expert reads (store::PlacementOptions)
@@ -97,6 +101,19 @@ struct Spread {
 };
 Spread spread_of(std::vector<double> v);
 
+// One `--parallel` measurement at N streams (tools/bench_parallel.h).
+struct ParallelPoint {
+  int streams = 0;
+  int64_t prompt = 0, gen = 0;  // tokens per stream
+  // Decode tokens of every stream / wall time of the steps that ran decode tokens only (after the
+  // last prompt chunk), tokens per second.
+  double aggregate_decode_tok_s = 0;
+  Spread stream_decode_tok_s;   // per stream: (gen - 1) / its first token -> end
+  double ttft_p50_s = 0, ttft_p95_s = 0;  // over streams, from the common start
+  double wall_s = 0;            // the whole run
+  int64_t steps = 0;            // engine steps (forwards)
+};
+
 struct BenchPoint {
   int64_t prompt = 0;
   bool cold = false;
@@ -131,6 +148,7 @@ struct BenchReport {
   store::ExpertReads expert_reads = store::ExpertReads::kNotStreamed;  // how that store read routed experts
   uint64_t peak_rss_bytes = 0;
   std::vector<BenchPoint> points;  // cold points first, then warm, each ascending by prompt
+  std::vector<ParallelPoint> parallel;  // --parallel, in the order given
   std::vector<std::string> notes;
 
   std::string to_json() const;

@@ -182,6 +182,8 @@ Status PlanOptions::validate() const {
   if (threads < 0 || threads > 256) return InvalidArgument("--threads must be in [0, 256]");
   if (context < 0) return InvalidArgument("--ctx must be >= 0");
   if (prompts.empty()) return InvalidArgument("--prompt needs at least one length");
+  for (int n : parallel)
+    if (n < 1 || n > 4096) return InvalidArgument("--parallel stream counts must be in [1, 4096], got " + std::to_string(n));
   for (int64_t p : prompts)
     if (p <= 0 || p > (1 << 24)) return InvalidArgument("--prompt lengths must be in [1, 16777216], got " + std::to_string(p));
   if (gen < 0 || gen > (1 << 24)) return InvalidArgument("--gen must be in [0, 16777216]");
@@ -333,6 +335,8 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
     if (s.disk_unknown) s.prefill_bottleneck = s.decode_bottleneck = "disk (not measured)";
     p.speeds.push_back(std::move(s));
   }
+  if (!p.speeds.empty())
+    for (int n : o.parallel) p.batched.push_back(batched_decode(p.speeds.front().decode, c, f, n, io.overlap));
   return p;
 }
 
@@ -475,6 +479,18 @@ std::string plan_text(const Plan& p) {
       o << (i ? ", " : "") << s.decode.terms[i].name << " " << seconds_str(s.decode.terms[i].seconds);
     o << "\n";
   }
+  if (!p.batched.empty() && !p.speeds.empty() && !p.speeds.front().disk_unknown) {
+    o << "  batched decode at " << tokens_str(p.speeds.front().prompt)
+      << " (dense weights once per step, routed experts per distinct pick):\n";
+    std::snprintf(line, sizeof line, "  %8s %14s %16s %18s\n", "streams", "aggregate t/s", "per-stream t/s",
+                  "experts read x1");
+    o << line;
+    for (const BatchedDecode& b : p.batched) {
+      std::snprintf(line, sizeof line, "  %8d %14s %16s %18.2f\n", b.streams, rate_str(b.aggregate_tok_s).c_str(),
+                    rate_str(b.per_stream_tok_s).c_str(), b.distinct_experts);
+      o << line;
+    }
+  }
   return o.str();
 }
 
@@ -570,6 +586,15 @@ std::string plan_json(const Plan& p) {
     sp.push_back(sj);
   }
   j["predicted"] = sp;
+  ojson bj = ojson::array();
+  const bool unknown = p.speeds.empty() || p.speeds.front().disk_unknown;
+  for (const BatchedDecode& b : p.batched)
+    bj.push_back({{"streams", b.streams},
+                  {"context", p.speeds.empty() ? 0 : p.speeds.front().prompt + p.options.gen / 2},
+                  {"aggregate_decode_tok_s", unknown ? ojson(nullptr) : ojson(b.aggregate_tok_s)},
+                  {"per_stream_decode_tok_s", unknown ? ojson(nullptr) : ojson(b.per_stream_tok_s)},
+                  {"distinct_experts", b.distinct_experts}});
+  j["batched_decode"] = bj;
   return j.dump(2) + "\n";
 }
 

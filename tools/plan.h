@@ -70,6 +70,9 @@ struct PlanOptions {
   // Streamed expert reads: kAuto (the store's default) = O_DIRECT when the probed disk takes it.
   store::ExpertIo expert_io = store::ExpertIo::kAuto;
   bool overlap_io = true;           // the tiered store prefetches a layer ahead (I/O under compute)
+  // --parallel N,...: aggregate decode of N concurrent streams batched per step, at the first
+  // prompt length's decode context (tools/plan_cost.h batched_decode). Empty: none.
+  std::vector<int> parallel;
 
   [[nodiscard]] Status validate() const;
 };
@@ -122,6 +125,7 @@ struct Plan {
   int threads = 0;
   Placement placement;
   std::vector<SpeedPrediction> speeds;
+  std::vector<BatchedDecode> batched;  // one per PlanOptions::parallel entry
 };
 
 // Builds the plan. Errors: bad options (kInvalidArgument naming the flag), a config that fails

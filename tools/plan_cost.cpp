@@ -219,6 +219,35 @@ void Cost::finish(bool overlap) {
 }
 
 
+BatchedDecode batched_decode(const Cost& single, const model::ModelConfig& c, const ModelFootprint& f, int streams,
+                             bool overlap) {
+  BatchedDecode b;
+  b.streams = std::max(1, streams);
+  const double n = static_cast<double>(b.streams);
+  double touched = 0, one = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const double E = f.experts_per_layer[static_cast<size_t>(l)], K = c.n_active(l);
+    if (E <= 0 || K <= 0) continue;
+    one += K;
+    touched += E * (1.0 - std::pow(1.0 - K / E, n));
+  }
+  b.distinct_experts = one > 0 ? touched / one : 1;
+  double compute = 0, io = 0;
+  for (const CostTerm& t : single.terms) {
+    double scale = n;  // per stream
+    if (t.name == "routed experts" || t.name == "expert reads") {
+      scale = b.distinct_experts;
+    } else if (t.name == "LM head" || t.name == "call overhead" || t.name.find("linears") != std::string::npos) {
+      scale = 1;
+    }
+    (t.io ? io : compute) += t.seconds * scale;
+  }
+  b.step_s = overlap ? std::max(compute, io) : compute + io;
+  b.per_stream_tok_s = b.step_s > 0 ? 1.0 / b.step_s : 0;
+  b.aggregate_tok_s = n * b.per_stream_tok_s;
+  return b;
+}
+
 double matmul_gflops_at(const KernelRates& k, double n, double elems) {
   const double large = log_interp(kMatmulRows, k.matmul_gflops, n);
   if (elems <= 0) return large;

@@ -73,6 +73,26 @@ Cost decode_token_cost(const model::ModelConfig& c, const ModelFootprint& f, con
 Cost prefill_cost(const model::ModelConfig& c, const ModelFootprint& f, const MachineProfile& m, int threads,
                   int64_t prompt, int64_t chunk, bool replay, const IoModel& io);
 
+// Aggregate decode of `streams` sequences batched into one forward per step (issue 14 items 3 and 7),
+// predicted from the single-token cost `single` (decode_token_cost) by what each term reads:
+//   once per step     non-routed linears and the LM head (dense weights: read once for all rows),
+//                     call overhead
+//   per distinct pick routed experts and their reads from disk: a step of N tokens touches
+//                     E (1 - (1 - k/E)^N) experts per layer (uniform routing), each read once
+//   per stream        attention, indexer, mHC, SwiGLU, buffers, engine glue, Engram reads
+// Decode linears are bound by the weight bytes at these row counts (the matvec reads each weight
+// once for all rows), so their compute beyond the read is left out: an upper bound that holds
+// while N is far below the matmul crossover (kMatmulRows).
+struct BatchedDecode {
+  int streams = 1;
+  double step_s = 0;            // one step: one token of every stream
+  double aggregate_tok_s = 0;   // streams / step_s
+  double per_stream_tok_s = 0;  // 1 / step_s
+  double distinct_experts = 1;  // routed experts read per step / those of one token
+};
+BatchedDecode batched_decode(const Cost& single, const model::ModelConfig& c, const ModelFootprint& f, int streams,
+                             bool overlap);
+
 // Measured GFLOP/s of a kernel kind at n rows (log-linear between the probed row counts, constant
 // outside them) for a weight of `elems` = out x in values: log-linear in elems between the small and
 // the large probed weight, constant outside (0: the large weight's rate).

@@ -103,5 +103,16 @@ TEST(Sampler, OptionsValidated) {
   EXPECT_FALSE(o.validate().ok());
 }
 
+// OpenAI penalties: logit -= frequency * count + presence, for tokens generated at least once.
+TEST(Penalties, FrequencyTimesCountPlusPresence) {
+  const std::vector<float> logits{1, 1, 1, 1};
+  const std::vector<int32_t> generated{2, 2, 3, 99};  // 99 is outside the row: ignored
+  std::vector<float> out;
+  apply_penalties(logits, generated, 0.5f, 0.25f, &out);
+  EXPECT_EQ(out, (std::vector<float>{1, 1, 0, 0.25f}));
+  apply_penalties(logits, {}, 0.5f, 0.25f, &out);
+  EXPECT_EQ(out, logits);
+}
+
 }  // namespace
 }  // namespace strata::runtime

@@ -194,14 +194,14 @@ class Serve : public ::testing::Test {
     EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
     return parse_sse(r->body);
   }
-  // Prometheus value of `name` (first sample), -1 if absent.
+  // Prometheus value of `name` (first sample; a name may carry labels), -1 if absent.
   double metric(const std::string& name) {
     auto c = client();
     auto r = c.Get("/metrics");
     if (!r) return -1;
-    std::smatch m;
-    if (std::regex_search(r->body, m, std::regex("\n" + name + " ([0-9.e+-]+)\n"))) return std::stod(m[1]);
-    return -1;
+    const size_t at = r->body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(r->body.substr(at + name.size() + 2));
   }
   // Waits until `name` == v (or timeout); returns the last value.
   double wait_metric(const std::string& name, double v, std::chrono::milliseconds timeout = 30000ms) {
@@ -902,9 +902,75 @@ TEST_F(Serve, Metrics) {
                         "strata_prompt_tokens_cached_total", "strata_generation_tokens_total",
                         "strata_reasoning_tokens_total", "strata_requests_running", "strata_requests_waiting",
                         "strata_kv_sessions", "strata_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
-                        "strata_inter_token_latency_seconds_count", "strata_request_duration_seconds_sum"})
+                        "strata_inter_token_latency_seconds_count", "strata_request_duration_seconds_sum",
+                        "strata_batch_size_bucket{le=\"1\"}", "strata_step_tokens_bucket{le=\"+Inf\"}",
+                        "strata_engine_steps_total"})
     EXPECT_NE(r->body.find(m), std::string::npos) << m;
   EXPECT_EQ(metric("strata_generation_tokens_total"), 2);
+  // One request: its prompt in two chunks (cut where the assistant prefix begins, a prefix-cache
+  // snapshot point), then one decode step (the first token comes from the prompt's logits).
+  EXPECT_EQ(metric("strata_batch_size_count"), metric("strata_engine_steps_total"));
+  EXPECT_EQ(metric("strata_step_tokens_count"), 3);
+  EXPECT_EQ(metric("strata_batch_size_bucket{le=\"1\"}"), 3);
+}
+
+// Continuous batching (issue 14 item 5): greedy answers of concurrent requests equal their answers
+// alone, with prompt chunks joining other slots' decode steps (one prompt token per step here, so
+// the four prompts are still prefilling when the others arrive). No prefix cache: every request
+// prefills from scratch, alone and batched alike.
+TEST_F(Serve, ConcurrentGreedyRequestsEqualTheirAnswersAlone) {
+  ServerOptions o;
+  o.parallel = 4;
+  o.prefill_chunk = 4;
+  o.batch_tokens = 6;
+  o.prefix_cache_mib = 0;
+  start(o);
+  const std::vector<std::string> prompts = {"Once upon a time there was a dragon who", "Hi",
+                                            "List three colours of the rainbow, please, in order of their wavelength",
+                                            "The quick brown fox"};
+  auto body = [&](size_t i) {
+    return json{{"model", kModel}, {"prompt", prompts[i]}, {"temperature", 0}, {"max_tokens", 8 + 4 * static_cast<int>(i)}};
+  };
+  std::vector<std::string> alone(prompts.size()), together(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = post("/v1/completions", body(i));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    alone[i] = json::parse(r->body)["choices"][0]["text"];
+  }
+  // Alone: every step a batch of one.
+  EXPECT_EQ(metric("strata_batch_size_bucket{le=\"1\"}"), metric("strata_batch_size_count"));
+  std::vector<std::thread> ts;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ts.emplace_back([&, i] {
+      auto r = post("/v1/completions", body(i));
+      if (r && r->status == 200) together[i] = json::parse(r->body)["choices"][0]["text"];
+    });
+  for (std::thread& t : ts) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
+  // Some step ran several requests at once (the batch-size histogram has steps above 1).
+  EXPECT_GT(metric("strata_batch_size_count") - metric("strata_batch_size_bucket{le=\"1\"}"), 0);
+}
+
+// Prefix reuse for agent flows (issue 14 item 6): the client re-renders the first turn without its
+// reasoning_content, so neither the live session nor the end-of-prompt snapshot is a prefix of the
+// next prompt; the snapshot taken where the first turn's assistant prefix began still is.
+TEST_F(Serve, ReRenderedHistoryReusesTheGenerationSuffixSnapshot) {
+  ServerOptions o;
+  o.parallel = 1;
+  start(o);
+  const json first = chat(req(user("What is the capital of France?"),
+                              {{"thinking", true}, {"strata_test_output", "Let me recall.</think>Paris."}}));
+  EXPECT_EQ(first["choices"][0]["message"]["content"], "Paris.");
+  const int64_t p1 = first["usage"]["prompt_tokens"];
+  json msgs = user("What is the capital of France?");
+  msgs.push_back({{"role", "assistant"}, {"content", "Paris."}});  // reasoning_content dropped
+  msgs.push_back({{"role", "user"}, {"content", "And which river flows through it, and where does that river rise?"}});
+  const json second = chat(req(msgs, {{"thinking", true}, {"max_tokens", 1}}));
+  const int64_t cached = second["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 0);
+  EXPECT_LT(cached, p1);  // the first prompt up to its assistant prefix
+  EXPECT_GE(cached, p1 - 3);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // strata bench (tools/bench.h, bench_svg.h): a full cold + warm run on the tiny fixture checkpoint,
 // the report's JSON and SVG, the checkpoint identity, and the page-cache helpers.
 #include "tools/bench.h"
+#include "tools/bench_parallel.h"
 
 #include <gtest/gtest.h>
 
@@ -109,6 +110,52 @@ TEST(Bench, TinyCheckpointColdAndWarm) {
   for (size_t p = 0; (p = svg.find("<g>", p)) != std::string::npos; ++p) ++open;
   for (size_t p = 0; (p = svg.find("</g>", p)) != std::string::npos; ++p) ++close;
   EXPECT_EQ(open, close);
+}
+
+// strata bench --parallel (issue 14 item 7): N concurrent greedy streams through one engine, with
+// aggregate and per-stream decode rates and TTFT quantiles, in the report, its JSON and its text.
+TEST(Bench, ParallelStreamsThroughTheEngine) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  BenchOptions o;
+  o.model_dir = kTiny;
+  o.prompts = {12};
+  o.gen = 4;
+  o.reps = 1;
+  o.warmup = 0;
+  o.threads = 1;
+  o.cold = "none";
+  o.parallel = {1, 3};
+  o.batch_tokens = 16;
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->parallel.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const ParallelPoint& p = r->parallel[i];
+    EXPECT_EQ(p.streams, o.parallel[i]);
+    EXPECT_EQ(p.prompt, 12);
+    EXPECT_EQ(p.gen, 4);
+    EXPECT_GT(p.aggregate_decode_tok_s, 0);
+    EXPECT_GT(p.stream_decode_tok_s.median, 0);
+    EXPECT_GT(p.ttft_p50_s, 0);
+    EXPECT_LE(p.ttft_p50_s, p.ttft_p95_s);
+    // Prompts share steps under the budget, then one step per token decodes every stream.
+    EXPECT_LE(p.steps, 1 + 3 + 3);
+  }
+  auto j = nlohmann::json::parse(r->to_json(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_EQ(j["parallel"].size(), 2u);
+  EXPECT_EQ(j["parallel"][1]["streams"], 3);
+  EXPECT_TRUE(j["parallel"][1]["ttft_p95_s"].is_number());
+  EXPECT_NE(r->to_text().find("aggregate tok/s"), std::string::npos);
+  o.parallel = {0};
+  EXPECT_FALSE(o.validate().ok());
+}
+
+TEST(Bench, QuantileIsNearestRank) {
+  EXPECT_EQ(quantile({}, 0.5), 0);
+  EXPECT_EQ(quantile({3, 1, 2}, 0.5), 2);
+  EXPECT_EQ(quantile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.95), 10);
+  EXPECT_EQ(quantile({1, 2, 3, 4}, 0.5), 2);
 }
 
 TEST(Bench, PromptBeyondContextFailsBeforeRunning) {

@@ -249,6 +249,31 @@ TEST_F(PlanCost, OverlappedIoIsNotTheBottleneckWhenComputeIsSlower) {
   EXPECT_EQ(c.bottleneck, "fp8 linears");
 }
 
+// strata plan --parallel (issue 14 item 7): a batched step reads the dense weights once and each
+// distinct routed expert once; per-token work scales with the streams.
+TEST_F(PlanCost, BatchedDecodeReadsDenseWeightsOncePerStep) {
+  const MachineProfile m = fake_machine(10.0, 100.0, 1ull << 40);
+  IoModel io;
+  const Cost single = decode_token_cost(l.config, *f, m, 1, 1000, io);
+  const BatchedDecode one = batched_decode(single, l.config, *f, 1, false);
+  EXPECT_NEAR(one.step_s, single.total_s, single.total_s * 1e-12);
+  EXPECT_NEAR(one.distinct_experts, 1.0, 1e-12);
+  double routed = 0, rest = 0;
+  for (const CostTerm& t : single.terms) (t.name == "routed experts" ? routed : rest) += t.seconds;
+  ASSERT_GT(routed, 0);
+  const BatchedDecode four = batched_decode(single, l.config, *f, 4, false);
+  // Uniform routing: 6 of 256 experts per token, so 4 tokens touch 256 (1 - (250/256)^4) of them.
+  const double d = 256.0 * (1.0 - std::pow(250.0 / 256.0, 4.0)) / 6.0;
+  EXPECT_NEAR(four.distinct_experts, d, 0.05);  // a few layers of the real config route differently
+  EXPECT_GT(four.distinct_experts, 3.5);
+  EXPECT_LT(four.distinct_experts, 4.0);
+  // This fake machine makes everything but the linears free: the step is dense once + routed x d.
+  EXPECT_NEAR(four.step_s, rest + routed * four.distinct_experts, four.step_s * 1e-3);
+  EXPECT_GT(four.aggregate_tok_s, 2.0 * one.aggregate_tok_s);
+  EXPECT_LT(four.aggregate_tok_s, 4.0 * one.aggregate_tok_s);
+  EXPECT_NEAR(four.aggregate_tok_s, 4.0 * four.per_stream_tok_s, 1e-9);
+}
+
 TEST_F(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
   const MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
   IoModel io;

@@ -1,0 +1,277 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::runtime {
+
+namespace {
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+Status EngineOptions::validate() const {
+  if (prefill_chunk < 1) return InvalidArgument("prefill chunk: must be >= 1, got " + std::to_string(prefill_chunk));
+  if (batch_tokens < 1) return InvalidArgument("--batch-tokens: must be >= 1, got " + std::to_string(batch_tokens));
+  if (max_context < 0) return InvalidArgument("context limit: must be >= 0 (0 = the model's)");
+  return Status();
+}
+
+Status SequenceOptions::validate() const {
+  if (max_new_tokens < 0) return InvalidArgument("max new tokens (-n) must be >= 0");
+  if (max_context < 0) return InvalidArgument("context limit: must be >= 0 (0 = the engine's)");
+  if (!(std::isfinite(presence_penalty) && presence_penalty >= -2 && presence_penalty <= 2))
+    return InvalidArgument("presence_penalty " + std::to_string(presence_penalty) + " must be in [-2, 2]");
+  if (!(std::isfinite(frequency_penalty) && frequency_penalty >= -2 && frequency_penalty <= 2))
+    return InvalidArgument("frequency_penalty " + std::to_string(frequency_penalty) + " must be in [-2, 2]");
+  for (const std::string& s : stop_strings)
+    if (!s.empty() && !token_text) return InvalidArgument("stop strings need a token_text hook");
+  return sampler.validate();
+}
+
+Engine::Engine(model::Model& m, const EngineOptions& o) : m_(m), o_(o), act_(m.new_activations()) {
+  const int64_t max_pos = m.config().max_position_embeddings;
+  ctx_ = o.max_context > 0 ? std::min(o.max_context, max_pos) : max_pos;
+}
+
+Status Engine::set_options(const EngineOptions& o) {
+  STRATA_RETURN_IF_ERROR(o.validate());
+  if (!seqs_.empty()) return InvalidArgument("engine: options change while sequences run");
+  o_ = o;
+  const int64_t max_pos = m_.config().max_position_embeddings;
+  ctx_ = o.max_context > 0 ? std::min(o.max_context, max_pos) : max_pos;
+  return Status();
+}
+
+Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> prompt, SequenceOptions o,
+                                       SequenceCallbacks cb) {
+  STRATA_RETURN_IF_ERROR(o_.validate());
+  STRATA_RETURN_IF_ERROR(o.validate());
+  if (session == nullptr) return InvalidArgument("engine: no session");
+  if (&session->model() != &m_) return InvalidArgument("engine: the session belongs to another model");
+  for (const Seq& s : seqs_)
+    if (s.session == session) return InvalidArgument("engine: the session already runs a sequence");
+  if (!session->valid()) return InvalidArgument("session is unusable after an earlier model failure");
+  if (prompt.empty() && session->last_logits().empty()) return InvalidArgument("empty prompt: nothing to run");
+  const int64_t limit = o.max_context > 0 ? std::min(o.max_context, ctx_) : ctx_;
+  const int64_t need = session->n_past() + static_cast<int64_t>(prompt.size());
+  if (need > limit)
+    return ResourceExhausted("prompt of " + std::to_string(prompt.size()) + " tokens (context " + std::to_string(need) +
+                             ") exceeds the context limit of " + std::to_string(limit) + " tokens");
+  if (!prompt.empty()) STRATA_RETURN_IF_ERROR(session->check_append(prompt, limit));
+
+  Seq s;
+  s.id = next_id_++;
+  s.session = session;
+  s.prompt = std::move(prompt);
+  s.prompt_start = session->n_past();
+  s.limit = limit;
+  s.o = std::move(o);
+  s.cb = std::move(cb);
+  s.state = s.prompt.empty() ? State::kSample : State::kPrefill;
+  s.sampler.emplace(s.o.sampler);
+  if (!s.o.stop_strings.empty()) s.stops.emplace(s.o.stop_strings, s.o.token_text);
+  std::sort(s.o.snapshot_at.begin(), s.o.snapshot_at.end());
+  s.stats.prompt_tokens = static_cast<int64_t>(s.prompt.size());
+  s.t_add = clock::now();
+  seqs_.push_back(std::move(s));
+  return seqs_.back().id;
+}
+
+int64_t Engine::chunk_end(const Seq& s) const {
+  const int64_t pos = s.prompt_start + s.done, end = s.prompt_start + static_cast<int64_t>(s.prompt.size());
+  int64_t e = prefill_chunk_end(pos, s.prompt_start, end, o_.prefill_chunk, s.o.prefill_mode, m_.config().window_size);
+  if (s.o.prefill_mode == PrefillMode::kExact)
+    for (int64_t at : s.o.snapshot_at)
+      if (at > pos && at < e) {
+        e = at;
+        break;
+      }
+  return e;
+}
+
+Engine::SeqIt Engine::finish(SeqIt it, FinishReason r, const Status& st) {
+  Seq& s = *it;
+  s.stats.reason = r;
+  s.stats.generated_tokens = static_cast<int64_t>(s.generated.size());
+  if (!s.generated.empty()) s.stats.decode_s = seconds(clock::now() - s.t_first);
+  auto cb = std::move(s.cb.on_finish);
+  const SequenceStats stats = s.stats;
+  it = seqs_.erase(it);
+  if (cb) cb(r, st, stats);
+  return it;
+}
+
+void Engine::cancel_all(const Status& why) {
+  for (auto it = seqs_.begin(); it != seqs_.end();) it = finish(it, FinishReason::kCancelled, why);
+}
+
+void Engine::emit(SeqIt it) {
+  Seq& s = *it;
+  const std::span<const float> logits = s.session->last_logits();
+  int32_t tok;
+  if (s.o.use_script) {  // TEST ONLY
+    const size_t i = s.generated.size();
+    tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
+  } else if (s.o.presence_penalty != 0 || s.o.frequency_penalty != 0) {
+    apply_penalties(logits, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
+    tok = s.sampler->sample(penalized_);
+  } else {
+    tok = s.sampler->sample(logits);
+  }
+  s.generated.push_back(tok);
+  if (s.generated.size() == 1) {
+    s.t_first = clock::now();
+    s.stats.ttft_s = seconds(s.t_first - s.t_add);
+  }
+  const auto n = static_cast<int64_t>(s.generated.size());
+  const bool is_stop = std::find(s.o.stop_ids.begin(), s.o.stop_ids.end(), tok) != s.o.stop_ids.end();
+  // The cancel flag is read before the token is handed out: the token just emitted is the last one.
+  const bool cancelled = s.o.cancel != nullptr && s.o.cancel->load();
+  const bool go_on = (!s.cb.on_token || s.cb.on_token(tok)) && !cancelled;
+  const bool stop_string = s.stops && s.stops->push(tok);
+  const bool at_limit = s.session->n_past() + 1 > s.limit;
+  if (go_on && !is_stop && !stop_string && n < s.o.max_new_tokens && !at_limit) {
+    s.pending = tok;
+    s.state = State::kDecode;
+    return;
+  }
+  FinishReason r = FinishReason::kLength;
+  if (cancelled) {
+    r = FinishReason::kCancelled;
+  } else if (is_stop) {
+    r = FinishReason::kStopId;
+  } else if (!go_on || stop_string) {
+    r = FinishReason::kStopped;
+  } else if (at_limit && n < s.o.max_new_tokens) {
+    r = FinishReason::kContext;
+  }
+  if (s.o.consume_last && !at_limit) {
+    s.pending = tok;
+    s.end_reason = r;
+    s.state = State::kConsume;
+    return;
+  }
+  finish(it, r, Status());
+}
+
+void Engine::sample_ready() {
+  for (auto it = seqs_.begin(); it != seqs_.end();) {
+    auto next = std::next(it);
+    if (it->state == State::kSample) {
+      if (it->o.max_new_tokens == 0) {
+        finish(it, FinishReason::kLength, Status());
+      } else {
+        emit(it);  // may erase `it`
+      }
+    }
+    it = next;
+  }
+}
+
+void Engine::drop_left() {
+  for (auto it = seqs_.begin(); it != seqs_.end();) {
+    if (it->cb.gone && it->cb.gone()) {
+      it = finish(it, FinishReason::kCancelled, Cancelled("the client went away"));
+    } else if (it->state == State::kPrefill && it->o.cancel && it->o.cancel->load()) {
+      it = finish(it, FinishReason::kCancelled,
+                  Cancelled("cancelled after " + std::to_string(it->done) + " prompt tokens"));
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::gather(Batch* b, StepStats* st) {
+  // A replay prompt needs a request of one entry: the oldest prompt, if it replays, runs alone.
+  Seq* oldest_prompt = nullptr;
+  for (Seq& s : seqs_)
+    if (s.state == State::kPrefill) {
+      oldest_prompt = &s;
+      break;
+    }
+  const bool replay_alone = oldest_prompt && oldest_prompt->o.prefill_mode == PrefillMode::kReplay;
+  auto join = [&](Seq& s, model::ForwardEntry e, int64_t len) {
+    b->entries.push_back(e);
+    b->members.push_back(&s);
+    b->lens.push_back(len);
+    st->tokens += len;
+  };
+  // Every decode token first: decoding streams never wait for a prompt.
+  if (!replay_alone)
+    for (Seq& s : seqs_)
+      if (s.state == State::kDecode || s.state == State::kConsume) {
+        join(s, s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true), 1);
+        ++st->decode_entries;
+      }
+  // Then whole prompt chunks, oldest prompt first, while the budget lasts; the first always joins.
+  const int64_t window = m_.config().window_size;
+  bool first_chunk = true;
+  for (Seq& s : seqs_) {
+    if (s.state != State::kPrefill) continue;
+    const bool replay = s.o.prefill_mode == PrefillMode::kReplay;
+    if (replay && &s != oldest_prompt) continue;
+    const int64_t pos = s.prompt_start + s.done, end = s.prompt_start + static_cast<int64_t>(s.prompt.size());
+    const int64_t e = chunk_end(s), len = e - pos;
+    if (!first_chunk && st->tokens + len > o_.batch_tokens) continue;
+    const bool last = e == end;
+    // Replay: non-final chunks stop after the first decoder layer's compressor; the last chunk runs
+    // the decoder over its last window_size tokens (runtime/session.h).
+    const int64_t tail = replay ? (last ? std::min(len, window) : 0) : -1;
+    const auto chunk =
+        std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
+    join(s, s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail), len);
+    st->prompt_tokens += len;
+    first_chunk = false;
+    if (replay) break;
+  }
+  st->entries = static_cast<int>(b->entries.size());
+}
+
+void Engine::settle(const Batch& b, const StepStats& st) {
+  for (Seq* s : b.members) s->session->end_forward(st.status);
+  // By id: finish() erases list nodes (and its callback may end nothing else, but stay safe).
+  std::vector<SequenceId> ids;
+  for (Seq* s : b.members) ids.push_back(s->id);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = std::find_if(seqs_.begin(), seqs_.end(), [&](const Seq& x) { return x.id == ids[i]; });
+    if (it == seqs_.end()) continue;
+    Seq& s = *it;
+    if (!st.status.ok()) {
+      finish(it, FinishReason::kError, st.status);
+    } else if (s.state == State::kPrefill) {
+      s.done += b.lens[i];
+      s.stats.prefill_s += st.forward_s;
+      const int64_t total = static_cast<int64_t>(s.prompt.size());
+      const bool last = s.done == total;
+      report_progress(s.o.prefill_progress, ProgressEvent{"prefill", "tokens", static_cast<uint64_t>(s.done),
+                                                          static_cast<uint64_t>(total), "", last});
+      const int64_t pos = s.session->n_past();
+      const bool at_snapshot = std::binary_search(s.o.snapshot_at.begin(), s.o.snapshot_at.end(), pos);
+      if (s.cb.on_snapshot && (last || at_snapshot || pos % o_.prefill_chunk == 0)) s.cb.on_snapshot(*s.session);
+      if (last) s.state = State::kSample;
+    } else if (s.state == State::kConsume) {
+      finish(it, s.end_reason, Status());
+    } else {
+      s.state = State::kSample;
+    }
+  }
+}
+
+StepStats Engine::step() {
+  StepStats st;
+  drop_left();
+  sample_ready();  // sequences added with logits (a restored session)
+  Batch b;
+  gather(&b, &st);
+  if (b.entries.empty()) return st;
+  const auto t0 = clock::now();
+  st.status = m_.forward(model::ForwardRequest{std::span<model::ForwardEntry>(b.entries)}, act_);
+  st.forward_s = seconds(clock::now() - t0);
+  settle(b, st);
+  sample_ready();
+  return st;
+}
+
+}  // namespace strata::runtime
