@@ -486,7 +486,8 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
     for (int g = 0; g < G; ++g) {
       for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + (g * n + t) * gin);
       parts.push_back({og.data() + g * n * gin, n, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
-                       yg.data() + g * n * R});
+                       yg.data() + g * n * R,
+                       !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto});
     }
     kernels::linear_bf16_batch(parts, pool);
     for (int g = 0; g < G; ++g)

@@ -8,7 +8,8 @@
 
 namespace strata::model {
 
-void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool) {
+void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
+              kernels::RowPath path) {
   const int hc = c.hc_mult;
   const int64_t width = hc * c.dim;
   const int mix = (2 + hc) * hc;
@@ -20,7 +21,7 @@ void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t 
   // kernel level (bit-exact with the scalar loop), so the pre weights that collapse the next
   // sublayer's input do not move by an ulp.
   std::vector<float> m(static_cast<size_t>(n * mix));
-  kernels::linear_f32(x, n, kernels::F32Weight{w.fn.data(), mix, width}, m.data(), pool);
+  kernels::linear_f32(x, n, kernels::F32Weight{w.fn.data(), mix, width}, m.data(), pool, path);
   for (int64_t t = 0; t < n; ++t) {
     const float r = kernels::rms_rsqrt(x + t * width, width, static_cast<float>(c.norm_eps));
     for (int k = 0; k < mix; ++k) m[static_cast<size_t>(t * mix + k)] *= r;

@@ -27,7 +27,10 @@ struct HcMix {
 };
 
 // Computes the mixing coefficients of one site for every token of X [n, hc, dim].
-void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool);
+// `path`: the projection's regime (f32 in the reference order: the same bits in both; decode-sized
+// batches run faster in the matvec).
+void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
+              kernels::RowPath path = kernels::RowPath::kAuto);
 
 // y[t] = sum_j pre[t, j] * X[t, j]   ([n, dim])
 void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y);

@@ -113,7 +113,9 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   float* f = s.f.data();
 
   // Attention sublayer: collapse with the previous sublayer's pre-mix, norm, attend, expand.
-  hc_mixes(c_, bw.hc_attn, x, n, &s.attn_mix, pool_.get());
+  // A decode-only batch runs the bit-exact mHC projections in the matvec (faster at these sizes).
+  const kernels::RowPath bitexact = !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto;
+  hc_mixes(c_, bw.hc_attn, x, n, &s.attn_mix, pool_.get(), bitexact);
   hc_pre(c_, x, pre_mix.data(), n, u);
   for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u + t * dim);
   {
@@ -124,7 +126,7 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_post(c_, f, s.attn_mix, n, x);
 
   // FFN sublayer: uses this attention's pre-mix (single-pass mHC).
-  hc_mixes(c_, bw.hc_ffn, x, n, &s.ffn_mix, pool_.get());
+  hc_mixes(c_, bw.hc_ffn, x, n, &s.ffn_mix, pool_.get(), bitexact);
   hc_pre(c_, x, s.attn_mix.pre.data(), n, u);
   for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u + t * dim);
   STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u, rows, f, pool_.get(), obs, ahead, prof, &s.moe));

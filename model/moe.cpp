@@ -9,10 +9,11 @@
 
 namespace strata::model {
 
-void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool) {
+void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool,
+           kernels::RowPath path) {
   const int E = w.n_experts, k = w.n_active;
   std::vector<float> logits(static_cast<size_t>(n * E));
-  w.gate.apply(x, n, logits.data(), pool);
+  w.gate.apply(x, n, logits.data(), pool, path);
   out->ids.resize(static_cast<size_t>(n * k));
   out->weights.resize(static_cast<size_t>(n * k));
   const float temp = static_cast<float>(c.gate_temp);
@@ -64,7 +65,7 @@ void swiglu(const ModelConfig& c, const float* gate, const float* up, const floa
 // layer's input (its router applied to x: the residual stream changes little in one layer) and
 // names them to the store, which reads them while this layer computes.
 void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
-               const RouterOutput& r, MoeLookahead* ahead, ThreadPool* pool) {
+               const RouterOutput& r, MoeLookahead* ahead, ThreadPool* pool, kernels::RowPath path) {
   const int k = w.n_active;
   if (ahead->layer == w.layer && ahead->n == n && static_cast<int64_t>(ahead->ids.size()) == n * k) {
     uint64_t correct = 0;
@@ -79,7 +80,7 @@ void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& st
   if (!store.wants_prefetch() || next >= ahead->layers.size()) return;
   const MoeWeights& nw = ahead->layers[next].ffn;
   RouterOutput pr;
-  route(c, nw, x, n, &pr, pool);
+  route(c, nw, x, n, &pr, pool, path);
   std::vector<char> seen(static_cast<size_t>(nw.n_experts), 0);
   for (int32_t e : pr.ids) seen[static_cast<size_t>(e)] = 1;
   std::vector<int32_t> predicted;
@@ -101,7 +102,9 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
   const int k = w.n_active;
   RouterOutput r;
-  route(c, w, x, n, &r, pool);
+  // A decode-only batch takes the matvec for the bit-exact gate too (faster at these sizes).
+  const kernels::RowPath path = !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto;
+  route(c, w, x, n, &r, pool, path);
   if (obs) {
     std::vector<int64_t> ids(r.ids.begin(), r.ids.end());
     obs->ids("router_topk_idx", w.layer, ids, {n, k});
@@ -123,7 +126,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     uses.push_back(static_cast<uint32_t>(by_expert[static_cast<size_t>(e)].size()));
   }
   store.prefetch_experts(w.layer, used, store::PrefetchKind::kDemand, uses);
-  if (ahead) lookahead(c, w, store, x, n, r, ahead, pool);
+  if (ahead) lookahead(c, w, store, x, n, r, ahead, pool, path);
 
   // Routed experts in batches: each batch's w1/w3 products share one pass over the pool, then its w2
   // products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer

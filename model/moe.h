@@ -32,7 +32,9 @@ struct RouterOutput {
 };
 
 // Router only (exposed for tests and for the layer-ahead prediction).
-void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool);
+// `path`: the gate's regime (BF16/F32 in the reference order: the same bits in both).
+void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool,
+           kernels::RowPath path = kernels::RowPath::kAuto);
 
 // Layer-ahead prediction state carried from one MoE sublayer to the next during a forward pass.
 struct MoeLookahead {
