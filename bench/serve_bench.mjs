@@ -1,11 +1,12 @@
 // End-to-end serving benchmark for `strata serve` (docs/performance.md "Server"): C concurrent
 // streaming chat requests, each with the same prompt and max_tokens; reports per-stream time to
 // first token and decode rate, and the aggregate token rate. Plain fetch + SSE, no dependencies.
-// Usage: node bench/serve_bench.mjs URL PROMPT_FILE MAX_TOKENS C1[,C2,...] [REPEATS]
+// Usage: node bench/serve_bench.mjs URL PROMPT_FILE MAX_TOKENS C1[,C2,...] [REPEATS] [TEMPERATURE]
+//   TEMPERATURE defaults to 1.0 (seeded per stream); 0 gives greedy streams (the batching figures).
 //   e.g. node bench/serve_bench.mjs http://127.0.0.1:8000 data/docs/gettysburg-address.txt 64 1,2,4
 import { readFileSync } from 'node:fs';
 
-const [url, promptFile, maxTokens = '64', concList = '1', repeats = '1'] = process.argv.slice(2);
+const [url, promptFile, maxTokens = '64', concList = '1', repeats = '1', temperature = '1.0'] = process.argv.slice(2);
 const prompt = readFileSync(promptFile, 'utf8');
 
 async function stream(i) {
@@ -15,7 +16,7 @@ async function stream(i) {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({
       model: 'deepseek-v4.1-flash', stream: true, stream_options: { include_usage: true }, max_tokens: Number(maxTokens),
-      temperature: 1.0, seed: i, thinking: { type: 'disabled' },
+      temperature: Number(temperature), seed: i, thinking: { type: 'disabled' },
       messages: [{ role: 'user', content: `${prompt}\n\nQuestion ${i}: summarise the text.` }],
     }),
   });
