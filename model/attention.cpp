@@ -247,7 +247,7 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
 void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out) {
   const ModelConfig& c = b.c;
   const int H = c.n_heads;
-  const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank, dim = c.dim;
+  const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;
   const int ratio = c.compress_ratio(layer);
   const Rows rows = b.rows;
   const int64_t N = rows.n;
@@ -432,46 +432,19 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
       lc.window_pos[static_cast<size_t>(slot)] = e.start + t;
     }
   }
-  (void)dim;
   attention_output(c, w, sc.o.data(), rows, out, b.pool, sc.ocat);
 }
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
                       ThreadPool* pool) {
-  const int H = c.n_heads;
-  const int64_t D = c.head_dim;
-  // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
-  // then wo_b (FP8).
-  const int G = c.o_groups;
-  const int64_t gin = H * D / G, R = c.o_lora_rank;
-  std::vector<float> ocat(static_cast<size_t>(n * G * R));
-  if (n == 1 && w.wo_a.kind == Linear::Kind::kBf16) {
-    // Decode: group g's heads are a contiguous slice of o and its output one of ocat, so the groups
-    // run as one batch (one pool pass instead of o_groups); same bits as the loop below.
-    std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
-    for (int g = 0; g < G; ++g)
-      parts.push_back({o + g * gin, 1, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
-                       ocat.data() + g * R});
-    kernels::linear_bf16_batch(parts, pool);
-    w.wo_b.apply(ocat.data(), n, out, pool);
-    return;
-  }
-  std::vector<float> og(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * R));
-  for (int g = 0; g < G; ++g) {
-    for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + t * gin);
-    Linear part = w.wo_a;
-    part.out = R;
-    // Group g is rows [g R, (g+1) R): at the same offset in the blocked layout (R % 16 == 0).
-    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked};
-    part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
-    part.apply(og.data(), n, yg.data(), pool);
-    for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);
-  }
-  w.wo_b.apply(ocat.data(), n, out, pool);
+  std::vector<float> ocat;
+  attention_output(c, w, o, Rows{n, -1}, out, pool, ocat);
 }
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, Rows rows, float* out,
                       ThreadPool* pool, std::vector<float>& ocat) {
+  // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
+  // then wo_b (FP8).
   const int H = c.n_heads;
   const int64_t D = c.head_dim;
   const int G = c.o_groups;
