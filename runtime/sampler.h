@@ -37,6 +37,7 @@ class Sampler {
   SamplerOptions opt_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<double> bucket_mass_;  // top-p histogram (sample())
 };
 
 // OpenAI presence/frequency penalties (the API reference's formula): for every token id t that

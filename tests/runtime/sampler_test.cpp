@@ -75,6 +75,36 @@ TEST(Sampler, TopPKeepsSmallestNucleus) {
   for (int i = 0; i < 5000; ++i) ASSERT_NE(s.sample(l), 2);
 }
 
+// The nucleus on a large, nearly flat distribution (a random-weight model's: most of the vocabulary
+// is needed to reach top_p) is the sorted definition's set: the smallest most-likely prefix.
+TEST(Sampler, TopPNucleusOfAFlatDistributionIsTheSortedPrefix) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> noise(0.0f, 0.3f);
+  const size_t V = 20000;
+  std::vector<float> l(V);
+  for (auto& v : l) v = noise(rng);
+  SamplerOptions o;
+  o.temperature = 1.0f;
+  o.top_p = 0.9f;
+  // The definition: sort by probability (then id), keep the shortest prefix reaching 0.9 of the mass.
+  float mx = *std::max_element(l.begin(), l.end());
+  std::vector<std::pair<float, int32_t>> p(V);
+  double total = 0;
+  for (size_t i = 0; i < V; ++i) total += (p[i] = {std::exp(l[i] - mx), static_cast<int32_t>(i)}).first;
+  std::sort(p.begin(), p.end(), [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::vector<char> kept(V, 0);
+  double acc = 0;
+  size_t k = 0;
+  for (; k < V; ++k) {
+    kept[static_cast<size_t>(p[k].second)] = 1;
+    if ((acc += p[k].first) >= 0.9 * total) break;
+  }
+  ASSERT_LT(k + 100, V);  // a nucleus, not everything
+  // 10% of the mass lies outside: a sampler that kept too much would draw there ~200 times.
+  Sampler s(o);
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(kept[static_cast<size_t>(s.sample(l))]);
+}
+
 TEST(Sampler, MinPAndTopK) {
   std::vector<float> l{std::log(0.6f), std::log(0.25f), std::log(0.1f), std::log(0.05f)};
   SamplerOptions o;
