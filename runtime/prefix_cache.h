@@ -14,13 +14,10 @@
 // request is used only when it holds last-token logits. Memory: the bytes of all snapshots (each
 // shared page once) stay within `budget_bytes`; the least recently used snapshots go first.
 //
-// Exactness: a resumed session computes the remaining tokens with the same code as a cold one, so
-// its logits equal the cold run's bit for bit when both cut the remaining tokens into the same
-// chunks — always true from a snapshot at a chunk boundary (chunks sit at absolute positions), and
-// from a turn-boundary snapshot whenever the kernels' results do not depend on how many rows a
-// linear runs at once (true of the v41-tiny fixture for remainders of >= 8 tokens, tested; the
-// FP8/FP4 decode kernels, used below gemm_min_rows rows, sum in another order than the GEMM, so a
-// remainder shorter than `min_recompute` is not resumed from there).
+// Exactness: a resumed session computes the remaining tokens with the same code as a cold one, and
+// a prompt row's bits do not depend on how the prompt is cut into chunks (prompt rows always take
+// the prefill GEMM, at any row count: model/forward_request.h, kernels::RowPath), so its logits
+// equal the cold run's bit for bit from any snapshot, however few tokens remain (tested).
 // Thread safety: all methods are safe to call concurrently (one mutex).
 #pragma once
 
@@ -42,8 +39,9 @@ struct PrefixCacheOptions {
   // KV at the full config. 0 disables the cache.
   uint64_t budget_bytes = 1ull << 30;
   // A snapshot that leaves fewer than this many tokens to compute (but more than 0) is passed over
-  // for a shorter one, so the remainder runs through the same GEMM kernels as a cold prefill.
-  int64_t min_recompute = 16;
+  // for a shorter one. 0: none is (a remainder's bits do not depend on its length, see above); kept
+  // for kernels that would make them depend on it.
+  int64_t min_recompute = 0;
 
   [[nodiscard]] Status validate() const;
 };

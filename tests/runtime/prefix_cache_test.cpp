@@ -90,11 +90,24 @@ TEST_F(PrefixCacheTiny, FullHitNeedsNoForward) {
   ASSERT_TRUE(prefill_with_cache(pc, &b, ids_, AppendOptions{}, &reused).ok());
   EXPECT_EQ(reused, static_cast<int64_t>(ids_.size()));
   EXPECT_TRUE(same(a.last_logits(), b.last_logits()));
-  // A 3-token remainder is below min_recompute (16): the snapshot is passed over.
+  // A 3-token remainder resumes from the whole-prompt snapshot and gives a cold prefill's logits
+  // bit for bit (prompt rows take the GEMM at any count: no minimum remainder is needed).
   std::vector<int32_t> longer = ids_;
   longer.insert(longer.end(), {7, 8, 9});
   Session c(*model_);
   ASSERT_TRUE(prefill_with_cache(pc, &c, longer, AppendOptions{}, &reused).ok());
+  EXPECT_EQ(reused, static_cast<int64_t>(ids_.size()));
+  Session cold(*model_);
+  ASSERT_TRUE(cold.append(longer, AppendOptions{}).ok());
+  EXPECT_TRUE(same(c.last_logits(), cold.last_logits()));
+  // With a minimum remainder the snapshot is passed over.
+  PrefixCacheOptions po;
+  po.min_recompute = 16;
+  PrefixCache strict(po);
+  Session d(*model_);
+  ASSERT_TRUE(prefill_with_cache(strict, &d, ids_, AppendOptions{}).ok());
+  Session e(*model_);
+  ASSERT_TRUE(prefill_with_cache(strict, &e, longer, AppendOptions{}, &reused).ok());
   EXPECT_EQ(reused, 0);
 }
 

@@ -701,7 +701,6 @@ TEST_F(Serve, PrefixCacheAcrossConversations) {
   chat(req(user("A different conversation"), {{"thinking", false}, {"max_tokens", 1}}));
   json msgs = user("Hi");
   msgs.push_back({{"role", "assistant"}, {"content", "Hello there"}});
-  // Long enough that the remainder is not below the cache's min_recompute (runtime/prefix_cache.h).
   msgs.push_back({{"role", "user"}, {"content", "Please tell me more about that, with all the details you have."}});
   const json third = chat(req(msgs, {{"thinking", false}, {"max_tokens", 1}}));
   auto tok = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
@@ -971,6 +970,14 @@ TEST_F(Serve, ReRenderedHistoryReusesTheGenerationSuffixSnapshot) {
   EXPECT_GT(cached, 0);
   EXPECT_LT(cached, p1);  // the first prompt up to its assistant prefix
   EXPECT_GE(cached, p1 - 3);
+  // A short follow-up (a few new tokens) reuses it as well: no minimum remainder.
+  const json colour = chat(req(user("Name a colour."), {{"thinking", true}, {"strata_test_output", "Hmm.</think>Red."}}));
+  const int64_t p3 = colour["usage"]["prompt_tokens"];
+  json m3 = user("Name a colour.");
+  m3.push_back({{"role", "assistant"}, {"content", "Red."}});
+  m3.push_back({{"role", "user"}, {"content", "More?"}});
+  const json more = chat(req(m3, {{"thinking", true}, {"max_tokens", 1}}));
+  EXPECT_GE(more["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), p3 - 3);
 }
 
 }  // namespace
