@@ -205,16 +205,29 @@ void Engine::gather(Batch* b, StepStats* st) {
         join(s, s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true), 1);
         ++st->decode_entries;
       }
-  // Then whole prompt chunks, oldest prompt first, while the budget lasts; the first always joins.
+  // Then prompt chunks, the prompt with the fewest tokens left first (a short request is not kept
+  // waiting behind a long prompt's whole prefill), each cut to what is left of the budget; the
+  // first always joins whole. Cutting is exact: a prompt row's bits do not depend on its chunk
+  // (model/forward_request.h); later chunks still end at absolute multiples of the prefill chunk,
+  // where snapshots are taken.
   const int64_t window = m_.config().window_size;
+  std::vector<Seq*> prompts;
+  for (Seq& s : seqs_)
+    if (s.state == State::kPrefill) prompts.push_back(&s);
+  std::stable_sort(prompts.begin(), prompts.end(), [](const Seq* a, const Seq* b) {
+    return static_cast<int64_t>(a->prompt.size()) - a->done < static_cast<int64_t>(b->prompt.size()) - b->done;
+  });
+  if (replay_alone) prompts = {oldest_prompt};
   bool first_chunk = true;
-  for (Seq& s : seqs_) {
-    if (s.state != State::kPrefill) continue;
+  for (Seq* sp : prompts) {
+    Seq& s = *sp;
     const bool replay = s.o.prefill_mode == PrefillMode::kReplay;
     if (replay && &s != oldest_prompt) continue;
     const int64_t pos = s.prompt_start + s.done, end = s.prompt_start + static_cast<int64_t>(s.prompt.size());
-    const int64_t e = chunk_end(s), len = e - pos;
-    if (!first_chunk && st->tokens + len > o_.batch_tokens) continue;
+    int64_t e = chunk_end(s);
+    if (!first_chunk && !replay) e = std::min(e, pos + (o_.batch_tokens - st->tokens));
+    const int64_t len = e - pos;
+    if (len <= 0) continue;
     const bool last = e == end;
     // Replay: non-final chunks stop after the first decoder layer's compressor; the last chunk runs
     // the decoder over its last window_size tokens (runtime/session.h).

@@ -143,6 +143,34 @@ TEST_F(EngineTiny, ChunksEndAtAbsoluteMultiplesAndSnapshotPositions) {
 
 // A sequence whose gone probe fires ends before the next step without another token; the others
 // go on unchanged.
+// A short prompt that arrives while a long one is being prefilled runs in the next step (the fewest
+// tokens left go first, the long prompt's chunk is cut to the rest of the budget), and both still
+// give their answers alone.
+TEST_F(EngineTiny, ShortPromptDoesNotWaitForALongPrefill) {
+  EngineOptions o;
+  o.prefill_chunk = 32;
+  o.batch_tokens = 32;  // one chunk: without the ordering the short prompt waits for all of them
+  Engine e(*model_, o);
+  Session a(*model_), b(*model_);
+  std::vector<int32_t> got_a, got_b;
+  bool done_a = false, done_b = false;
+  SequenceCallbacks ca, cb;
+  ca.on_token = [&](int32_t t) { got_a.push_back(t); return true; };
+  ca.on_finish = [&](FinishReason, const Status&, const SequenceStats&) { done_a = true; };
+  cb.on_token = [&](int32_t t) { got_b.push_back(t); return true; };
+  cb.on_finish = [&](FinishReason, const Status&, const SequenceStats&) { done_b = true; };
+  const std::vector<int32_t> pa = prompt(190, 3), pb = prompt(6, 4);
+  ASSERT_TRUE(e.add(&a, pa, greedy(4), std::move(ca)).ok());
+  e.step();  // the long prompt's first chunk
+  ASSERT_TRUE(e.add(&b, pb, greedy(4), std::move(cb)).ok());
+  e.step();
+  EXPECT_EQ(got_b.size(), 1u) << "the short prompt ran in the step after it arrived";
+  EXPECT_TRUE(got_a.empty()) << "the long prompt is still being prefilled";
+  while (!done_a || !done_b) e.step();
+  EXPECT_EQ(got_a, alone(pa, 4));
+  EXPECT_EQ(got_b, alone(pb, 4));
+}
+
 TEST_F(EngineTiny, GoneSequenceLeavesWithinOneStep) {
   Engine e(*model_, options());
   Session a(*model_), b(*model_);
