@@ -60,6 +60,7 @@ Status write_text(const std::string& path, const std::string& text) {
 
 int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
+  if (Status s = check_checkpoint_dir(b.model_dir); !s.ok()) return fail(s);  // as run, serve and plan
   if (!o.prompts.empty()) b.prompts = o.prompts;
   auto expert_io = expert_io_flags(o.direct_io, o.buffered_io, b.load_mode);
   if (!expert_io.ok()) return fail(expert_io.error());

@@ -46,6 +46,8 @@ expect_error "not a checkpoint directory" "not a checkpoint directory (no config
   "$strata" run -m "$tmp/parent" -p hi
 expect_error "plan: not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
   "$strata" plan -m "$tmp/parent"
+expect_error "bench: not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
+  "$strata" bench -m "$tmp/parent" --no-plan
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
