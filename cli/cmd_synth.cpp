@@ -49,6 +49,7 @@ Command register_synth(CLI::App& app) {
                  "tiny (tests, ~40 MB), demo (README, 16 layers, ~0.5 GB), probe (the demo's layout at dim 256: strata "
                  "probe's engine calibration), scaled (the release's 40-layer layout "
                  "sized by --target-gb) or full (the release's shape, 509 GB = 474 GiB)")
+      ->check(CLI::IsMember({"tiny", "demo", "probe", "scaled", "full"}))  // a usage error (exit 2), named
       ->capture_default_str();
   app.add_option("--out", o->synth.out_dir, "output checkpoint directory (created if missing)")->required();
   app.add_option("--seed", o->synth.seed, "random seed; the same preset, seed and target give identical bytes")

@@ -45,6 +45,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // `strata frobnicate`: CLI11 would say "A subcommand is required"; name the word and the commands.
+    bool known = false;
+    std::string names;
+    for (auto& [sub, run] : cmds) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+      std::fprintf(stderr, "strata: error: unknown command '%s' (commands: %s; see --help)\n", argv[1], names.c_str());
+      return strata::cli::kExitUsage;
+    }
     // A llama.cpp habit gets an answer in strata's terms, not CLI11's reading of it.
     const std::string kv_note = strata::cli::kv_note_for_args(argc, argv);
     if (const std::string hint = strata::cli::llama_cpp_flag_hint(argc, argv, e.what(), kv_note); !hint.empty()) {

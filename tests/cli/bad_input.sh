@@ -38,6 +38,8 @@ expect_usage "unknown flag without a near one" "unknown flag --frobnicate for \`
 expect_usage "missing required -m" "model is required" -- "$strata" run -p hi
 expect_usage "bad value" "must be in" -- "$strata" run -m "$tmp/none" -p hi -n -5
 expect_usage "no subcommand exits 2" "error" -- "$strata"
+expect_usage "unknown command named" "unknown command 'frobnicate' (commands: run," -- "$strata" frobnicate
+expect_usage "unknown synth preset" "--preset: nope not in" -- "$strata" synth --preset nope --out "$tmp/nope"
 expect_usage "plan without -m or --config" "exactly one of" -- "$strata" plan
 expect_usage "bad --ram-budget" "expected a size" -- "$strata" run -m "$tmp/none" -p hi --ram-budget lots
 # A directory without config.json is named as not being a checkpoint (often its parent).
