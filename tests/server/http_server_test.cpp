@@ -195,14 +195,19 @@ class Serve : public ::testing::Test {
     return parse_sse(r->body);
   }
   // Prometheus value of `name` (first sample; a name may carry labels), -1 if absent.
-  double metric(const std::string& name) {
+  // One /metrics exposition. Values compared with each other must come from one scrape: a step's
+  // observation lands after its callbacks have answered the client, so two scrapes may straddle it.
+  std::string scrape() {
     auto c = client();
     auto r = c.Get("/metrics");
-    if (!r) return -1;
-    const size_t at = r->body.find("\n" + name + " ");
-    if (at == std::string::npos) return -1;
-    return std::stod(r->body.substr(at + name.size() + 2));
+    return r ? r->body : std::string();
   }
+  static double metric_in(const std::string& body, const std::string& name) {
+    const size_t at = body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(body.substr(at + name.size() + 2));
+  }
+  double metric(const std::string& name) { return metric_in(scrape(), name); }
   // Waits until `name` == v (or timeout); returns the last value.
   double wait_metric(const std::string& name, double v, std::chrono::milliseconds timeout = 30000ms) {
     const auto end = std::chrono::steady_clock::now() + timeout;
@@ -908,9 +913,11 @@ TEST_F(Serve, Metrics) {
   EXPECT_EQ(metric("strata_generation_tokens_total"), 2);
   // One request: its prompt in two chunks (cut where the assistant prefix begins, a prefix-cache
   // snapshot point), then one decode step (the first token comes from the prompt's logits).
-  EXPECT_EQ(metric("strata_batch_size_count"), metric("strata_engine_steps_total"));
-  EXPECT_EQ(metric("strata_step_tokens_count"), 3);
-  EXPECT_EQ(metric("strata_batch_size_bucket{le=\"1\"}"), 3);
+  EXPECT_EQ(wait_metric("strata_engine_steps_total", 3), 3);
+  const std::string m = scrape();
+  EXPECT_EQ(metric_in(m, "strata_batch_size_count"), metric_in(m, "strata_engine_steps_total"));
+  EXPECT_EQ(metric_in(m, "strata_step_tokens_count"), 3);
+  EXPECT_EQ(metric_in(m, "strata_batch_size_bucket{le=\"1\"}"), 3);
 }
 
 // Continuous batching (issue 14 item 5): greedy answers of concurrent requests equal their answers
@@ -938,7 +945,10 @@ TEST_F(Serve, ConcurrentGreedyRequestsEqualTheirAnswersAlone) {
     alone[i] = json::parse(r->body)["choices"][0]["text"];
   }
   // Alone: every step a batch of one.
-  EXPECT_EQ(metric("strata_batch_size_bucket{le=\"1\"}"), metric("strata_batch_size_count"));
+  {
+    const std::string m = scrape();
+    EXPECT_EQ(metric_in(m, "strata_batch_size_bucket{le=\"1\"}"), metric_in(m, "strata_batch_size_count"));
+  }
   std::vector<std::thread> ts;
   for (size_t i = 0; i < prompts.size(); ++i)
     ts.emplace_back([&, i] {
@@ -948,7 +958,8 @@ TEST_F(Serve, ConcurrentGreedyRequestsEqualTheirAnswersAlone) {
   for (std::thread& t : ts) t.join();
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(together[i], alone[i]) << "request " << i;
   // Some step ran several requests at once (the batch-size histogram has steps above 1).
-  EXPECT_GT(metric("strata_batch_size_count") - metric("strata_batch_size_bucket{le=\"1\"}"), 0);
+  const std::string m = scrape();
+  EXPECT_GT(metric_in(m, "strata_batch_size_count") - metric_in(m, "strata_batch_size_bucket{le=\"1\"}"), 0);
 }
 
 // Prefix reuse for agent flows (issue 14 item 6): the client re-renders the first turn without its
