@@ -89,7 +89,9 @@ TEST(DType, E4M3EncodeMatchesBruteForce) {
       int want = nearest_code(std::fabs(clamped), 127, dec);
       uint8_t got = f32_to_e4m3(s);
       ASSERT_EQ(got & 0x7F, want) << "x=" << s;
-      if (want != 0) ASSERT_EQ((got & 0x80) != 0, s < 0) << "x=" << s;
+      if (want != 0) {
+        ASSERT_EQ((got & 0x80) != 0, s < 0) << "x=" << s;
+      }
     }
   }
 }
