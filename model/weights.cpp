@@ -1,10 +1,12 @@
 #include "model/weights.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <initializer_list>
 
 #include "core/dtype.h"
+#include "store/expert_catalog.h"
 
 namespace strata::model {
 
@@ -280,9 +282,25 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
   return b.s_.preload_layer(layer, m.n_experts);
 }
 
+// The tensors binding will ask the store for: the backbone's layers [0, n_layers), the embedding,
+// head and norm, and the DSpark stages when the config runs them, but not their routed experts
+// (read on first use: DSpark stages are not run by generation yet).
+bool binds(const ModelConfig& c, const std::string& name) {
+  if (name.rfind("layers.", 0) == 0) {
+    char* end = nullptr;
+    const long l = std::strtol(name.c_str() + 7, &end, 10);
+    return end != name.c_str() + 7 && *end == '.' && l < c.n_layers;
+  }
+  if (name.rfind("mtp.", 0) == 0) return c.dspark_block_size > 0 && !store::ExpertCatalog::is_expert_tensor(name);
+  return true;
+}
+
 }  // namespace
 
 Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store, const ProgressFn& progress) {
+  // Every tensor kept in RAM is read first, in one parallel pass over the shards (issue 15 item 2);
+  // binding then checks and wraps them layer by layer.
+  STRATA_RETURN_IF_ERROR(store.load_resident([&c](const io::TensorInfo& t) { return binds(c, t.name); }, progress));
   Binder b(c, store);
   const uint64_t n_blocks = static_cast<uint64_t>(c.n_layers + (c.dspark_block_size > 0 ? c.n_mtp_layers : 0));
   auto bound = [&](uint64_t done) { report_progress(progress, ProgressEvent{"load", "layers", done, n_blocks, "", false}); };

@@ -61,6 +61,11 @@ Result<TensorView> MmapStore::resident(const std::string& name) {
   return tensors_.get(*ck_, name);
 }
 
+Status MmapStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) {
+  std::lock_guard<std::mutex> lock(tensors_mu_);
+  return tensors_.read_all(*ck_, select_tensors(*ck_, wanted, false), BulkReadOptions{}, progress);
+}
+
 Result<std::unique_ptr<ExpertLease>> MmapStore::acquire_expert(int layer, int expert) {
   const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
   ExpertView v;

@@ -12,6 +12,11 @@ ResidentStore::ResidentStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) :
 
 Result<TensorView> ResidentStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
 
+Status ResidentStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted,
+                                    const ProgressFn& progress) {
+  return tensors_.read_all(*ck_, select_tensors(*ck_, wanted, true), BulkReadOptions{}, progress);
+}
+
 Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, int expert) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
   std::lock_guard<std::mutex> lock(experts_mu_);

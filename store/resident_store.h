@@ -1,8 +1,9 @@
 // ResidentStore: every tensor the model binds is read into RAM once with pread (never mmap).
 //
-// Tensors are loaded on first request; binding requests every tensor the forward pass reads,
-// including the backbone's routed experts and Engram tables (preload_layer), so nothing is read
-// during generation. Each tensor gets its own 64-byte aligned buffer.
+// The model reads every tensor it binds before binding (load_resident: one parallel pass over the
+// shards); a tensor nobody listed is read on its first request. Binding requests every tensor the
+// forward pass reads, including the backbone's routed experts and Engram tables (preload_layer),
+// so nothing is read during generation. Each tensor starts 64-byte aligned (ResidentTensors).
 // Thread safety: resident() may load and must be called from one thread during binding; after every
 // tensor is bound, concurrent calls only read. acquire_expert() locks its memo of expert views.
 #pragma once
@@ -30,6 +31,7 @@ class ResidentStore final : public WeightStore {
   Result<TensorView> resident(const std::string& name) override;
   Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
   Status preload_layer(int layer, int n_experts) override;
+  Status load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) override;
   Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                           uint8_t* scale_out) override;
 

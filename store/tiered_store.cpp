@@ -38,6 +38,10 @@ Result<std::unique_ptr<TieredStore>> TieredStore::open(std::unique_ptr<io::Check
 
 Result<TensorView> TieredStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
 
+Status TieredStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) {
+  return tensors_.read_all(*ck_, select_tensors(*ck_, wanted, false), BulkReadOptions{}, progress);
+}
+
 Result<std::unique_ptr<ExpertLease>> TieredStore::acquire_expert(int layer, int expert) {
   const int id = catalog_.id(layer, expert);
   if (id < 0)

@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "core/progress.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
@@ -91,6 +93,16 @@ class WeightStore {
   // the layer's Engram table (if any) now, so generation never waits for a first use
   // (ResidentStore). Default: nothing (tiered stores read on demand).
   [[nodiscard]] virtual Status preload_layer(int layer, int n_experts) { return Status(); }
+  // Called once before binding: reads every tensor this store keeps in RAM for which `wanted` is
+  // true (the model's choice: e.g. no DSpark tensors when it does not run DSpark) in one parallel,
+  // near-sequential pass (ResidentTensors::read_all), so binding finds them in RAM. The resident
+  // store keeps every tensor; the tiered and mmap stores all but routed experts and Engram tables.
+  // Reports ProgressEvent{"load", "bytes"}. Errors: the first failed read (file, offset, tensor).
+  // Default: nothing (tensors are read on first use). Source: issue 15 item 2.
+  [[nodiscard]] virtual Status load_resident(const std::function<bool(const io::TensorInfo&)>& wanted,
+                                             const ProgressFn& progress) {
+    return Status();
+  }
 
   // Non-blocking hint that `experts` of `layer` will (kDemand) or may (kPredict) be acquired soon;
   // a store with a slower tier starts reading them. `uses` (kDemand, optional): how many tokens

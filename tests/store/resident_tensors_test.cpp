@@ -1,0 +1,114 @@
+// ResidentTensors::read_all (issue 15 item 2): the parallel load pass returns, for every tensor, the
+// same bytes as one pread of it, 64-byte aligned, whatever the readers and piece size; a failed read
+// names its tensor and keeps nothing of the call; progress ends at the total; get() reuses the bytes.
+#include "store/resident_tensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "io/file.h"
+#include "tests/support/npy.h"
+#include "tests/support/tiny_model.h"
+
+namespace strata::store {
+namespace {
+
+class ResidentTensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/checkpoint/config.json");
+    auto c = io::Checkpoint::open(testing::tiny_dir() + "/checkpoint");
+    ASSERT_TRUE(c.ok()) << c.error().to_string();
+    ck = std::move(*c);
+    for (const auto& [name, t] : ck->tensors()) all.push_back(&t);
+  }
+  std::vector<uint8_t> disk(const io::TensorInfo& t) const {
+    std::vector<uint8_t> b(t.nbytes);
+    EXPECT_TRUE(ck->read(t, b.data()).ok());
+    return b;
+  }
+  std::unique_ptr<io::Checkpoint> ck;
+  std::vector<const io::TensorInfo*> all;
+};
+
+TEST_F(ResidentTensorsTest, ReadAllEqualsOnePreadPerTensor) {
+  for (const BulkReadOptions& o : {BulkReadOptions{1, 4096}, BulkReadOptions{3, 4096}, BulkReadOptions{4, 8 << 20}}) {
+    ResidentTensors rt;
+    ASSERT_TRUE(rt.read_all(*ck, all, o).ok());
+    uint64_t total = 0;
+    for (const io::TensorInfo* t : all) {
+      auto v = rt.get(*ck, t->name);
+      ASSERT_TRUE(v.ok());
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(v->data) % 64, 0u) << t->name;
+      EXPECT_EQ(v->dtype, t->dtype);
+      const std::vector<uint8_t> want = disk(*t);
+      EXPECT_EQ(std::memcmp(v->data, want.data(), want.size()), 0) << t->name << " readers " << o.readers;
+      total += t->nbytes;
+    }
+    EXPECT_EQ(rt.bytes(), total);
+  }
+}
+
+TEST_F(ResidentTensorsTest, ReadsEachTensorOnceAcrossCallsAndGet) {
+  ResidentTensors rt;
+  auto first = rt.get(*ck, all[0]->name);
+  ASSERT_TRUE(first.ok());
+  std::vector<const io::TensorInfo*> twice = all;
+  twice.insert(twice.end(), all.begin(), all.end());
+  ASSERT_TRUE(rt.read_all(*ck, twice).ok());
+  uint64_t total = 0;
+  for (const io::TensorInfo* t : all) total += t->nbytes;
+  EXPECT_EQ(rt.bytes(), total);
+  ASSERT_TRUE(rt.read_all(*ck, all).ok());
+  EXPECT_EQ(rt.bytes(), total);
+  auto again = rt.get(*ck, all[0]->name);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, first->data);
+}
+
+TEST_F(ResidentTensorsTest, ProgressEndsAtTheTotal) {
+  ResidentTensors rt;
+  std::vector<ProgressEvent> seen;
+  uint64_t total = 0;
+  for (const io::TensorInfo* t : all) total += t->nbytes;
+  ASSERT_TRUE(rt.read_all(*ck, all, BulkReadOptions{2, 4096}, [&](const ProgressEvent& e) { seen.push_back(e); }).ok());
+  ASSERT_FALSE(seen.empty());
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i].done, seen[i - 1].done);
+  EXPECT_TRUE(seen.back().finished);
+  EXPECT_EQ(seen.back().done, total);
+  EXPECT_EQ(seen.back().total, total);
+  EXPECT_EQ(std::string(seen.back().unit), "bytes");
+}
+
+TEST_F(ResidentTensorsTest, AFailedReadNamesTheTensorAndKeepsNothing) {
+  const io::TensorInfo* victim = all[all.size() / 2];
+  auto base = io::open_file(ck->shard(victim->shard).path());
+  ASSERT_TRUE(base.ok());
+  ck->replace_shard_file(victim->shard, io::make_faulty_file(std::move(*base), io::FaultSpec{victim->offset + 3, 5}));
+  ResidentTensors rt;
+  Status s = rt.read_all(*ck, all, BulkReadOptions{3, 4096});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find(victim->name), std::string::npos) << s.to_string();
+  EXPECT_EQ(rt.bytes(), 0u);
+  // Healed, the same call reads everything.
+  auto healed = io::open_file(ck->shard(victim->shard).path());
+  ASSERT_TRUE(healed.ok());
+  ck->replace_shard_file(victim->shard, std::move(*healed));
+  ASSERT_TRUE(rt.read_all(*ck, all).ok());
+  auto v = rt.get(*ck, victim->name);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(std::memcmp(v->data, disk(*victim).data(), victim->nbytes), 0);
+}
+
+TEST_F(ResidentTensorsTest, OptionsAreChecked) {
+  ResidentTensors rt;
+  EXPECT_EQ(rt.read_all(*ck, all, BulkReadOptions{0, 4096}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rt.read_all(*ck, all, BulkReadOptions{2, 100}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rt.bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace strata::store
