@@ -239,6 +239,7 @@ void OutputParser::process_content(std::vector<Delta>* out) {
     const std::string marker = pending_.substr(m.pos, m.len);
     pending_.clear();
     if (m.which >= first_stop) {  // a stop string: it and everything after are dropped
+      stop_sequence_ = opt_.stop[m.which - first_stop];
       end(FinishReason::kStop);
       return;
     }

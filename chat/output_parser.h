@@ -74,6 +74,8 @@ class OutputParser {
   // True while generated tokens count as reasoning tokens (before and including </think>).
   bool in_reasoning() const { return mode_ == Mode::kReasoning; }
   FinishReason finish_reason() const { return finish_; }
+  // The stop string whose match ended generation ("" when none did): Anthropic's stop_sequence.
+  const std::string& stop_sequence() const { return stop_sequence_; }
 
   // What the whole generation produced so far (the non-streaming message).
   const std::string& reasoning() const { return reasoning_; }
@@ -105,6 +107,7 @@ class OutputParser {
 
   Mode mode_;
   FinishReason finish_ = FinishReason::kStop;
+  std::string stop_sequence_;     // the stop string that matched, if any
   std::string pending_;           // undecided text (reasoning / content modes)
   bool content_started_ = false;  // any content emitted (a leading <think> switches to reasoning)
   bool saw_reasoning_ = false;

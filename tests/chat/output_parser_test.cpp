@@ -274,12 +274,18 @@ TEST(OutputParser, StopStringsInContentOnly) {
     ParserOptions o = opts(ParseStart::kReasoning, true);
     o.stop = {"STOP", "zz"};
     OutputParser p(*testing::v41_tokenizer(), o);
-    const Seen s = run(p, "no STOP here</think>abc STOP def", step);
+    const Seen s = run(p, "no zz here</think>abc STOP def", step);
     EXPECT_TRUE(s.ended);
-    EXPECT_EQ(s.reasoning, "no STOP here");
+    EXPECT_EQ(s.reasoning, "no zz here");
     EXPECT_EQ(s.content, "abc ");
     EXPECT_EQ(p.finish_reason(), FinishReason::kStop);
+    EXPECT_EQ(p.stop_sequence(), "STOP");  // the one that matched (Anthropic's stop_sequence)
   }
+  // An end without a stop string names none.
+  OutputParser eos(*testing::v41_tokenizer(), opts(ParseStart::kContent, false));
+  run(eos, "abc", 1);
+  EXPECT_EQ(eos.finish_reason(), FinishReason::kStop);
+  EXPECT_EQ(eos.stop_sequence(), "");
   // Not in tool arguments either.
   ParserOptions o = opts(ParseStart::kContent, true);
   o.stop = {"Paris"};
