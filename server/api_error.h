@@ -1,9 +1,11 @@
-// An OpenAI-style API error (chat-and-api.md §6.6): HTTP status, type, message, param, code, and
-// its JSON envelope {"error":{"message","type","param","code"}}.
+// An API error (chat-and-api.md §6.6): HTTP status, type, message, param, code, and its JSON
+// envelope: OpenAI's {"error":{"message","type","param","code"}} or, on the Anthropic Messages
+// routes, Anthropic's {"type":"error","error":{"type","message"}}.
 // Thread safety: values.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
@@ -19,7 +21,21 @@ struct ApiError {
   bool ok() const { return status == 0; }
   // {"error":{...}} as compact JSON.
   std::string to_json() const;
+  // {"type":"error","error":{"type":...,"message":...}} as compact JSON (Anthropic's envelope; the
+  // type from anthropic_error_type, the param folded into the message when it does not name it).
+  std::string to_anthropic_json() const;
 };
+
+// Which envelope a route's errors use.
+enum class ErrorDialect { kOpenAI, kAnthropic };
+
+// kAnthropic for the Anthropic Messages routes (/v1/messages and below), else kOpenAI.
+ErrorDialect error_dialect(std::string_view path);
+
+// Anthropic's error type for an error: 400-class invalid_request_error, 401 authentication_error,
+// 404 not_found_error, 413 request_too_large, 503 overloaded (queue full) overloaded_error, other
+// 5xx api_error.
+std::string anthropic_error_type(const ApiError& e);
 
 // 400 invalid_request_error.
 ApiError bad_request(std::string message, std::string param = "", std::string code = "invalid_value");

@@ -9,6 +9,7 @@ GenerationJob::Update GenerationJob::wait(std::chrono::milliseconds timeout) {
   Update u;
   u.deltas.swap(pending_);
   u.admitted = admitted_;
+  u.cached_tokens = cached_tokens_;
   u.first_token = first_token_;
   u.finished = finished_;
   u.end = end_;
@@ -17,10 +18,11 @@ GenerationJob::Update GenerationJob::wait(std::chrono::milliseconds timeout) {
   return u;
 }
 
-void GenerationJob::on_admitted(int64_t) {
+void GenerationJob::on_admitted(int64_t cached_tokens) {
   {
     std::lock_guard<std::mutex> l(mu_);
     admitted_ = true;
+    cached_tokens_ = cached_tokens;
     news_ = true;
   }
   cv_.notify_all();

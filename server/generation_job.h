@@ -27,6 +27,7 @@ class GenerationJob : public Job {
   struct Update {
     std::vector<chat::Delta> deltas;
     bool admitted = false;  // the job has a slot (prefill has started or is done)
+    int64_t cached_tokens = 0;  // once admitted: prompt tokens reused from a session or the prefix cache
     bool first_token = false;  // at least one token was generated
     bool finished = false;
     JobEnd end = JobEnd::kStopped;
@@ -52,6 +53,7 @@ class GenerationJob : public Job {
   std::condition_variable cv_;
   std::vector<chat::Delta> pending_;
   bool admitted_ = false, first_token_ = false, finished_ = false, news_ = false;
+  int64_t cached_tokens_ = 0;
   JobEnd end_ = JobEnd::kStopped;
   Status status_;
   JobStats stats_;

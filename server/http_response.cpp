@@ -9,10 +9,10 @@
 
 namespace strata::server {
 
-Response error_response(const ApiError& e) {
+Response error_response(const ApiError& e, ErrorDialect dialect) {
   Response r;
   r.status = e.status;
-  r.body = e.to_json();
+  r.body = dialect == ErrorDialect::kAnthropic ? e.to_anthropic_json() : e.to_json();
   return r;
 }
 

@@ -37,8 +37,8 @@ struct Response {
   std::function<bool(ChunkSink&)> stream;
 };
 
-// A JSON error envelope response for `e`.
-Response error_response(const ApiError& e);
+// A JSON error envelope response for `e`, in the envelope of `dialect`.
+Response error_response(const ApiError& e, ErrorDialect dialect = ErrorDialect::kOpenAI);
 
 // The status line and header block (ends with the blank line). `content_length` < 0 = chunked.
 std::string response_head(const Response& r, int64_t content_length, bool close);

@@ -5,10 +5,12 @@
 
 #include "chat/dsml.h"
 #include "chat/render.h"
+#include "server/anthropic_response.h"
 #include "server/chat_request.h"
 #include "server/completion_request.h"
 #include "server/generation_job.h"
 #include "server/http_transport.h"
+#include "server/messages_request.h"
 #include "server/peer_socket.h"
 #include "server/responses.h"
 #include "server/worker_pool.h"
@@ -35,8 +37,8 @@ constexpr int kClientClosed = 499;
 // What a request still running when the server stops gets (503; in a stream, its last event).
 ApiError shutting_down() { return unavailable("The server is shutting down; the generation was stopped", "server_shutdown"); }
 
-// Writes one SSE event; false when the client is gone.
-bool sse(ChunkSink& sink, const std::string& payload) { return sink.write("data: " + payload + "\n\n"); }
+// One OpenAI SSE event: "data: <payload>\n\n".
+std::string sse_data(const std::string& payload) { return "data: " + payload + "\n\n"; }
 
 // Where the generation suffix begins: the last <｜Assistant｜> of the rendered prompt (the last
 // message's assistant prefix, with <think> or </think> after it). An agent's next request
@@ -66,17 +68,18 @@ struct HttpServer::Backend {
 struct HttpServer::Handlers {
   HttpServer& s;
 
-  // The backend, or the 503 that says why there is none.
-  Backend* backend(Response* res) const {
+  // The backend, or the 503 that says why there is none (in `dialect`'s envelope).
+  Backend* backend(Response* res, ErrorDialect dialect = ErrorDialect::kOpenAI) const {
     Backend* b = s.live_.load();
     if (s.state_.load() == 2 || (b && b->scheduler->model_failures() > 0)) {
       std::lock_guard<std::mutex> l(s.mu_);
       *res = error_response(unavailable("the model backend failed: " + (s.failure_.empty() ? std::string("a forward pass failed") : s.failure_),
-                                  "unhealthy"));
+                                  "unhealthy"), dialect);
       return nullptr;
     }
     if (!b) {
-      *res = error_response(unavailable("the model is loading; retry when GET /health returns 200", "model_loading"));
+      *res = error_response(unavailable("the model is loading; retry when GET /health returns 200", "model_loading"),
+                            dialect);
       return nullptr;
     }
     return b;
@@ -134,14 +137,17 @@ struct HttpServer::Handlers {
 
   void finished_metrics(const GenerationJob& job) const { s.metrics_.reasoning_tokens += static_cast<uint64_t>(job.reasoning_tokens()); }
 
-  // Streams a job as SSE (§6.3). `first` is sent at once (may be empty); `delta` formats one parser
-  // delta; `final` formats the closing chunk for a finish reason; `usage` the include_usage chunk
-  // (empty = none).
+  // Streams a job as SSE (§6.3; Anthropic's event lifecycle for /v1/messages). Each function
+  // returns whole SSE events, written as they are: `first` at once (may be empty); `admitted` once
+  // the job has a slot (optional; given the reused prompt tokens); `delta` for one parser delta
+  // ("" = nothing); `end` the closing events of a finished job (OpenAI: final chunk, usage,
+  // [DONE]); `error` an error event after the first byte (the body ends after it).
   struct StreamFormat {
     std::string first;
+    std::function<std::string(int64_t cached_tokens)> admitted;
     std::function<std::string(const chat::Delta&)> delta;
-    std::function<std::string(std::string_view finish)> final;
-    std::function<std::string(const JobStats&, int64_t reasoning)> usage;
+    std::function<std::string(const GenerationJob&, const JobStats&)> end;
+    std::function<std::string(const ApiError&)> error;
   };
   Response stream(std::shared_ptr<GenerationJob> job, std::shared_ptr<std::atomic<bool>> alive, StreamFormat fmt) const {
     Response res;
@@ -160,18 +166,24 @@ struct HttpServer::Handlers {
 
   // The events of one stream; true when the body was ended with its last chunk.
   static bool write_events(HttpServer& srv, GenerationJob& job, const StreamFormat& fmt, ChunkSink& sink, bool* done) {
-    if (!fmt.first.empty() && !sse(sink, fmt.first)) return false;
+    if (!fmt.first.empty() && !sink.write(fmt.first)) return false;
     const auto keep_alive = std::chrono::duration<double>(srv.opt_.keep_alive_s);
     auto last_write = clock_type::now();
+    bool announced = !fmt.admitted;  // the admitted events were written (or there are none)
     for (;;) {
       const auto wait = std::min<clock_type::duration>(std::chrono::milliseconds(100),
                                                        std::chrono::duration_cast<clock_type::duration>(keep_alive));
       GenerationJob::Update u =
           job.wait(std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
+      if (!announced && u.admitted) {
+        announced = true;
+        if (!sink.write(fmt.admitted(u.cached_tokens))) return false;
+        last_write = clock_type::now();
+      }
       for (const chat::Delta& d : u.deltas) {
-        const std::string chunk = fmt.delta(d);
-        if (chunk.empty()) continue;
-        if (!sse(sink, chunk)) return false;
+        const std::string events = fmt.delta(d);
+        if (events.empty()) continue;
+        if (!sink.write(events)) return false;
         last_write = clock_type::now();
       }
       if (u.finished) {
@@ -180,13 +192,10 @@ struct HttpServer::Handlers {
         if (u.end == JobEnd::kCancelled) return false;
         if (u.end == JobEnd::kError) {
           // After the first byte an error is an event, and the stream ends without [DONE].
-          sse(sink, from_status(u.status.ok() ? Internal("generation failed") : u.status).to_json());
+          sink.write(fmt.error(from_status(u.status.ok() ? Internal("generation failed") : u.status)));
           return sink.done();
         }
-        const std::string_view finish = chat::finish_reason_name(job.parser().finish_reason());
-        if (!sse(sink, fmt.final(finish))) return false;
-        if (fmt.usage && !sse(sink, fmt.usage(u.stats, job.reasoning_tokens()))) return false;
-        if (!sink.write("data: [DONE]\n\n")) return false;
+        if (!sink.write(fmt.end(job, u.stats))) return false;
         return sink.done();
       }
       // While queued or prefilling, a comment every keep_alive_s keeps proxies and clients waiting.
@@ -200,10 +209,79 @@ struct HttpServer::Handlers {
         // so clients see why instead of a cut connection (§6.3 errors after the first byte).
         job.cancel = true;
         *done = true;
-        sse(sink, shutting_down().to_json());
+        sink.write(fmt.error(shutting_down()));
         return sink.done();
       }
     }
+  }
+
+  // A chat-path request that was submitted: its job, the flag that ties it to the client's socket,
+  // and the prompt's length.
+  struct ChatJob {
+    std::shared_ptr<GenerationJob> job;
+    std::shared_ptr<std::atomic<bool>> alive;
+    int64_t prompt_tokens = 0;
+  };
+
+  // The one chat path, for /v1/chat/completions and /v1/messages alike: renders the conversation,
+  // fits max_tokens to the context, sets up the output parser and submits the job. `make_call_id`
+  // (may be empty: the parser's call_ ids) names parsed tool calls.
+  ApiError start_chat_job(Backend& b, const Request& req, const ChatRequest& cr,
+                          std::function<std::string()> make_call_id, ChatJob* out) const {
+    auto rendered = chat::render_conversation(*b.tok, cr.messages, cr.render);
+    if (!rendered.ok()) return from_status(rendered.error());
+    int64_t max_tokens = 0;
+    const int64_t P = static_cast<int64_t>(rendered->ids.size());
+    if (ApiError e = fit_context(P, cr.max_tokens, cr.render.thinking ? 65536 : 8192, b.scheduler->context_limit(),
+                                 &max_tokens);
+        !e.ok())
+      return e;
+    chat::ParserOptions po;
+    po.start = rendered->start;
+    po.tools = rendered->tools_rendered;
+    po.forced_tool = rendered->forced_tool;
+    po.stop = cr.stop;
+    po.parallel_tool_calls = cr.parallel_tool_calls;
+    po.make_call_id = std::move(make_call_id);
+    auto job = std::make_shared<GenerationJob>(*b.tok, std::move(po));
+    job->snapshot_at = generation_suffix_start(rendered->ids, b.assistant_id);
+    job->prompt = std::move(rendered->ids);
+    job->max_tokens = max_tokens;
+    job->sampler = sampler_options(cr.sampling);
+    job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
+    job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
+    job->eos_id = b.eos_id;
+    if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
+      job->use_script = true;
+      job->scripted = b.tok->encode(cr.test_output, /*allow_special=*/true);
+    }
+    auto alive = watch_client(req, *job);
+    if (ApiError e = submit(b, job); !e.ok()) return e;
+    *out = ChatJob{std::move(job), std::move(alive), P};
+    return {};
+  }
+
+  // Waits for a non-streaming job. False when it did not finish normally: *res is then the answer
+  // (a 503 when the server stops, a bare 499 close when the client left, 500 on a model failure).
+  bool wait_result(GenerationJob& job, std::atomic<bool>& alive, ErrorDialect dialect, GenerationJob::Update* u,
+                   Response* res) const {
+    *u = wait_done(job);
+    alive.store(false);
+    finished_metrics(job);
+    if (u->end == JobEnd::kCancelled) {
+      if (s.stopping_.load()) {
+        *res = error_response(shutting_down(), dialect);
+      } else {
+        res->status = kClientClosed;
+        res->close = true;
+      }
+      return false;
+    }
+    if (u->end == JobEnd::kError) {
+      *res = error_response(internal_error("generation failed: " + u->status.to_string()), dialect);
+      return false;
+    }
+    return true;
   }
 
   Response chat_completions(const Request& req) const {
@@ -212,35 +290,8 @@ struct HttpServer::Handlers {
     if (!b) return res;
     ChatRequest cr;
     if (ApiError e = parse_chat_request(req.body, s.opt_, &cr); !e.ok()) return error_response(e);
-    auto rendered = chat::render_conversation(*b->tok, cr.messages, cr.render);
-    if (!rendered.ok()) return error_response(from_status(rendered.error()));
-    int64_t max_tokens = 0;
-    const int64_t P = static_cast<int64_t>(rendered->ids.size());
-    if (ApiError e = fit_context(P, cr.max_tokens, cr.render.thinking ? 65536 : 8192, b->scheduler->context_limit(),
-                                 &max_tokens);
-        !e.ok())
-      return error_response(e);
-
-    chat::ParserOptions po;
-    po.start = rendered->start;
-    po.tools = rendered->tools_rendered;
-    po.forced_tool = rendered->forced_tool;
-    po.stop = cr.stop;
-    po.parallel_tool_calls = cr.parallel_tool_calls;
-    auto job = std::make_shared<GenerationJob>(*b->tok, std::move(po));
-    job->snapshot_at = generation_suffix_start(rendered->ids, b->assistant_id);
-    job->prompt = std::move(rendered->ids);
-    job->max_tokens = max_tokens;
-    job->sampler = sampler_options(cr.sampling);
-    job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
-    job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
-    job->eos_id = b->eos_id;
-    if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
-      job->use_script = true;
-      job->scripted = b->tok->encode(cr.test_output, /*allow_special=*/true);
-    }
-    auto alive = watch_client(req, *job);
-    if (ApiError e = submit(*b, job); !e.ok()) return error_response(e);
+    ChatJob cj;
+    if (ApiError e = start_chat_job(*b, req, cr, {}, &cj); !e.ok()) return error_response(e);
 
     ResponseHeader h;
     h.id = random_id("chatcmpl-");
@@ -250,26 +301,63 @@ struct HttpServer::Handlers {
     h.thinking = cr.render.thinking;
 
     if (!cr.stream) {
-      const GenerationJob::Update u = wait_done(*job);
-      alive->store(false);
-      finished_metrics(*job);
-      if (u.end == JobEnd::kCancelled) {
-        if (s.stopping_.load()) return error_response(shutting_down());
-        res.status = kClientClosed;
-        res.close = true;
-        return res;
-      }
-      if (u.end == JobEnd::kError) return error_response(internal_error("generation failed: " + u.status.to_string()));
-      const std::string_view finish = chat::finish_reason_name(job->parser().finish_reason());
-      return json_response(chat_completion_json(h, job->parser(), u.stats, job->reasoning_tokens(), finish));
+      GenerationJob::Update u;
+      if (!wait_result(*cj.job, *cj.alive, ErrorDialect::kOpenAI, &u, &res)) return res;
+      const std::string_view finish = chat::finish_reason_name(cj.job->parser().finish_reason());
+      return json_response(chat_completion_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens(), finish));
     }
     StreamFormat fmt;
-    fmt.first = chat_chunk_json(h, Json{{"role", "assistant"}, {"content", ""}}, "");
-    fmt.delta = [h](const chat::Delta& d) { return chat_chunk_json(h, chunk_delta(h, d), ""); };
-    fmt.final = [h](std::string_view finish) { return chat_chunk_json(h, Json::object(), finish); };
-    if (cr.include_usage)
-      fmt.usage = [h](const JobStats& st, int64_t r) { return usage_chunk_json(h, "chat.completion.chunk", st, r); };
-    return stream(job, alive, std::move(fmt));
+    fmt.first = sse_data(chat_chunk_json(h, Json{{"role", "assistant"}, {"content", ""}}, ""));
+    fmt.delta = [h](const chat::Delta& d) { return sse_data(chat_chunk_json(h, chunk_delta(h, d), "")); };
+    fmt.end = [h, usage = cr.include_usage](const GenerationJob& j, const JobStats& st) {
+      std::string out = sse_data(chat_chunk_json(h, Json::object(), chat::finish_reason_name(j.parser().finish_reason())));
+      if (usage) out += sse_data(usage_chunk_json(h, "chat.completion.chunk", st, j.reasoning_tokens()));
+      return out + "data: [DONE]\n\n";
+    };
+    fmt.error = [](const ApiError& e) { return sse_data(e.to_json()); };
+    return stream(cj.job, cj.alive, std::move(fmt));
+  }
+
+  // POST /v1/messages (Anthropic): translated into a ChatRequest and run on the chat path; only the
+  // response shape (server/anthropic_response.h) and the error envelope differ.
+  Response messages(const Request& req) const {
+    constexpr ErrorDialect kAnthropic = ErrorDialect::kAnthropic;
+    Response res;
+    Backend* b = backend(&res, kAnthropic);
+    if (!b) return res;
+    ChatRequest cr;
+    if (ApiError e = parse_messages_request(req.body, s.opt_, MessagesRoute::kCreate, &cr); !e.ok())
+      return error_response(e, kAnthropic);
+    ChatJob cj;
+    if (ApiError e = start_chat_job(*b, req, cr, [] { return random_id("toolu_"); }, &cj); !e.ok())
+      return error_response(e, kAnthropic);
+    const AnthropicHeader h{random_id("msg_"), s.opt_.model_id};
+    if (!cr.stream) {
+      GenerationJob::Update u;
+      if (!wait_result(*cj.job, *cj.alive, kAnthropic, &u, &res)) return res;
+      return json_response(anthropic_message_json(h, cj.job->parser(), u.stats));
+    }
+    auto events = std::make_shared<AnthropicStream>(h);
+    StreamFormat fmt;
+    fmt.admitted = [events, P = cj.prompt_tokens](int64_t cached) { return events->start(P, cached); };
+    fmt.delta = [events](const chat::Delta& d) { return events->delta(d); };
+    fmt.end = [events](const GenerationJob& j, const JobStats& st) { return events->finish(j.parser(), st); };
+    fmt.error = [](const ApiError& e) { return AnthropicStream::error(e); };
+    return stream(cj.job, cj.alive, std::move(fmt));
+  }
+
+  // POST /v1/messages/count_tokens: the prompt the same body would render, counted.
+  Response count_tokens(const Request& req) const {
+    constexpr ErrorDialect kAnthropic = ErrorDialect::kAnthropic;
+    Response res;
+    Backend* b = backend(&res, kAnthropic);
+    if (!b) return res;
+    ChatRequest cr;
+    if (ApiError e = parse_messages_request(req.body, s.opt_, MessagesRoute::kCountTokens, &cr); !e.ok())
+      return error_response(e, kAnthropic);
+    auto rendered = chat::render_conversation(*b->tok, cr.messages, cr.render);
+    if (!rendered.ok()) return error_response(from_status(rendered.error()), kAnthropic);
+    return json_response(anthropic_count_tokens_json(static_cast<int64_t>(rendered->ids.size())));
   }
 
   Response completions(const Request& req) const {
@@ -334,11 +422,14 @@ struct HttpServer::Handlers {
     }
     StreamFormat fmt;
     fmt.delta = [h](const chat::Delta& d) {
-      return d.kind == chat::Delta::Kind::kContent ? completion_chunk_json(h, d.text, "") : std::string();
+      return d.kind == chat::Delta::Kind::kContent ? sse_data(completion_chunk_json(h, d.text, "")) : std::string();
     };
-    fmt.final = [h](std::string_view finish) { return completion_chunk_json(h, "", finish); };
-    if (cr.include_usage)
-      fmt.usage = [h](const JobStats& st, int64_t r) { return usage_chunk_json(h, "text_completion", st, r); };
+    fmt.end = [h, usage = cr.include_usage](const GenerationJob& j, const JobStats& st) {
+      std::string out = sse_data(completion_chunk_json(h, "", chat::finish_reason_name(j.parser().finish_reason())));
+      if (usage) out += sse_data(usage_chunk_json(h, "text_completion", st, j.reasoning_tokens()));
+      return out + "data: [DONE]\n\n";
+    };
+    fmt.error = [](const ApiError& e) { return sse_data(e.to_json()); };
     return stream(job, alive, std::move(fmt));
   }
 
@@ -454,6 +545,10 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = p == "/v1/completions" ? &Handlers::completions : &Handlers::chat_completions;
     method = "POST";
     generates = true;
+  } else if (p == "/v1/messages" || p == "/v1/messages/count_tokens") {
+    fn = p == "/v1/messages" ? &Handlers::messages : &Handlers::count_tokens;
+    method = "POST";
+    generates = true;  // count_tokens renders and tokenizes: a worker's job too
   } else if (p == "/v1/models") {
     fn = &Handlers::models;
   } else if (p.rfind("/v1/models/", 0) == 0 && p.size() > 11 && p.find('/', 11) == std::string::npos) {
@@ -463,25 +558,27 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
   } else if (p == "/metrics") {
     fn = &Handlers::metrics;
   }
+  const ErrorDialect dialect = error_dialect(p);
   if (!fn)
-    return ex->respond(
-        error_response(ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}));
+    return ex->respond(error_response(
+        ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}, dialect));
   // A known path with the wrong method: 405 (§6.6).
   if (req.method != method)
-    return ex->respond(error_response(ApiError{
-        405, "invalid_request_error", "Method " + req.method + " is not allowed on " + p, "", "method_not_allowed"}));
+    return ex->respond(error_response(
+        ApiError{405, "invalid_request_error", "Method " + req.method + " is not allowed on " + p, "", "method_not_allowed"},
+        dialect));
   // Wrapped: nothing may escape into the transport (STYLE.md §3.1).
-  auto run = [h = handlers_, fn](const Request& r) {
+  auto run = [h = handlers_, fn, dialect](const Request& r) {
     try {
       return ((*h).*fn)(r);
     } catch (const std::exception& e) {
-      return error_response(internal_error(std::string("internal error: ") + e.what()));
+      return error_response(internal_error(std::string("internal error: ") + e.what()), dialect);
     }
   };
   // /health, /metrics and /v1/models are answered here on the I/O thread: they stay answerable
   // while every worker waits on a generation.
   if (!generates) return ex->respond(run(req));
-  if (stopping_.load()) return ex->respond(error_response(shutting_down()));
+  if (stopping_.load()) return ex->respond(error_response(shutting_down(), dialect));
   workers_->post([run, req = std::move(req), ex = std::move(ex)] { ex->respond(run(req)); });
 }
 

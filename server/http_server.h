@@ -2,6 +2,9 @@
 //
 //   POST /v1/chat/completions   chat, streaming (SSE) or not; reasoning, tool calls, usage
 //   POST /v1/completions        raw prompt, no template
+//   POST /v1/messages           Anthropic Messages API on the same chat path (messages_request.h,
+//                               anthropic_response.h): thinking / text / tool_use blocks, SSE events
+//   POST /v1/messages/count_tokens  the prompt's token count
 //   GET  /v1/models, /v1/models/{id}
 //   GET  /health                503 model_loading -> 200 ok (-> 503 unhealthy after a model failure)
 //   GET  /metrics               Prometheus text
@@ -13,7 +16,8 @@
 // Scheduler's single model thread. /health, /metrics and /v1/models are answered on the I/O thread,
 // so they stay answerable while every worker waits on the model.
 // Every failure a client can cause is an OpenAI error envelope (400/401/404/405/408/413/415/431/
-// 501/503); a client that disconnects cancels its generation (server/peer_socket.h).
+// 501/503; Anthropic's envelope on the /v1/messages routes); a client that disconnects cancels its
+// generation (server/peer_socket.h).
 // Ownership: owns the backend (tokenizer, model, scheduler) once attached. Thread safety: start,
 // attach, set_failed and stop may be called from any thread; handlers run concurrently.
 #pragma once

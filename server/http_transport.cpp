@@ -338,7 +338,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
   // of a refused head) may still be coming; drain it instead of reading it as a next request.
   void early(const ApiError& e, bool linger) {
     parser_.reset();
-    Response r = error_response(e);
+    Response r = error_response(e, error_dialect(request_.path));
     if (t_.answered) t_.answered(request_, r.status);
     const bool close = linger || t_.stopping.load();
     auto bytes = std::make_shared<std::string>(response_head(r, static_cast<int64_t>(r.body.size()), close));

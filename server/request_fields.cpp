@@ -90,7 +90,11 @@ ApiError read_string(const Json& obj, const char* key, const std::string& path, 
 }
 
 ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::string>* out) {
-  const Json* v = field(obj, "stop");
+  return read_stop(obj, "stop", path, out);
+}
+
+ApiError read_stop(const Json& obj, const char* key, const std::string& path, std::vector<std::string>* out) {
+  const Json* v = field(obj, key);
   if (!v) return {};
   if (v->is_string()) {
     if (v->get_ref<const std::string&>().empty()) return bad_request(path + ": stop strings must not be empty", path);

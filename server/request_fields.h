@@ -29,6 +29,9 @@ const Json* field(const Json& obj, const char* key);
 [[nodiscard]] ApiError read_string(const Json& obj, const char* key, const std::string& path, std::string* out);
 // `stop`: a string or an array of at most 16 non-empty strings of at most kMaxStopBytes bytes.
 [[nodiscard]] ApiError read_stop(const Json& obj, const std::string& path, std::vector<std::string>* out);
+// The same for the field `key` (Anthropic's stop_sequences).
+[[nodiscard]] ApiError read_stop(const Json& obj, const char* key, const std::string& path,
+                                 std::vector<std::string>* out);
 
 // The sampling fields shared by both endpoints (§6.1).
 struct SamplingFields {

@@ -41,6 +41,11 @@ std::string value_of(const RequestHead& head, http::field f) {
   return it == head.end() ? std::string() : std::string(it->value());
 }
 
+std::string value_of(const RequestHead& head, std::string_view name) {
+  const auto it = head.find(boost::beast::string_view(name.data(), name.size()));
+  return it == head.end() ? std::string() : std::string(it->value());
+}
+
 // Beast 1.74 takes boost::string_view.
 boost::beast::string_view bsv(std::string_view s) { return {s.data(), s.size()}; }
 
@@ -56,7 +61,8 @@ std::string_view target_path(std::string_view target) { return target.substr(0, 
 
 bool takes_body(const RequestHead& head) {
   const std::string_view path = target_path(std::string_view(head.target().data(), head.target().size()));
-  return head.method_string() == "POST" && (path == "/v1/chat/completions" || path == "/v1/completions");
+  return head.method_string() == "POST" && (path == "/v1/chat/completions" || path == "/v1/completions" ||
+                                            path == "/v1/messages" || path == "/v1/messages/count_tokens");
 }
 
 bool declares_body(const RequestHead& head) {
@@ -97,13 +103,17 @@ ApiError check_request_head(const RequestHead& head, const HeadPolicy& policy) {
                     "", "request_too_large"};
   if (chunked && !takes_body(head))
     return bad_request(method + " " + path +
-                           " takes no chunked request body (only POST /v1/chat/completions and /v1/completions do)",
+                           " takes no chunked request body (only POST /v1/chat/completions, /v1/completions, "
+                           "/v1/messages and /v1/messages/count_tokens do)",
                        "");
+  // The key comes as OpenAI clients send it (Authorization: Bearer) or as Anthropic's do (x-api-key).
   if (!policy.api_key.empty() && path.rfind("/v1/", 0) == 0 &&
-      value_of(head, http::field::authorization) != "Bearer " + policy.api_key)
+      value_of(head, http::field::authorization) != "Bearer " + policy.api_key &&
+      value_of(head, "x-api-key") != policy.api_key)
     return ApiError{401, "authentication_error",
-                    head.count(http::field::authorization) ? "Incorrect API key provided"
-                                                           : "Missing API key: send Authorization: Bearer <key>",
+                    head.count(http::field::authorization) || head.count("x-api-key")
+                        ? "Incorrect API key provided"
+                        : "Missing API key: send Authorization: Bearer <key> (or x-api-key: <key>)",
                     "", "invalid_api_key"};
   if (takes_body(head) && lower(value_of(head, http::field::content_type)).rfind("multipart/", 0) == 0)
     return ApiError{415, "invalid_request_error", "The request body must be JSON (Content-Type: application/json)",

@@ -23,7 +23,7 @@ using RequestHead = boost::beast::http::request_header<>;
 // What the checks compare against (from ServerOptions).
 struct HeadPolicy {
   int64_t body_limit_bytes = 64ll << 20;  // larger declared bodies get 413
-  std::string api_key;                    // "" = none; else /v1/* needs "Authorization: Bearer KEY"
+  std::string api_key;                    // "" = none; else /v1/* needs "Authorization: Bearer KEY" or "x-api-key: KEY"
   int max_header_fields = 100;            // more header fields get 431
 };
 
@@ -41,7 +41,8 @@ bool declares_body(const RequestHead& head);
 // The path of a request target: before '?' (no percent-decoding: routes are plain ASCII).
 std::string_view target_path(std::string_view target);
 
-// True for the two endpoints that take a request body (POST /v1/chat/completions, /v1/completions).
+// True for the endpoints that take a request body (POST /v1/chat/completions, /v1/completions,
+// /v1/messages, /v1/messages/count_tokens).
 bool takes_body(const RequestHead& head);
 
 // A head Beast refused (a conflicting or malformed Content-Length / Transfer-Encoding: Beast stops

@@ -5,11 +5,13 @@
 set -euo pipefail
 strata="$1"; src="$2"; script="$3"; shift 3
 command -v node >/dev/null 2>&1 || { echo "node_test.sh: node not found (scripts/install-deps.sh)"; exit 77; }
-[[ -f "$src/node_modules/openai/package.json" ]] || { echo "node_test.sh: $src/node_modules/openai missing (scripts/install-deps.sh)"; exit 77; }
+for pkg in openai @anthropic-ai/sdk; do
+  [[ -f "$src/node_modules/$pkg/package.json" ]] || { echo "node_test.sh: $src/node_modules/$pkg missing (scripts/install-deps.sh)"; exit 77; }
+done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$strata" synth --preset tiny --out "$tmp/ckpt" >/dev/null
-# Node resolves `openai` from the script's directory upwards: run a copy inside the source tree's
+# Node resolves the SDKs from the script's directory upwards: run a copy inside the source tree's
 # node_modules parent.
 cd "$src"
 exec node "$src/tests/server/$script" "$strata" "$tmp/ckpt" "$@"

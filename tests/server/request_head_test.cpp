@@ -41,6 +41,9 @@ TEST(RequestHead, Answers) {
       {"POST /nope HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "takes no chunked"},
       {"GET /v1/models HTTP/1.1\r\n\r\n", 401, "Missing API key"},
       {"GET /v1/models HTTP/1.1\r\nAuthorization: Bearer x\r\n\r\n", 401, "Incorrect"},
+      {"GET /v1/models HTTP/1.1\r\nx-api-key: k\r\n\r\n", 0, ""},  // Anthropic clients' header
+      {"GET /v1/models HTTP/1.1\r\nX-Api-Key: x\r\n\r\n", 401, "Incorrect"},
+      {"POST /v1/messages HTTP/1.1\r\nx-api-key: k\r\nTransfer-Encoding: chunked\r\n\r\n", 0, ""},
       {"GET /metrics HTTP/1.1\r\n\r\n", 0, ""},  // no key needed outside /v1/
       {"POST /v1/chat/completions HTTP/1.1\r\n" + auth + "Content-Type: Multipart/form-data\r\nContent-Length: 3\r\n\r\n",
        415, "JSON"},
@@ -60,6 +63,8 @@ TEST(RequestHead, DeclaresBodyAndPath) {
   EXPECT_EQ(target_path("/v1/models?x=1"), "/v1/models");
   EXPECT_TRUE(takes_body(head_of("POST /v1/completions?a HTTP/1.1\r\n\r\n")));
   EXPECT_FALSE(takes_body(head_of("PUT /v1/completions HTTP/1.1\r\n\r\n")));
+  EXPECT_TRUE(takes_body(head_of("POST /v1/messages HTTP/1.1\r\n\r\n")));
+  EXPECT_TRUE(takes_body(head_of("POST /v1/messages/count_tokens HTTP/1.1\r\n\r\n")));
 }
 
 TEST(RequestHead, LenientParseRefusesWhatCannotBeSplit) {
