@@ -73,6 +73,8 @@ class OutputParser {
   bool done() const { return mode_ == Mode::kDone; }
   // True while generated tokens count as reasoning tokens (before and including </think>).
   bool in_reasoning() const { return mode_ == Mode::kReasoning; }
+  // True while generated text goes to content (not reasoning, not a tool-call block, not done).
+  bool in_content() const { return mode_ == Mode::kContent; }
   FinishReason finish_reason() const { return finish_; }
   // The stop string whose match ended generation ("" when none did): Anthropic's stop_sequence.
   const std::string& stop_sequence() const { return stop_sequence_; }

@@ -27,6 +27,9 @@ Status SequenceOptions::validate() const {
     return InvalidArgument("frequency_penalty " + std::to_string(frequency_penalty) + " must be in [-2, 2]");
   for (const std::string& s : stop_strings)
     if (!s.empty() && !token_text) return InvalidArgument("stop strings need a token_text hook");
+  if (logprobs < -1 || logprobs > kMaxTopLogprobs)
+    return InvalidArgument("top logprobs " + std::to_string(logprobs) + " must be in 0.." +
+                           std::to_string(kMaxTopLogprobs) + " (-1 = off)");
   return sampler.validate();
 }
 
@@ -109,18 +112,24 @@ void Engine::cancel_all(const Status& why) {
 
 void Engine::emit(SeqIt it) {
   Seq& s = *it;
-  const std::span<const float> logits = s.session->last_logits();
+  std::span<const float> dist = s.session->last_logits();  // what the sampler draws from
+  const bool penalized = s.o.presence_penalty != 0 || s.o.frequency_penalty != 0;
+  if (penalized && (!s.o.use_script || s.o.logprobs >= 0)) {
+    apply_penalties(dist, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
+    dist = penalized_;
+  }
   int32_t tok;
   if (s.o.use_script) {  // TEST ONLY
     const size_t i = s.generated.size();
     tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
-  } else if (s.o.presence_penalty != 0 || s.o.frequency_penalty != 0) {
-    apply_penalties(logits, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
-    tok = s.sampler->sample(penalized_);
   } else {
-    tok = s.sampler->sample(logits);
+    tok = s.sampler->sample(dist);
   }
   s.generated.push_back(tok);
+  if (s.o.logprobs >= 0 && s.cb.on_logprob && tok >= 0 && static_cast<size_t>(tok) < dist.size()) {
+    token_logprob(dist, s.o.sampler.temperature, tok, s.o.logprobs, &logprob_);
+    s.cb.on_logprob(logprob_);
+  }
   if (s.generated.size() == 1) {
     s.t_first = clock::now();
     s.stats.ttft_s = seconds(s.t_first - s.t_add);

@@ -39,6 +39,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/stop_strings.h"
@@ -78,6 +79,11 @@ struct SequenceOptions {
   int64_t max_context = 0;  // 0 = the engine's limit; otherwise the smaller of both
   SamplerOptions sampler;
   float presence_penalty = 0, frequency_penalty = 0;  // OpenAI penalties over this sequence's generated tokens
+  // Log-probability reports (the API's logprobs): -1 = off (nothing computed: the default path
+  // costs one branch per token); N in 0..kMaxTopLogprobs = each token's logprob and its N most
+  // likely alternatives, through SequenceCallbacks::on_logprob (runtime/logprobs.h: the sampled
+  // distribution at the sampler's temperature, penalties included; T = 1 for greedy). O(vocab) per token.
+  int logprobs = -1;
   // TEST ONLY: emit these ids (then script_end_id, forever) instead of sampling.
   bool use_script = false;
   std::vector<int32_t> scripted;
@@ -115,6 +121,9 @@ struct SequenceStats {
 struct SequenceCallbacks {
   // Each generated token; return false to end the sequence (FinishReason::kStopped). May be empty.
   std::function<bool(int32_t)> on_token;
+  // With SequenceOptions::logprobs >= 0: each generated token's report, just before its on_token.
+  // May be empty.
+  std::function<void(const TokenLogprob&)> on_logprob;
   // The session at a point worth a prefix-cache snapshot: chunk boundaries inside the prompt,
   // SequenceOptions::snapshot_at positions, and the end of the prompt. May be empty.
   std::function<void(const Session&)> on_snapshot;
@@ -222,6 +231,7 @@ class Engine {
   std::list<Seq> seqs_;  // admission order: the oldest prompt gets the budget first
   SequenceId next_id_ = 1;
   std::vector<float> penalized_;  // scratch for penalties
+  TokenLogprob logprob_;          // scratch for logprob reports
 };
 
 }  // namespace strata::runtime
