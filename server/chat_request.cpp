@@ -302,6 +302,7 @@ ApiError parse_chat_request_json(const Json& body, const ServerOptions& o, ChatR
     return model_not_found(r.model);
 
   if (ApiError e = check_unsupported(body, /*chat=*/true); !e.ok()) return e;
+  if (ApiError e = read_logprobs(body, /*chat=*/true, &r.logprobs); !e.ok()) return e;
   if (ApiError e = read_messages(body, &r.messages); !e.ok()) return e;
   if (ApiError e = read_bool(body, "stream", "stream", &r.stream); !e.ok()) return e;
   if (const Json* so = field(body, "stream_options")) {

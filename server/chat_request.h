@@ -25,6 +25,7 @@ struct ChatRequest {
   SamplingFields sampling;
   std::vector<std::string> stop;
   bool parallel_tool_calls = true;
+  int logprobs = -1;                // -1 = off; else top_logprobs alternatives per token (read_logprobs)
   bool has_test_output = false;     // TEST ONLY: only read with ServerOptions::test_scripted_output
   std::string test_output;
 };

@@ -14,6 +14,7 @@ ApiError parse_completion_request(const std::string& body_text, const ServerOpti
       r.model != "deepseek-reasoner")
     return model_not_found(r.model);
   if (ApiError e = check_unsupported(body, /*chat=*/false); !e.ok()) return e;
+  if (ApiError e = read_logprobs(body, /*chat=*/false, &r.logprobs); !e.ok()) return e;
 
   const Json* p = field(body, "prompt");
   if (!p) return bad_request("prompt: required", "prompt");

@@ -26,6 +26,7 @@ struct CompletionRequest {
   bool max_tokens_explicit = false;
   SamplingFields sampling;
   std::vector<std::string> stop;
+  int logprobs = -1;             // -1 = off; else alternatives per token (read_logprobs)
   bool has_test_output = false;  // TEST ONLY (ServerOptions::test_scripted_output)
   std::string test_output;
 };

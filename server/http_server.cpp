@@ -1,7 +1,9 @@
 #include "server/http_server.h"
 
 #include <chrono>
+#include <iterator>
 #include <random>
+#include <utility>
 
 #include "chat/dsml.h"
 #include "chat/render.h"
@@ -10,6 +12,7 @@
 #include "server/completion_request.h"
 #include "server/generation_job.h"
 #include "server/http_transport.h"
+#include "server/logprobs_json.h"
 #include "server/messages_request.h"
 #include "server/peer_socket.h"
 #include "server/responses.h"
@@ -50,6 +53,39 @@ std::vector<int64_t> generation_suffix_start(const std::vector<int32_t>& ids, in
     if (ids[i] == assistant_id) return i > 0 ? std::vector<int64_t>{static_cast<int64_t>(i)} : std::vector<int64_t>{};
   return {};
 }
+
+// Logprob reports of a stream waiting for a chunk to carry them: each report goes out once, on the
+// first chunk of its kind (content / reasoning) written after its token, or on the last chunk.
+// Used by the writer thread alone.
+struct PendingLogprobs {
+  std::vector<ApiTokenLogprob> content, reasoning;
+  int64_t offset = 0;  // completions: bytes of the tokens already sent (text_offset)
+
+  void add(GenerationJob::Update& u) {
+    std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(content));
+    std::move(u.reasoning_logprobs.begin(), u.reasoning_logprobs.end(), std::back_inserter(reasoning));
+  }
+  // Chat: the logprobs of a chunk carrying `kind` text (null when nothing waits).
+  Json chat_for(chat::Delta::Kind kind) {
+    if (kind == chat::Delta::Kind::kContent && !content.empty()) return chat_logprobs_json(std::exchange(content, {}), {});
+    if (kind == chat::Delta::Kind::kReasoning && !reasoning.empty())
+      return chat_logprobs_json({}, std::exchange(reasoning, {}));
+    return Json();
+  }
+  // Chat: whatever still waits, for the last chunk (null when nothing does).
+  Json chat_rest() {
+    if (content.empty() && reasoning.empty()) return Json();
+    return chat_logprobs_json(std::exchange(content, {}), std::exchange(reasoning, {}));
+  }
+  // Completions: the waiting tokens' legacy object (null when none), advancing text_offset.
+  Json completion_next() {
+    if (content.empty()) return Json();
+    Json j = completion_logprobs_json(content, offset);
+    for (const ApiTokenLogprob& t : content) offset += static_cast<int64_t>(t.token.size());
+    content.clear();
+    return j;
+  }
+};
 
 }  // namespace
 
@@ -144,6 +180,7 @@ struct HttpServer::Handlers {
   // [DONE]); `error` an error event after the first byte (the body ends after it).
   struct StreamFormat {
     std::string first;
+    std::shared_ptr<PendingLogprobs> logprobs;  // set: each update's reports are added before its deltas
     std::function<std::string(int64_t cached_tokens)> admitted;
     std::function<std::string(const chat::Delta&)> delta;
     std::function<std::string(const GenerationJob&, const JobStats&)> end;
@@ -180,6 +217,7 @@ struct HttpServer::Handlers {
         if (!sink.write(fmt.admitted(u.cached_tokens))) return false;
         last_write = clock_type::now();
       }
+      if (fmt.logprobs) fmt.logprobs->add(u);
       for (const chat::Delta& d : u.deltas) {
         const std::string events = fmt.delta(d);
         if (events.empty()) continue;
@@ -250,6 +288,7 @@ struct HttpServer::Handlers {
     job->sampler = sampler_options(cr.sampling);
     job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
     job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
+    job->logprobs = cr.logprobs;
     job->eos_id = b.eos_id;
     if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
       job->use_script = true;
@@ -304,13 +343,21 @@ struct HttpServer::Handlers {
       GenerationJob::Update u;
       if (!wait_result(*cj.job, *cj.alive, ErrorDialect::kOpenAI, &u, &res)) return res;
       const std::string_view finish = chat::finish_reason_name(cj.job->parser().finish_reason());
-      return json_response(chat_completion_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens(), finish));
+      const Json logprobs = cr.logprobs >= 0
+                                ? chat_logprobs_json(cj.job->content_logprobs(), cj.job->reasoning_logprobs())
+                                : Json();
+      return json_response(
+          chat_completion_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens(), finish, logprobs));
     }
     StreamFormat fmt;
+    if (cr.logprobs >= 0) fmt.logprobs = std::make_shared<PendingLogprobs>();
     fmt.first = sse_data(chat_chunk_json(h, Json{{"role", "assistant"}, {"content", ""}}, ""));
-    fmt.delta = [h](const chat::Delta& d) { return sse_data(chat_chunk_json(h, chunk_delta(h, d), "")); };
-    fmt.end = [h, usage = cr.include_usage](const GenerationJob& j, const JobStats& st) {
-      std::string out = sse_data(chat_chunk_json(h, Json::object(), chat::finish_reason_name(j.parser().finish_reason())));
+    fmt.delta = [h, lp = fmt.logprobs](const chat::Delta& d) {
+      return sse_data(chat_chunk_json(h, chunk_delta(h, d), "", lp ? lp->chat_for(d.kind) : Json()));
+    };
+    fmt.end = [h, usage = cr.include_usage, lp = fmt.logprobs](const GenerationJob& j, const JobStats& st) {
+      std::string out = sse_data(chat_chunk_json(h, Json::object(), chat::finish_reason_name(j.parser().finish_reason()),
+                                                 lp ? lp->chat_rest() : Json()));
       if (usage) out += sse_data(usage_chunk_json(h, "chat.completion.chunk", st, j.reasoning_tokens()));
       return out + "data: [DONE]\n\n";
     };
@@ -396,6 +443,7 @@ struct HttpServer::Handlers {
     job->sampler = sampler_options(cr.sampling);
     job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
     job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
+    job->logprobs = cr.logprobs;
     job->eos_id = b->eos_id;
     if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
       job->use_script = true;
@@ -418,14 +466,19 @@ struct HttpServer::Handlers {
       }
       if (u.end == JobEnd::kError) return error_response(internal_error("generation failed: " + u.status.to_string()));
       return json_response(completion_json(h, job->parser().content(), u.stats,
-                                            chat::finish_reason_name(job->parser().finish_reason())));
+                                            chat::finish_reason_name(job->parser().finish_reason()),
+                                            cr.logprobs >= 0 ? completion_logprobs_json(job->content_logprobs(), 0)
+                                                             : Json()));
     }
     StreamFormat fmt;
-    fmt.delta = [h](const chat::Delta& d) {
-      return d.kind == chat::Delta::Kind::kContent ? sse_data(completion_chunk_json(h, d.text, "")) : std::string();
+    if (cr.logprobs >= 0) fmt.logprobs = std::make_shared<PendingLogprobs>();
+    fmt.delta = [h, lp = fmt.logprobs](const chat::Delta& d) {
+      if (d.kind != chat::Delta::Kind::kContent) return std::string();
+      return sse_data(completion_chunk_json(h, d.text, "", lp ? lp->completion_next() : Json()));
     };
-    fmt.end = [h, usage = cr.include_usage](const GenerationJob& j, const JobStats& st) {
-      std::string out = sse_data(completion_chunk_json(h, "", chat::finish_reason_name(j.parser().finish_reason())));
+    fmt.end = [h, usage = cr.include_usage, lp = fmt.logprobs](const GenerationJob& j, const JobStats& st) {
+      std::string out = sse_data(completion_chunk_json(h, "", chat::finish_reason_name(j.parser().finish_reason()),
+                                                       lp ? lp->completion_next() : Json()));
       if (usage) out += sse_data(usage_chunk_json(h, "text_completion", st, j.reasoning_tokens()));
       return out + "data: [DONE]\n\n";
     };

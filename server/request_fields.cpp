@@ -2,6 +2,7 @@
 
 #include "chat/json_dumps.h"
 #include "core/json_nesting.h"
+#include "runtime/logprobs.h"
 
 #include <cmath>
 
@@ -145,12 +146,6 @@ ApiError check_unsupported(const Json& body, bool chat) {
   int64_t n = 1;
   if (ApiError e = read_int(body, "n", "n", 1, 1 << 20, &n); !e.ok()) return e;
   if (n != 1) return bad_request("n: only n = 1 is supported, got " + std::to_string(n), "n", "unsupported_parameter");
-  if (const Json* lp = field(body, "logprobs")) {
-    const bool on = lp->is_boolean() ? lp->get<bool>() : !(lp->is_number() && lp->get<double>() == 0);
-    if (on) return bad_request("logprobs: not supported yet", "logprobs", "unsupported_parameter");
-  }
-  if (field(body, "top_logprobs"))
-    return bad_request("top_logprobs: not supported yet", "top_logprobs", "unsupported_parameter");
   if (chat) {
     if (const Json* m = field(body, "modalities")) {
       if (!m->is_array()) return bad_request("modalities: expected an array of strings", "modalities");
@@ -168,6 +163,25 @@ ApiError check_unsupported(const Json& body, bool chat) {
     int64_t best_of = 1;
     if (ApiError e = read_int(body, "best_of", "best_of", 1, 1, &best_of); !e.ok()) return e;
   }
+  return {};
+}
+
+ApiError read_logprobs(const Json& body, bool chat, int* out) {
+  *out = -1;
+  const std::string range = "[0, " + std::to_string(runtime::kMaxTopLogprobs) + "]";
+  if (!chat) {  // legacy completions: logprobs is the number of alternatives
+    int64_t n = -1;
+    if (ApiError e = read_int(body, "logprobs", "logprobs", 0, runtime::kMaxTopLogprobs, &n); !e.ok()) return e;
+    *out = static_cast<int>(n);
+    return {};
+  }
+  bool on = false;
+  if (ApiError e = read_bool(body, "logprobs", "logprobs", &on); !e.ok()) return e;
+  int64_t top = 0;
+  if (ApiError e = read_int(body, "top_logprobs", "top_logprobs", 0, runtime::kMaxTopLogprobs, &top); !e.ok()) return e;
+  if (field(body, "top_logprobs") && !on)
+    return bad_request("top_logprobs: needs \"logprobs\": true", "top_logprobs");
+  if (on) *out = static_cast<int>(top);
   return {};
 }
 

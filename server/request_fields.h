@@ -46,9 +46,14 @@ struct SamplingFields {
 };
 [[nodiscard]] ApiError read_sampling(const Json& body, SamplingFields* out);
 
-// Checks that fields strata does not implement are absent or harmless: n (must be 1), logprobs
-// (must be false/absent), top_logprobs (must be null/absent), and for chat modalities/audio.
+// Checks that fields strata does not implement are absent or harmless: n (must be 1), and for chat
+// modalities/audio, for completions echo, suffix and best_of.
 [[nodiscard]] ApiError check_unsupported(const Json& body, bool chat);
+
+// The logprobs request of either endpoint, as runtime::SequenceOptions::logprobs: -1 = off, else the
+// number of alternatives per token. Chat: `logprobs` (bool) and `top_logprobs` (0..20, only with
+// logprobs true). Completions (legacy): `logprobs` is that number (0..20; OpenAI's limit is 5).
+[[nodiscard]] ApiError read_logprobs(const Json& body, bool chat, int* out);
 
 // Longest stop string accepted, in bytes. The output parser holds back any content suffix that could
 // still become a stop string and rescans it on every generated token, on the model thread: the bound

@@ -51,7 +51,7 @@ Json usage_json(const JobStats& st, int64_t reasoning_tokens) {
 }
 
 std::string chat_completion_json(const ResponseHeader& h, const chat::OutputParser& p, const JobStats& stats,
-                                 int64_t reasoning_tokens, std::string_view finish_reason) {
+                                 int64_t reasoning_tokens, std::string_view finish_reason, const Json& logprobs) {
   Json j = header_fields(h, "chat.completion");
   Json msg;
   msg["role"] = "assistant";
@@ -77,7 +77,7 @@ std::string chat_completion_json(const ResponseHeader& h, const chat::OutputPars
   Json choice;
   choice["index"] = 0;
   choice["finish_reason"] = std::string(finish_reason);
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["message"] = std::move(msg);
   j["choices"] = Json::array({std::move(choice)});
   j["usage"] = usage_json(stats, reasoning_tokens);
@@ -113,12 +113,13 @@ Json chunk_delta(const ResponseHeader& h, const chat::Delta& d) {
   return delta;
 }
 
-std::string chat_chunk_json(const ResponseHeader& h, const Json& delta, std::string_view finish_reason) {
+std::string chat_chunk_json(const ResponseHeader& h, const Json& delta, std::string_view finish_reason,
+                            const Json& logprobs) {
   Json j = header_fields(h, "chat.completion.chunk");
   Json choice;
   choice["index"] = 0;
   choice["delta"] = delta;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(std::string(finish_reason));
   j["choices"] = Json::array({std::move(choice)});
   return dump_json(j);
@@ -133,24 +134,25 @@ std::string usage_chunk_json(const ResponseHeader& h, const char* object, const 
 }
 
 std::string completion_json(const ResponseHeader& h, const std::string& text, const JobStats& stats,
-                            std::string_view finish_reason) {
+                            std::string_view finish_reason, const Json& logprobs) {
   Json j = header_fields(h, "text_completion");
   Json choice;
   choice["index"] = 0;
   choice["text"] = text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = std::string(finish_reason);
   j["choices"] = Json::array({std::move(choice)});
   j["usage"] = usage_json(stats, 0);
   return dump_json(j);
 }
 
-std::string completion_chunk_json(const ResponseHeader& h, const std::string& text, std::string_view finish_reason) {
+std::string completion_chunk_json(const ResponseHeader& h, const std::string& text, std::string_view finish_reason,
+                                  const Json& logprobs) {
   Json j = header_fields(h, "text_completion");
   Json choice;
   choice["index"] = 0;
   choice["text"] = text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(std::string(finish_reason));
   j["choices"] = Json::array({std::move(choice)});
   return dump_json(j);

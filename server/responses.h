@@ -31,21 +31,27 @@ std::string system_fingerprint();
 // usage (§6.2): prompt/completion/total tokens, cached and reasoning details, DeepSeek's cache fields.
 Json usage_json(const JobStats& stats, int64_t reasoning_tokens);
 
-// The chat.completion object (§6.2).
+// The chat.completion object (§6.2). `logprobs`: choices[0].logprobs (null = not requested;
+// server/logprobs_json.h).
 std::string chat_completion_json(const ResponseHeader& h, const chat::OutputParser& parser, const JobStats& stats,
-                                 int64_t reasoning_tokens, std::string_view finish_reason);
+                                 int64_t reasoning_tokens, std::string_view finish_reason,
+                                 const Json& logprobs = Json());
 
-// One chat.completion.chunk `data:` payload with choices[0].delta = `delta` (§6.3).
-std::string chat_chunk_json(const ResponseHeader& h, const Json& delta, std::string_view finish_reason);
+// One chat.completion.chunk `data:` payload with choices[0].delta = `delta` (§6.3) and
+// choices[0].logprobs = `logprobs` (null unless requested: the tokens of this chunk).
+std::string chat_chunk_json(const ResponseHeader& h, const Json& delta, std::string_view finish_reason,
+                            const Json& logprobs = Json());
 // The delta object of one parser delta.
 Json chunk_delta(const ResponseHeader& h, const chat::Delta& d);
 // The include_usage chunk: choices [] and usage.
 std::string usage_chunk_json(const ResponseHeader& h, const char* object, const JobStats& stats, int64_t reasoning_tokens);
 
-// /v1/completions: the text_completion object, and one streamed chunk of text.
+// /v1/completions: the text_completion object, and one streamed chunk of text (`logprobs`: the
+// choice's legacy logprobs object, null unless requested).
 std::string completion_json(const ResponseHeader& h, const std::string& text, const JobStats& stats,
-                            std::string_view finish_reason);
-std::string completion_chunk_json(const ResponseHeader& h, const std::string& text, std::string_view finish_reason);
+                            std::string_view finish_reason, const Json& logprobs = Json());
+std::string completion_chunk_json(const ResponseHeader& h, const std::string& text, std::string_view finish_reason,
+                                  const Json& logprobs = Json());
 
 // Serializes JSON for the wire (invalid UTF-8 replaced, never thrown).
 std::string dump_json(const Json& j);

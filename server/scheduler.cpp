@@ -180,6 +180,7 @@ void Scheduler::start(size_t i, int64_t reused) {
   so.sampler = j.sampler;
   so.presence_penalty = j.presence_penalty;
   so.frequency_penalty = j.frequency_penalty;
+  so.logprobs = j.logprobs;
   so.use_script = j.use_script;
   so.scripted = j.scripted;
   so.script_end_id = j.eos_id;
@@ -187,6 +188,7 @@ void Scheduler::start(size_t i, int64_t reused) {
     if (at > reused && at < static_cast<int64_t>(j.prompt.size())) so.snapshot_at.push_back(at);
   runtime::SequenceCallbacks cb;
   cb.on_token = [this, i](int32_t id) { return on_token(i, id); };
+  if (j.logprobs >= 0) cb.on_logprob = [job = s.job.get()](const runtime::TokenLogprob& r) { job->on_logprob(r); };
   cb.gone = [job = s.job.get()] { return job->cancel.load() || (job->client_gone && job->client_gone()); };
   if (prefix_cache_) cb.on_snapshot = [pc = prefix_cache_.get()](const runtime::Session& x) { pc->insert(x); };
   cb.on_finish = [this, i](runtime::FinishReason r, const Status& st, const runtime::SequenceStats& ss) {

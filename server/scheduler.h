@@ -74,6 +74,7 @@ class Job {
   int64_t max_tokens = 1;               // >= 1, already clipped to the free context
   runtime::SamplerOptions sampler;
   float presence_penalty = 0, frequency_penalty = 0;  // OpenAI penalties over the generated tokens
+  int logprobs = -1;                    // -1 = off; else alternatives per token (on_logprob reports)
   std::vector<int32_t> scripted;        // TEST ONLY: emit these ids (then EOS) instead of sampling
   bool use_script = false;
   int32_t eos_id = 1;
@@ -86,6 +87,8 @@ class Job {
 
   // Worker-thread callbacks.
   virtual void on_admitted(int64_t cached_tokens) {}
+  // With logprobs >= 0: each token's report, just before its on_token (runtime/logprobs.h).
+  virtual void on_logprob(const runtime::TokenLogprob& report) {}
   virtual bool on_token(int32_t id) = 0;  // false: generation ends (JobEnd::kStopped)
   virtual void on_finish(JobEnd end, const Status& status, const JobStats& stats) = 0;  // exactly once
 };

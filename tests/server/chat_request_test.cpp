@@ -189,8 +189,10 @@ TEST(ChatRequest, FieldsAndRanges) {
       {R"("stream":"yes")", "stream"},           {R"("stop":[""])", "stop[0]"},
       {R"("stop":[1])", "stop[0]"},              {R"("presence_penalty":3)", "presence_penalty"},
       {R"("response_format":{"type":"xml"})", "response_format.type"},
-      {R"("n":2)", "n"},                         {R"("logprobs":true)", "logprobs"},
+      {R"("n":2)", "n"},                         {R"("logprobs":1)", "logprobs"},
       {R"("top_logprobs":2)", "top_logprobs"},   {R"("modalities":["text","audio"])", "modalities"},
+      {R"("logprobs":true,"top_logprobs":21)", "top_logprobs"},
+      {R"("logprobs":true,"top_logprobs":-1)", "top_logprobs"},
       {R"("seed":"x")", "seed"},                 {R"("thinking":"maybe")", "thinking"},
       {R"("chat_template_kwargs":[])", "chat_template_kwargs"}};
   for (const auto& [field, param] : bad) {
@@ -208,6 +210,22 @@ TEST(ChatRequest, FieldsAndRanges) {
   EXPECT_EQ(err(body(R"("stop":")" + longest + "y\"")).param, "stop");
   EXPECT_EQ(err(body(R"("stop":["a",")" + longest + "y\"]")).param, "stop[1]");
   EXPECT_EQ(err(body(R"("n":2)")).code, "unsupported_parameter");
+}
+
+TEST(ChatRequest, Logprobs) {
+  EXPECT_EQ(ok(body()).logprobs, -1);
+  EXPECT_EQ(ok(body(R"("logprobs":false)")).logprobs, -1);
+  EXPECT_EQ(ok(body(R"("logprobs":true)")).logprobs, 0);
+  EXPECT_EQ(ok(body(R"("logprobs":true,"top_logprobs":20)")).logprobs, 20);
+  EXPECT_NE(err(body(R"("top_logprobs":3)")).message.find("logprobs"), std::string::npos);
+  // Completions: the legacy integer.
+  CompletionRequest c;
+  EXPECT_TRUE(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":5})", opts(), &c).ok());
+  EXPECT_EQ(c.logprobs, 5);
+  EXPECT_EQ(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":true})", opts(), &c).param,
+            "logprobs");
+  EXPECT_EQ(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":21})", opts(), &c).param,
+            "logprobs");
 }
 
 TEST(ChatRequest, ModelAndJson) {

@@ -457,8 +457,8 @@ TEST_F(Serve, DocumentedErrors) {
         "model_not_found");
   check(post("/v1/chat/completions", req(user("Hi"), {{"temperature", 9}})), 400, "invalid_request_error",
         "invalid_value");
-  check(post("/v1/chat/completions", req(user("Hi"), {{"logprobs", true}})), 400, "invalid_request_error",
-        "unsupported_parameter");
+  check(post("/v1/chat/completions", req(user("Hi"), {{"logprobs", true}, {"top_logprobs", 99}})), 400,
+        "invalid_request_error", "invalid_value");
   // Context: a prompt that does not fit, and an explicit max_tokens that does not fit.
   std::string longtext;
   for (int i = 0; i < 100; ++i) longtext += "word ";

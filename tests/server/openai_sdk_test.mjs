@@ -142,6 +142,44 @@ test('max_tokens reached inside reasoning', async () => {
   assert.equal(r.usage.completion_tokens, 3);
 });
 
+test('logprobs (chat, streamed chat, legacy completions)', async () => {
+  const body = { model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8, temperature: 0,
+    thinking: { type: 'disabled' }, logprobs: true, top_logprobs: 3 };
+  const check = (entries) => {
+    let sum = 0;
+    for (const e of entries) {
+      assert.ok(e.logprob <= 0, `${e.logprob} <= 0`);
+      sum += e.logprob;
+      assert.equal(e.top_logprobs.length, 3);
+      assert.equal(e.top_logprobs[0].token, e.token, 'greedy: the token is the top-1 alternative');
+      assert.equal(e.top_logprobs[0].logprob, e.logprob);
+      for (let k = 1; k < 3; ++k) assert.ok(e.top_logprobs[k - 1].logprob >= e.top_logprobs[k].logprob);
+    }
+    assert.ok(sum <= 0);
+    return entries.map((e) => e.token).join('');
+  };
+  const r = await client.chat.completions.create(body);
+  const entries = r.choices[0].logprobs.content;
+  assert.ok(entries.length > 0);
+  assert.equal(check(entries), r.choices[0].message.content);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  const streamed = [];
+  let text = '';
+  for await (const chunk of stream) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    text += ch.delta?.content ?? '';
+    streamed.push(...(ch.logprobs?.content ?? []));
+  }
+  assert.equal(check(streamed), text);
+  assert.deepEqual(streamed.map((e) => e.token), entries.map((e) => e.token));
+  const c = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6, temperature: 0, logprobs: 2 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.join(''), c.choices[0].text);
+  assert.ok(lp.token_logprobs.every((l) => l <= 0));
+  assert.ok(lp.top_logprobs.every((t, i) => Math.max(...Object.values(t)) === lp.token_logprobs[i]));
+});
+
 test('bad requests raise the SDK error classes', async () => {
   const msgs = [{ role: 'user', content: 'Hi' }];
   const cases = [
@@ -151,7 +189,7 @@ test('bad requests raise the SDK error classes', async () => {
     [{ model, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://x' } }] }] },
       OpenAI.BadRequestError, 400, 'messages[0].content[0].type'],
     [{ model, messages: msgs, n: 2 }, OpenAI.BadRequestError, 400, 'n'],
-    [{ model, messages: msgs, logprobs: true }, OpenAI.BadRequestError, 400, 'logprobs'],
+    [{ model, messages: msgs, logprobs: true, top_logprobs: 21 }, OpenAI.BadRequestError, 400, 'top_logprobs'],
     [{ model, messages: msgs, reasoning_effort: 'extreme' }, OpenAI.BadRequestError, 400, 'reasoning_effort'],
     [{ model, messages: msgs, tools, tool_choice: { type: 'function', function: { name: 'nope' } } },
       OpenAI.BadRequestError, 400, 'tool_choice'],
