@@ -14,6 +14,9 @@
 #include "server/http_transport.h"
 #include "server/logprobs_json.h"
 #include "server/messages_request.h"
+#include "server/response_store.h"
+#include "server/responses_output.h"
+#include "server/responses_request.h"
 #include "server/peer_socket.h"
 #include "server/responses.h"
 #include "server/worker_pool.h"
@@ -103,6 +106,9 @@ struct HttpServer::Backend {
 // so http_server.h needs none of the HTTP types).
 struct HttpServer::Handlers {
   HttpServer& s;
+  // /v1/responses conversations for previous_response_id: in memory, the least recently used
+  // dropped first past 4096 responses or 256 MiB of text.
+  std::unique_ptr<ResponseStore> stored = std::make_unique<ResponseStore>(4096, uint64_t{256} << 20);
 
   // The backend, or the 503 that says why there is none (in `dialect`'s envelope).
   Backend* backend(Response* res, ErrorDialect dialect = ErrorDialect::kOpenAI) const {
@@ -393,6 +399,60 @@ struct HttpServer::Handlers {
     return stream(cj.job, cj.alive, std::move(fmt));
   }
 
+  // POST /v1/responses (OpenAI Responses API): translated into a ChatRequest (after the stored
+  // conversation of previous_response_id) and run on the chat path; the conversation it ends is
+  // stored under the new response's id (unless "store": false).
+  Response responses(const Request& req) const {
+    Response res;
+    Backend* b = backend(&res);
+    if (!b) return res;
+    ResponsesRequest rr;
+    if (ApiError e = parse_responses_request(req.body, s.opt_, &rr); !e.ok()) return error_response(e);
+    std::vector<chat::Message> history;
+    if (!rr.previous_response_id.empty()) {
+      auto h = stored->get(rr.previous_response_id);
+      if (!h)
+        return error_response(ApiError{404, "invalid_request_error",
+                                       "previous_response_id: no response '" + rr.previous_response_id +
+                                           "' is stored (responses are kept in memory while the server runs, the "
+                                           "least recently used dropped first)",
+                                       "previous_response_id", "previous_response_not_found"});
+      history = std::move(*h);
+    }
+    if (ApiError e = assemble_responses_conversation(history, &rr); !e.ok()) return error_response(e);
+    ChatJob cj;
+    if (ApiError e = start_chat_job(*b, req, rr.chat, {}, &cj); !e.ok()) {
+      if (e.param == "messages") e.param = "input";
+      if (e.param == "max_tokens") e.param = "max_output_tokens";
+      return error_response(e);
+    }
+    const ResponsesHeader h{random_id("resp_"), unix_now(), s.opt_.model_id, rr.echo};
+    // What a later previous_response_id continues: history + input + this output (no instructions).
+    auto conversation = std::make_shared<std::vector<chat::Message>>(std::move(history));
+    conversation->insert(conversation->end(), rr.input.begin(), rr.input.end());
+    auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p) {
+      if (!keep) return;
+      conversation->push_back(responses_output_message(p));
+      store->put(id, std::move(*conversation));
+    };
+    if (!rr.chat.stream) {
+      GenerationJob::Update u;
+      if (!wait_result(*cj.job, *cj.alive, ErrorDialect::kOpenAI, &u, &res)) return res;
+      remember(cj.job->parser());
+      return json_response(responses_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens()));
+    }
+    auto events = std::make_shared<ResponsesStream>(h);
+    StreamFormat fmt;
+    fmt.first = events->start();
+    fmt.delta = [events](const chat::Delta& d) { return events->delta(d); };
+    fmt.end = [events, remember](const GenerationJob& j, const JobStats& st) {
+      remember(j.parser());
+      return events->finish(j.parser(), st, j.reasoning_tokens());
+    };
+    fmt.error = [events](const ApiError& e) { return events->error(e); };
+    return stream(cj.job, cj.alive, std::move(fmt));
+  }
+
   // POST /v1/messages/count_tokens: the prompt the same body would render, counted.
   Response count_tokens(const Request& req) const {
     constexpr ErrorDialect kAnthropic = ErrorDialect::kAnthropic;
@@ -596,6 +656,10 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
   bool generates = false;  // runs on a worker (parses, renders, waits for the model)
   if (p == "/v1/chat/completions" || p == "/v1/completions") {
     fn = p == "/v1/completions" ? &Handlers::completions : &Handlers::chat_completions;
+    method = "POST";
+    generates = true;
+  } else if (p == "/v1/responses") {
+    fn = &Handlers::responses;
     method = "POST";
     generates = true;
   } else if (p == "/v1/messages" || p == "/v1/messages/count_tokens") {

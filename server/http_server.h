@@ -2,6 +2,8 @@
 //
 //   POST /v1/chat/completions   chat, streaming (SSE) or not; reasoning, tool calls, usage
 //   POST /v1/completions        raw prompt, no template
+//   POST /v1/responses          OpenAI Responses API on the same chat path (responses_request.h,
+//                               responses_output.h), previous_response_id kept in memory
 //   POST /v1/messages           Anthropic Messages API on the same chat path (messages_request.h,
 //                               anthropic_response.h): thinking / text / tool_use blocks, SSE events
 //   POST /v1/messages/count_tokens  the prompt's token count

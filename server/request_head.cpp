@@ -61,8 +61,9 @@ std::string_view target_path(std::string_view target) { return target.substr(0, 
 
 bool takes_body(const RequestHead& head) {
   const std::string_view path = target_path(std::string_view(head.target().data(), head.target().size()));
-  return head.method_string() == "POST" && (path == "/v1/chat/completions" || path == "/v1/completions" ||
-                                            path == "/v1/messages" || path == "/v1/messages/count_tokens");
+  return head.method_string() == "POST" &&
+         (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses" ||
+          path == "/v1/messages" || path == "/v1/messages/count_tokens");
 }
 
 bool declares_body(const RequestHead& head) {
@@ -104,7 +105,7 @@ ApiError check_request_head(const RequestHead& head, const HeadPolicy& policy) {
   if (chunked && !takes_body(head))
     return bad_request(method + " " + path +
                            " takes no chunked request body (only POST /v1/chat/completions, /v1/completions, "
-                           "/v1/messages and /v1/messages/count_tokens do)",
+                           "/v1/responses, /v1/messages and /v1/messages/count_tokens do)",
                        "");
   // The key comes as OpenAI clients send it (Authorization: Bearer) or as Anthropic's do (x-api-key).
   if (!policy.api_key.empty() && path.rfind("/v1/", 0) == 0 &&

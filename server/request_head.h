@@ -42,7 +42,7 @@ bool declares_body(const RequestHead& head);
 std::string_view target_path(std::string_view target);
 
 // True for the endpoints that take a request body (POST /v1/chat/completions, /v1/completions,
-// /v1/messages, /v1/messages/count_tokens).
+// /v1/responses, /v1/messages, /v1/messages/count_tokens).
 bool takes_body(const RequestHead& head);
 
 // A head Beast refused (a conflicting or malformed Content-Length / Transfer-Encoding: Beast stops

@@ -180,6 +180,47 @@ test('logprobs (chat, streamed chat, legacy completions)', async () => {
   assert.ok(lp.top_logprobs.every((t, i) => Math.max(...Object.values(t)) === lp.token_logprobs[i]));
 });
 
+test('Responses API: create, stream, function-call round trip via previous_response_id', async () => {
+  const r = await client.responses.create({
+    model, input: 'Hi', instructions: 'Be brief.', reasoning: { effort: 'none' }, max_output_tokens: 32,
+    strata_test_output: 'Hello, world!<｜end▁of▁sentence｜>',
+  });
+  assert.match(r.id, /^resp_[0-9a-f]{32}$/);
+  assert.equal(r.status, 'completed');
+  assert.equal(r.output_text, 'Hello, world!');
+  assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens >= 2);
+  // Streamed with the SDK's helper, which assembles the response from the events.
+  const stream = client.responses.stream({
+    model, input: [{ role: 'user', content: [{ type: 'input_text', text: '2+2?' }] }], max_output_tokens: 64,
+    strata_test_output: 'Add them.</think>It is 4.<｜end▁of▁sentence｜>',
+  });
+  let text = '';
+  stream.on('response.output_text.delta', (e) => { text += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(text, 'It is 4.');
+  assert.equal(final.output[1].content[0].text, 'It is 4.');  // (output_text is the SDK's, on create only)
+  assert.deepEqual(final.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(final.output[0].content[0].text, 'Add them.');
+  // A function call, then its output sent back with previous_response_id only.
+  const rtools = [{ type: 'function', name: 'get_weather', description: 'Current weather for a city',
+    parameters: tools[0].function.parameters }];
+  const first = await client.responses.create({
+    model, input: 'Weather in Paris?', tools: rtools, strata_test_output: toolScript,
+  });
+  const call = first.output.find((o) => o.type === 'function_call');
+  assert.equal(call.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.arguments), { location: 'Paris', days: 3 });
+  const second = await client.responses.create({
+    model, tools: rtools, previous_response_id: first.id,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp_c": 18}' }],
+    strata_test_output: 'It is mild.</think>18 C.<｜end▁of▁sentence｜>',
+  });
+  assert.equal(second.output_text, '18 C.');
+  assert.ok(second.usage.input_tokens_details.cached_tokens > 0, 'the stored conversation was reused');
+  await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: 'resp_nope' }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'previous_response_not_found');
+});
+
 test('bad requests raise the SDK error classes', async () => {
   const msgs = [{ role: 'user', content: 'Hi' }];
   const cases = [

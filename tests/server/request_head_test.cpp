@@ -64,6 +64,7 @@ TEST(RequestHead, DeclaresBodyAndPath) {
   EXPECT_TRUE(takes_body(head_of("POST /v1/completions?a HTTP/1.1\r\n\r\n")));
   EXPECT_FALSE(takes_body(head_of("PUT /v1/completions HTTP/1.1\r\n\r\n")));
   EXPECT_TRUE(takes_body(head_of("POST /v1/messages HTTP/1.1\r\n\r\n")));
+  EXPECT_TRUE(takes_body(head_of("POST /v1/responses HTTP/1.1\r\n\r\n")));
   EXPECT_TRUE(takes_body(head_of("POST /v1/messages/count_tokens HTTP/1.1\r\n\r\n")));
 }
 
