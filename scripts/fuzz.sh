@@ -17,7 +17,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_FUZZ_BUILD:-$ROOT/build-fuzz}"
-TARGETS=(safetensors config tokenizer session chat_request completion_request output_parser http_request)
+TARGETS=(safetensors config tokenizer session chat_request completion_request api_request output_parser http_request)
 
 # Largest input per target: a few times the largest seed, small enough to keep runs fast.
 max_len() {
@@ -28,6 +28,7 @@ max_len() {
     session) echo 65536 ;;
     chat_request) echo 16384 ;;
     completion_request) echo 8192 ;;
+    api_request) echo 16384 ;;
     output_parser) echo 8192 ;;
     http_request) echo 16384 ;;
     *) echo "unknown target '$1' (scripts/fuzz.sh --list)" >&2; exit 2 ;;
