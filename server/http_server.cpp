@@ -14,11 +14,11 @@
 #include "server/http_transport.h"
 #include "server/logprobs_json.h"
 #include "server/messages_request.h"
+#include "server/peer_socket.h"
 #include "server/response_store.h"
+#include "server/responses.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
-#include "server/peer_socket.h"
-#include "server/responses.h"
 #include "server/worker_pool.h"
 
 namespace strata::server {
@@ -70,7 +70,8 @@ struct PendingLogprobs {
   }
   // Chat: the logprobs of a chunk carrying `kind` text (null when nothing waits).
   Json chat_for(chat::Delta::Kind kind) {
-    if (kind == chat::Delta::Kind::kContent && !content.empty()) return chat_logprobs_json(std::exchange(content, {}), {});
+    if (kind == chat::Delta::Kind::kContent && !content.empty())
+      return chat_logprobs_json(std::exchange(content, {}), {});
     if (kind == chat::Delta::Kind::kReasoning && !reasoning.empty())
       return chat_logprobs_json({}, std::exchange(reasoning, {}));
     return Json();
@@ -115,8 +116,10 @@ struct HttpServer::Handlers {
     Backend* b = s.live_.load();
     if (s.state_.load() == 2 || (b && b->scheduler->model_failures() > 0)) {
       std::lock_guard<std::mutex> l(s.mu_);
-      *res = error_response(unavailable("the model backend failed: " + (s.failure_.empty() ? std::string("a forward pass failed") : s.failure_),
-                                  "unhealthy"), dialect);
+      *res = error_response(unavailable("the model backend failed: " +
+                                            (s.failure_.empty() ? std::string("a forward pass failed") : s.failure_),
+                                        "unhealthy"),
+                            dialect);
       return nullptr;
     }
     if (!b) {
@@ -362,8 +365,8 @@ struct HttpServer::Handlers {
       return sse_data(chat_chunk_json(h, chunk_delta(h, d), "", lp ? lp->chat_for(d.kind) : Json()));
     };
     fmt.end = [h, usage = cr.include_usage, lp = fmt.logprobs](const GenerationJob& j, const JobStats& st) {
-      std::string out = sse_data(chat_chunk_json(h, Json::object(), chat::finish_reason_name(j.parser().finish_reason()),
-                                                 lp ? lp->chat_rest() : Json()));
+      const std::string_view finish = chat::finish_reason_name(j.parser().finish_reason());
+      std::string out = sse_data(chat_chunk_json(h, Json::object(), finish, lp ? lp->chat_rest() : Json()));
       if (usage) out += sse_data(usage_chunk_json(h, "chat.completion.chunk", st, j.reasoning_tokens()));
       return out + "data: [DONE]\n\n";
     };
@@ -681,9 +684,10 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
         ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}, dialect));
   // A known path with the wrong method: 405 (§6.6).
   if (req.method != method)
-    return ex->respond(error_response(
-        ApiError{405, "invalid_request_error", "Method " + req.method + " is not allowed on " + p, "", "method_not_allowed"},
-        dialect));
+    return ex->respond(error_response(ApiError{405, "invalid_request_error",
+                                               "Method " + req.method + " is not allowed on " + p, "",
+                                               "method_not_allowed"},
+                                      dialect));
   // Wrapped: nothing may escape into the transport (STYLE.md §3.1).
   auto run = [h = handlers_, fn, dialect](const Request& r) {
     try {

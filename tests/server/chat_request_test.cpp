@@ -219,13 +219,15 @@ TEST(ChatRequest, Logprobs) {
   EXPECT_EQ(ok(body(R"("logprobs":true,"top_logprobs":20)")).logprobs, 20);
   EXPECT_NE(err(body(R"("top_logprobs":3)")).message.find("logprobs"), std::string::npos);
   // Completions: the legacy integer.
+  auto completion = [](const std::string& logprobs, CompletionRequest* c) {
+    return parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":)" + logprobs + "}", opts(),
+                                    c);
+  };
   CompletionRequest c;
-  EXPECT_TRUE(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":5})", opts(), &c).ok());
+  EXPECT_TRUE(completion("5", &c).ok());
   EXPECT_EQ(c.logprobs, 5);
-  EXPECT_EQ(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":true})", opts(), &c).param,
-            "logprobs");
-  EXPECT_EQ(parse_completion_request(R"({"model":"deepseek-v4.1-flash","prompt":"x","logprobs":21})", opts(), &c).param,
-            "logprobs");
+  EXPECT_EQ(completion("true", &c).param, "logprobs");
+  EXPECT_EQ(completion("21", &c).param, "logprobs");
 }
 
 TEST(ChatRequest, ModelAndJson) {
