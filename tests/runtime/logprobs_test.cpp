@@ -109,7 +109,9 @@ TEST_F(LogprobsTiny, EngineReportsTheTokensItHandsOut) {
   for (size_t i = 0; i < hot_tokens.size(); ++i) {
     EXPECT_EQ(reports[i].id, hot_tokens[i]);
     for (const auto& [id, l] : reports[i].top) {
-      if (id == hot_tokens[i]) EXPECT_FLOAT_EQ(l, reports[i].logprob);
+      if (id == hot_tokens[i]) {
+        EXPECT_FLOAT_EQ(l, reports[i].logprob);
+      }
     }
   }
   SequenceOptions off = hot;
