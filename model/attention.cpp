@@ -75,7 +75,7 @@ int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& 
 }
 
 int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w, const float* kv, const float* score,
-                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents) {
+                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents, KvUndoLog* undo) {
   const int ratio = c.compress_ratio(layer);
   const int64_t D = c.head_dim;
   latents->clear();
@@ -94,6 +94,7 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = start + t;
     const int slot = static_cast<int>(pos % ratio);
+    if (undo) undo->save_compressor(layer, pos, lc);
     std::copy(kv + t * D, kv + (t + 1) * D, lc.kv_state.begin() + slot * D);
     std::copy(score + t * D, score + (t + 1) * D, lc.score_state.begin() + slot * D);
     if (slot != ratio - 1) continue;
@@ -118,11 +119,16 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
 namespace {
 
 // Index keys of new latents: k = RoPE(k_norm(wk(latent))) then FP4 (ue8m0 per 32) (Indexer.forward).
+// `path`: the entry's regime. A decode entry's keys always take the matvec, so several decode rows
+// in one entry (a speculative verification) store the keys that one-token steps would; prompt
+// entries keep the by-count choice.
 void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const RopeTable& rope, const float* latents,
-                       int64_t n_new, int64_t first_group, int ratio, LayerKvCache& lc, ThreadPool* pool) {
+                       int64_t n_new, int64_t first_group, int ratio, LayerKvCache& lc, ThreadPool* pool,
+                       kernels::RowPath path) {
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
   std::vector<float> k(static_cast<size_t>(n_new * id));
-  w.idx_wk.apply(latents, n_new, k.data(), pool);
+  w.idx_wk.apply(latents, n_new, k.data(), pool,
+                 path == kernels::RowPath::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kAuto);
   for (int64_t g = 0; g < n_new; ++g) {
     float* kg = k.data() + g * id;
     rms_norm(kg, id, w.idx_k_norm.data(), c.norm_eps, kg);
@@ -207,16 +213,17 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
 // (RoPE'd, FP4) and, at index-key owners, their index keys. Advances the compressor frontier.
 void update_compressed(const ModelConfig& c, const RopeTable& rope, LayerKvCache& lc, int layer,
                        const AttentionWeights& w, const float* kv, const float* score, int64_t n, int64_t start,
-                       ThreadPool* pool, Observer* obs) {
+                       ThreadPool* pool, Observer* obs, KvUndoLog* undo = nullptr,
+                       kernels::RowPath path = kernels::RowPath::kAuto) {
   const int64_t D = c.head_dim, rd = c.rope_head_dim;
   const int ratio = c.compress_ratio(layer);
   STRATA_CHECK(lc.comp_pos == start, "compressor frontier is not at the chunk start");
   std::vector<float> latents;
-  const int64_t first = compress_rows(c, layer, w, kv, score, n, start, lc, &latents);
+  const int64_t first = compress_rows(c, layer, w, kv, score, n, start, lc, &latents, undo);
   const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
   if (obs && n_new > 0) obs->tensor("compressor_latent", layer, latents, {n_new, D});
   // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
-  if (c.owns_index_keys(layer) && n_new > 0) append_index_keys(c, w, rope, latents.data(), n_new, first, ratio, lc, pool);
+  if (c.owns_index_keys(layer) && n_new > 0) append_index_keys(c, w, rope, latents.data(), n_new, first, ratio, lc, pool, path);
   for (int64_t g = 0; g < n_new; ++g) {
     float* lg = latents.data() + g * D;
     rope.apply(lg + D - rd, (first + g) * ratio);
@@ -316,7 +323,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     // first decoder layer's compressor over every prompt token, then the decoder over the tail).
     if (compress && lc.comp_pos == e.start)
       update_compressed(c, b.rope, lc, layer, w, sc.comp_kv.data() + e.row0 * D,
-                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, b.pool, b.obs);
+                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, b.pool, b.obs, e.undo, e.path);
     STRATA_CHECK(!compress || lc.comp_pos == e.start + e.n, "compressor frontier is not at the chunk end");
     if (index)
       run_indexer(c, b.rope, *e.cache, *e.shared, layer, sc.idx_q.data() + e.row0 * iw,

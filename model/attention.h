@@ -25,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/kv_undo.h"
 #include "model/observer.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -61,6 +62,7 @@ struct AttentionEntry {
   AttentionShared* shared = nullptr;
   int64_t row0 = 0, n = 0, start = 0;
   kernels::RowPath path = kernels::RowPath::kAuto;  // its rows' regime (per-entry linears)
+  KvUndoLog* undo = nullptr;  // saves the compressor slots this entry overwrites (may be null)
 };
 
 // A batch through one attention sublayer (model/forward_request.h). The projections (wq_a, wkv,
@@ -106,9 +108,11 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
 int64_t compress_chunk(const ModelConfig& c, int layer, const AttentionWeights& w, const float* x, int64_t n,
                        int64_t start, LayerKvCache& lc, std::vector<float>* latents, ThreadPool* pool);
 // The same from the compressor's projections kv = comp_wkv(x), score = comp_wgate(x) ([n, head_dim]
-// each; score unused at ratio 1), computed by the caller (for a whole batch at once).
+// each; score unused at ratio 1), computed by the caller (for a whole batch at once). `undo` (may
+// be null) saves each partial-group slot before it is overwritten (model/kv_undo.h).
 int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w, const float* kv, const float* score,
-                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents);
+                      int64_t n, int64_t start, LayerKvCache& lc, std::vector<float>* latents,
+                      KvUndoLog* undo = nullptr);
 
 // Candidate blocks for one query (select_candidate_blocks): scores [n_visible] (reachable compressed
 // positions), keeps the top `topk_blocks` blocks of `block_size` by their max, the newest block

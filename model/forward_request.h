@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
+#include "model/kv_undo.h"
 #include "model/observer.h"
 
 namespace strata::model {
@@ -49,6 +50,10 @@ struct ForwardEntry {
   // token and the decoder only the last `decoder_tail` (0: none); logits exist only for those rows.
   // -1 (or >= n): exact. Only in a request of one entry.
   int64_t decoder_tail = -1;
+  // Rewind records (model/kv_undo.h): when set, the forward saves what it overwrites in `cache` (the
+  // ring slots, the compressor's partial groups) so the cache can be cut back into this entry's
+  // positions (runtime::Session::rewind). Not owned; may be null.
+  KvUndoLog* undo = nullptr;
 };
 
 struct ForwardRequest {

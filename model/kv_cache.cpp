@@ -159,6 +159,12 @@ uint8_t* PagedRows::append_row() {
   return r;
 }
 
+void PagedRows::truncate(int64_t n) {
+  STRATA_CHECK(n >= 0 && n <= n_rows_, "PagedRows::truncate: past the stored rows");
+  pages_.resize(static_cast<size_t>(rows_per_page_ > 0 ? (n + rows_per_page_ - 1) / rows_per_page_ : 0));
+  n_rows_ = n;
+}
+
 void PagedRows::append_rows(const uint8_t* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(append_row(), src + i * row_bytes_, static_cast<size_t>(row_bytes_));
 }

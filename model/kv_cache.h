@@ -92,6 +92,10 @@ class PagedRows {
   uint8_t* append_row();
   // Appends `n` rows copied from `src` (n * row_bytes bytes).
   void append_rows(const uint8_t* src, int64_t n);
+  // Keeps the first `n` rows (a rewind, model/kv_undo.h); pages past them are released. A kept
+  // partly filled page that a copy shares is copied by the next append_row, so the copy never sees
+  // rows written after the cut. REQUIRES 0 <= n <= size().
+  void truncate(int64_t n);
 
   int n_pages() const { return static_cast<int>(pages_.size()); }
   // Page p's first byte (rows p*rows_per_page ..); identifies shared pages for memory accounting.

@@ -89,6 +89,19 @@ KvCache Model::new_cache() const {
   return k;
 }
 
+EngramHistory Model::engram_history_of(std::span<const int32_t> tokens) const {
+  if (!hasher_) return EngramHistory{0, 0};
+  EngramHistory h = hasher_->new_history();
+  const size_t keep = std::min(tokens.size(), static_cast<size_t>(h.size()));
+  std::vector<uint32_t> classes(keep);
+  for (size_t i = 0; i < keep; ++i) {
+    const auto t = static_cast<size_t>(tokens[tokens.size() - keep + i]);
+    classes[i] = t < class_of_token_.size() ? class_of_token_[t] : pad_class_;  // as engram_rows
+  }
+  h.append(classes);
+  return h;
+}
+
 void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> tokens, std::vector<int64_t>* rows,
                         std::vector<uint32_t>* classes) const {
   classes->resize(tokens.size());
@@ -204,6 +217,8 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
         return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
   }
   Observer* obs = r.obs;
+  for (size_t i = 0; i < n_entries; ++i)
+    if (ForwardEntry& e = r.entries[i]; e.undo) e.undo->record(c_, *e.cache, static_cast<int64_t>(e.tokens.size()));
   const int64_t dim = c_.dim;
   const int hc = c_.hc_mult;
 
@@ -295,7 +310,8 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
     const RopeTable& rope = c_.compress_ratio(l) > 0 ? act.rope_compressed : act.rope_window;
     for (size_t i = 0; i < spans.size(); ++i)
       aentries[i] = AttentionEntry{spans[i].e->cache, &shared[i], spans[i].row0, spans[i].n, spans[i].start,
-                                   spans[i].e->kind == RowKind::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kPrompt};
+                                   spans[i].e->kind == RowKind::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kPrompt,
+                                   spans[i].e->undo};
     AttentionBatch ab{c_, rope, aentries, rows, pool_.get(), obs, *act.attn};
     auto attend = [&](const float* u, float* f) { attention_forward(ab, l, bw.attn, u, f); };
     STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, rows, attend, &act.lookahead, obs, &profile, act.block));

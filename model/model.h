@@ -111,6 +111,11 @@ class Model {
   // Bounded replay needs every KV source at or before it (kNotSupported naming the layer otherwise).
   [[nodiscard]] Result<int> decoder_boundary() const;
 
+  // The Engram history a cache holds after `tokens` (the whole token history, or at least its
+  // last engram_max_ngram_size - 1 ids): a rewound cache's (model/kv_undo.h). Without Engram layers,
+  // the empty history of new_cache().
+  EngramHistory engram_history_of(std::span<const int32_t> tokens) const;
+
   // Engram row ids of `tokens` following `history` (no state change): [n, n_engram_layers, n_cols].
   void engram_rows(const EngramHistory& history, std::span<const int32_t> tokens, std::vector<int64_t>* rows,
                    std::vector<uint32_t>* classes) const;

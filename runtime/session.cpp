@@ -73,7 +73,32 @@ model::ForwardEntry Session::begin_forward(std::span<const int32_t> tokens, mode
   e.logits.kind = want_logits ? model::LogitsRequest::Kind::kLast : model::LogitsRequest::Kind::kNone;
   e.logits_out = want_logits ? logits_.data() : nullptr;
   e.decoder_tail = decoder_tail;
+  e.undo = undo_.depth() > 0 ? &undo_ : nullptr;
   return e;
+}
+
+model::ForwardEntry Session::begin_verify(std::span<const int32_t> tokens, float* row_logits,
+                                          std::vector<float>* features) {
+  model::ForwardEntry e = begin_forward(tokens, model::RowKind::kDecode, false);
+  e.logits.kind = model::LogitsRequest::Kind::kAll;
+  e.logits_out = row_logits;
+  e.dspark_features = features;
+  return e;
+}
+
+Status Session::rewind(int64_t n, std::span<const float> logits) {
+  if (pending_before_ >= 0) return InvalidArgument("rewind: a forward entry of this session is pending");
+  if (!valid_) return InvalidArgument("session is unusable after an earlier model failure");
+  const auto V = static_cast<size_t>(m_->config().vocab_size);
+  if (!logits.empty() && logits.size() != V)
+    return InvalidArgument("rewind: " + std::to_string(logits.size()) + " logits given, the vocabulary has " +
+                           std::to_string(V));
+  if (n == cache_.n_past && logits.empty()) return Status();
+  STRATA_RETURN_IF_ERROR(undo_.rewind(m_->config(), cache_, n));
+  tokens_.resize(static_cast<size_t>(n));
+  cache_.engram_history = m_->engram_history_of(tokens_);
+  logits_.assign(logits.begin(), logits.end());
+  return Status();
 }
 
 void Session::end_forward(const Status& s) {
@@ -85,7 +110,10 @@ void Session::end_forward(const Status& s) {
   if (!s.ok()) {
     logits_.clear();
     // forward() validates before touching any cache; a failure after that leaves them half-written.
-    if (cache_.n_past != before || s.code() == StatusCode::kIOError || s.code() == StatusCode::kCorruption) valid_ = false;
+    if (cache_.n_past != before || s.code() == StatusCode::kIOError || s.code() == StatusCode::kCorruption) {
+      valid_ = false;
+      undo_.clear();
+    }
     return;
   }
   if (pending_replays_) replayed_ = true;

@@ -1,8 +1,9 @@
 // Session: one sequence's state over time — the token history, the model caches that go with it
 // and the logits after its last token.
 //
-// A session grows by append() (prefill a chunk, or decode one token); it never shrinks (the
-// sliding-window ring and the compressor state cannot be rolled back). Copies are cheap snapshots:
+// A session grows by append() (prefill a chunk, or decode tokens) and can be cut back by rewind()
+// to any length its undo log reaches (set_undo_depth; model/kv_undo.h): speculative decoding runs
+// drafted tokens and rewinds the rejected ones. Copies are cheap snapshots:
 // the compressed KV pages are shared copy-on-write (model/kv_cache.h), so the prefix cache
 // (runtime/prefix_cache.h) keeps copies taken at chunk and turn boundaries, and session files
 // (runtime/session_file.h) save and restore one exactly.
@@ -28,6 +29,7 @@
 
 #include "core/progress.h"
 #include "core/status.h"
+#include "model/kv_undo.h"
 #include "model/model.h"
 
 namespace strata::runtime {
@@ -97,11 +99,36 @@ class Session {
   // `decoder_tail` as model::ForwardEntry (-1 = exact). `tokens` must outlive end_forward().
   model::ForwardEntry begin_forward(std::span<const int32_t> tokens, model::RowKind kind, bool want_logits,
                                     int64_t decoder_tail = -1);
+  // Builds a verification entry (runtime/engine.h speculation): `tokens` as RowKind::kDecode rows
+  // (the arithmetic of plain decode steps, so every row's logits and cache bytes equal those of
+  // decoding the tokens one by one), logits for every row into row_logits [n, vocab_size] f32
+  // (caller-owned, must outlive end_forward), DSpark features of every row into `features` when
+  // non-null. last_logits() is empty afterwards until rewind() supplies a row. REQUIRES as
+  // begin_forward.
+  model::ForwardEntry begin_verify(std::span<const int32_t> tokens, float* row_logits, std::vector<float>* features);
   // Settles the entry built by begin_forward after Model::forward returned `s`: on success the
   // tokens join the history; on failure the logits are dropped and the session turns invalid when
   // its cache moved or the error was a storage one (the forward may have written part of it:
   // model/model.h Model::forward), so every session of a failed batch is settled by this one call.
   void end_forward(const Status& s);
+
+  // ---- rewind (issue 17 item 4) ----------------------------------------------------------------
+  // Keeps undo records (model/kv_undo.h) of the forwards that follow so that rewind() reaches at
+  // least `depth` tokens back; 0 (the default) records nothing and drops the records. Costs per
+  // recorded token n_layers ring rows + 2 x head_dim f32 per compressing KV source, copied before
+  // each forward of at most window_size tokens (a longer one clears the log).
+  void set_undo_depth(int64_t depth) { undo_.set_depth(depth); }
+  // The shortest length rewind() can reach now (n_past() when nothing is recorded).
+  int64_t rewind_floor() const { return undo_.floor(cache_.n_past); }
+  // Cuts the session back to its first `n` tokens: tokens, caches (window rings, compressor partial
+  // groups and frontiers, compressed KV, index keys), Engram history and position become byte for
+  // byte what the session held when it had n tokens, so what follows computes exactly what it
+  // would have then. The last logits: `logits` ([vocab_size] f32, the logits after token n - 1,
+  // e.g. a verification row) when given, else absent (last_logits() empty: append a token before
+  // sampling). n == n_past() with no logits changes nothing. Errors (nothing changed): an entry
+  // pending, n > n_past() or a wrong logits size (kInvalidArgument), n < rewind_floor()
+  // (kNotSupported: the overwritten ring rows are gone; re-prefill tokens()[0, n) instead).
+  [[nodiscard]] Status rewind(int64_t n, std::span<const float> logits = {});
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t n_past() const { return cache_.n_past; }
@@ -126,6 +153,7 @@ class Session {
   std::span<const int32_t> pending_;
   int64_t pending_before_ = -1;  // n_past when it began; -1 = none pending
   bool pending_replays_ = false;
+  model::KvUndoLog undo_;  // rewind records (depth 0: none)
 };
 
 // Where the prefill chunk that starts at absolute position `pos` ends, for an append of the
