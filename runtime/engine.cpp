@@ -30,6 +30,7 @@ Status SequenceOptions::validate() const {
   if (logprobs < -1 || logprobs > kMaxTopLogprobs)
     return InvalidArgument("top logprobs " + std::to_string(logprobs) + " must be in 0.." +
                            std::to_string(kMaxTopLogprobs) + " (-1 = off)");
+  STRATA_RETURN_IF_ERROR(spec.validate());
   return sampler.validate();
 }
 
@@ -63,6 +64,8 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
     return ResourceExhausted("prompt of " + std::to_string(prompt.size()) + " tokens (context " + std::to_string(need) +
                              ") exceeds the context limit of " + std::to_string(limit) + " tokens");
   if (!prompt.empty()) STRATA_RETURN_IF_ERROR(session->check_append(prompt, limit));
+  if (o.spec.mode == SpecMode::kDSpark && !m_.has_dspark() && !o.spec.test_drafts)
+    return NotSupported("--spec dspark: this checkpoint has no DSpark draft stages");
 
   Seq s;
   s.id = next_id_++;
@@ -77,6 +80,14 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
   if (!s.o.stop_strings.empty()) s.stops.emplace(s.o.stop_strings, s.o.token_text);
   std::sort(s.o.snapshot_at.begin(), s.o.snapshot_at.end());
   s.stats.prompt_tokens = static_cast<int64_t>(s.prompt.size());
+  // Greedy only: at temperature > 0 the rejection-sampling rule would be needed (not built).
+  if (s.o.spec.mode == SpecMode::kDSpark && s.o.sampler.temperature == 0.0f) {
+    s.spec_on = true;
+    s.stats.spec.active = true;
+    s.guard.emplace(s.o.spec.guard);
+    s.drafter.emplace(m_);
+    session->set_undo_depth(std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1);
+  }
   s.t_add = clock::now();
   seqs_.push_back(std::move(s));
   return seqs_.back().id;
@@ -97,6 +108,11 @@ int64_t Engine::chunk_end(const Seq& s) const {
 Engine::SeqIt Engine::finish(SeqIt it, FinishReason r, const Status& st) {
   Seq& s = *it;
   s.stats.reason = r;
+  if (s.spec_on) {
+    s.stats.spec.pauses = s.guard->pauses();
+    s.stats.spec.probes = s.guard->probes();
+    s.session->set_undo_depth(0);
+  }
   s.stats.generated_tokens = static_cast<int64_t>(s.generated.size());
   if (!s.generated.empty()) s.stats.decode_s = seconds(clock::now() - s.t_first);
   auto cb = std::move(s.cb.on_finish);
@@ -110,21 +126,21 @@ void Engine::cancel_all(const Status& why) {
   for (auto it = seqs_.begin(); it != seqs_.end();) it = finish(it, FinishReason::kCancelled, why);
 }
 
-void Engine::emit(SeqIt it) {
-  Seq& s = *it;
-  std::span<const float> dist = s.session->last_logits();  // what the sampler draws from
+Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t n_past) {
+  Handout h;
+  std::span<const float> dist = logits;  // what the sampler draws from
   const bool penalized = s.o.presence_penalty != 0 || s.o.frequency_penalty != 0;
   if (penalized && (!s.o.use_script || s.o.logprobs >= 0)) {
     apply_penalties(dist, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
     dist = penalized_;
   }
-  int32_t tok;
   if (s.o.use_script) {  // TEST ONLY
     const size_t i = s.generated.size();
-    tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
+    h.tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
   } else {
-    tok = s.sampler->sample(dist);
+    h.tok = s.sampler->sample(dist);
   }
+  const int32_t tok = h.tok;
   s.generated.push_back(tok);
   if (s.o.logprobs >= 0 && s.cb.on_logprob && tok >= 0 && static_cast<size_t>(tok) < dist.size()) {
     token_logprob(dist, s.o.sampler.temperature, tok, s.o.logprobs, &logprob_);
@@ -140,29 +156,125 @@ void Engine::emit(SeqIt it) {
   const bool cancelled = s.o.cancel != nullptr && s.o.cancel->load();
   const bool go_on = (!s.cb.on_token || s.cb.on_token(tok)) && !cancelled;
   const bool stop_string = s.stops && s.stops->push(tok);
-  const bool at_limit = s.session->n_past() + 1 > s.limit;
-  if (go_on && !is_stop && !stop_string && n < s.o.max_new_tokens && !at_limit) {
-    s.pending = tok;
+  h.at_limit = n_past + 1 > s.limit;
+  h.go_on = go_on && !is_stop && !stop_string && n < s.o.max_new_tokens && !h.at_limit;
+  if (h.go_on) return h;
+  h.reason = FinishReason::kLength;
+  if (cancelled) {
+    h.reason = FinishReason::kCancelled;
+  } else if (is_stop) {
+    h.reason = FinishReason::kStopId;
+  } else if (!go_on || stop_string) {
+    h.reason = FinishReason::kStopped;
+  } else if (h.at_limit && n < s.o.max_new_tokens) {
+    h.reason = FinishReason::kContext;
+  }
+  return h;
+}
+
+void Engine::conclude(SeqIt it, const Handout& h) {
+  Seq& s = *it;
+  if (h.go_on) {
+    s.pending = h.tok;
     s.state = State::kDecode;
     return;
   }
-  FinishReason r = FinishReason::kLength;
-  if (cancelled) {
-    r = FinishReason::kCancelled;
-  } else if (is_stop) {
-    r = FinishReason::kStopId;
-  } else if (!go_on || stop_string) {
-    r = FinishReason::kStopped;
-  } else if (at_limit && n < s.o.max_new_tokens) {
-    r = FinishReason::kContext;
-  }
-  if (s.o.consume_last && !at_limit) {
-    s.pending = tok;
-    s.end_reason = r;
+  if (s.o.consume_last && !h.at_limit) {
+    s.pending = h.tok;
+    s.end_reason = h.reason;
     s.state = State::kConsume;
     return;
   }
-  finish(it, r, Status());
+  finish(it, h.reason, Status());
+}
+
+void Engine::emit(SeqIt it) {
+  Seq& s = *it;
+  conclude(it, hand_out(s, s.session->last_logits(), s.session->n_past()));
+}
+
+void Engine::accept(SeqIt it) {
+  Seq& s = *it;
+  const auto n = static_cast<int64_t>(s.verify.size());
+  const int64_t V = m_.config().vocab_size, p = s.session->n_past() - n;  // p: position of the pending token
+  auto row = [&](int64_t i) {
+    return std::span<const float>(s.rows).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V));
+  };
+  // Row i holds the logits after position p + i: pick from it as a plain step would; the draft
+  // verify[i + 1] is accepted when the pick equals it.
+  int64_t i = 0;
+  Handout h;
+  for (;; ++i) {
+    h = hand_out(s, row(i), p + i + 1);
+    if (!h.go_on || i + 1 >= n || h.tok != s.verify[static_cast<size_t>(i + 1)]) break;
+  }
+  const bool next_ran = i + 1 < n && h.tok == s.verify[static_cast<size_t>(i + 1)];  // the pick's position already ran
+  SpecStats& sp = s.stats.spec;
+  ++sp.cycles;
+  sp.drafted += n - 1;
+  sp.accepted += i + (next_ran ? 1 : 0);
+  sp.cycle_tokens += i + 1;
+  s.guard->cycle(s.draft_s + s.verify_s, i + 1);  // a verification runs only alone (draft())
+  // The session keeps p .. p + i (the pending token and the accepted drafts); when the sequence ends
+  // with consume_last and its last token already ran, that position too (what the consume step
+  // would compute: decode rows equal one-token steps).
+  const bool consumed = !h.go_on && s.o.consume_last && !h.at_limit && next_ran;
+  const int64_t keep = p + i + 1 + (consumed ? 1 : 0);
+  Status st = s.session->rewind(keep, row(keep - p - 1));
+  if (st.ok() && !s.feats.empty())
+    s.drafter->add(s.feats.data(), keep - p, keep);
+  if (!st.ok()) {
+    finish(it, FinishReason::kError, st);
+    return;
+  }
+  if (consumed) {
+    finish(it, h.reason, Status());
+    return;
+  }
+  conclude(it, h);
+}
+
+void Engine::add_features(Seq& s) {
+  const int64_t w = s.drafter->row_floats();
+  if (w > 0 && !s.feats.empty())
+    s.drafter->add(s.feats.data(), static_cast<int64_t>(s.feats.size()) / w, s.session->n_past());
+}
+
+void Engine::draft(Seq& s) {
+  s.verify.clear();
+  s.drafted = false;
+  s.draft_s = 0;
+  // Alone in the engine (a batch decodes plainly), greedy, and the guard agrees.
+  if (!s.spec_on || s.state != State::kDecode || seqs_.size() != 1 || !s.guard->want_draft()) return;
+  const int64_t n_past = s.session->n_past();
+  // Every row hands out at most one token: no more drafts than the tokens left after the pending
+  // one, nor positions past the context limit.
+  const int64_t room = std::min<int64_t>(s.limit - n_past - 1,
+                                         s.o.max_new_tokens - static_cast<int64_t>(s.generated.size()) - 1);
+  const int max = static_cast<int>(std::min<int64_t>(s.o.spec.max_drafts, room));
+  if (max < 1) return;
+  const bool test = static_cast<bool>(s.o.spec.test_drafts);
+  if (!test && s.drafter->last() != n_past - 1) return;  // no features of the last position yet
+  const auto t0 = clock::now();
+  Result<std::vector<int32_t>> d = test ? Result<std::vector<int32_t>>(s.o.spec.test_drafts(s.generated, max))
+                                        : s.drafter->propose(s.pending, max, s.o.spec.min_conf, act_);
+  if (d.ok() && static_cast<int>(d->size()) > max) d->resize(static_cast<size_t>(max));
+  s.draft_s = seconds(clock::now() - t0);
+  s.drafted = true;
+  s.stats.spec.draft_s += s.draft_s;
+  if (!d.ok()) {  // a store failure in a draft stage: decode plainly from now on (the forward reports its own)
+    s.spec_on = false;
+    s.session->set_undo_depth(0);
+    return;
+  }
+  if (d->empty()) {
+    ++s.stats.spec.empty_drafts;
+    return;
+  }
+  s.verify.reserve(d->size() + 1);
+  s.verify.push_back(s.pending);
+  s.verify.insert(s.verify.end(), d->begin(), d->end());
+  s.rows.resize(s.verify.size() * static_cast<size_t>(m_.config().vocab_size));
 }
 
 void Engine::sample_ready() {
@@ -174,6 +286,8 @@ void Engine::sample_ready() {
       } else {
         emit(it);  // may erase `it`
       }
+    } else if (it->state == State::kVerify) {
+      accept(it);  // may erase `it`
     }
     it = next;
   }
@@ -211,7 +325,16 @@ void Engine::gather(Batch* b, StepStats* st) {
   if (!replay_alone)
     for (Seq& s : seqs_)
       if (s.state == State::kDecode || s.state == State::kConsume) {
-        join(s, s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true), 1);
+        draft(s);
+        if (!s.verify.empty()) {
+          join(s, s.session->begin_verify(s.verify, s.rows.data(), m_.has_dspark() ? &s.feats : nullptr),
+               static_cast<int64_t>(s.verify.size()));
+        } else {
+          model::ForwardEntry e =
+              s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true);
+          if (s.spec_on && m_.has_dspark()) e.dspark_features = &s.feats;  // keeps the drafter's features current
+          join(s, e, 1);
+        }
         ++st->decode_entries;
       }
   // Then prompt chunks, the prompt with the fewest tokens left first (a short request is not kept
@@ -243,7 +366,9 @@ void Engine::gather(Batch* b, StepStats* st) {
     const int64_t tail = replay ? (last ? std::min(len, window) : 0) : -1;
     const auto chunk =
         std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
-    join(s, s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail), len);
+    model::ForwardEntry entry = s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail);
+    if (s.spec_on && m_.has_dspark()) entry.dspark_features = &s.feats;
+    join(s, entry, len);
     st->prompt_tokens += len;
     first_chunk = false;
     if (replay) break;
@@ -272,10 +397,25 @@ void Engine::settle(const Batch& b, const StepStats& st) {
       const int64_t pos = s.session->n_past();
       const bool at_snapshot = std::binary_search(s.o.snapshot_at.begin(), s.o.snapshot_at.end(), pos);
       if (s.cb.on_snapshot && (last || at_snapshot || pos % o_.prefill_chunk == 0)) s.cb.on_snapshot(*s.session);
+      if (s.spec_on) add_features(s);
       if (last) s.state = State::kSample;
     } else if (s.state == State::kConsume) {
       finish(it, s.end_reason, Status());
+    } else if (!s.verify.empty()) {
+      s.stats.spec.verify_s += st.forward_s;
+      s.verify_s = st.forward_s;
+      s.state = State::kVerify;
     } else {
+      if (s.spec_on) {
+        add_features(s);
+        ++s.stats.spec.plain_steps;
+        s.stats.spec.plain_s += st.forward_s;
+        // Timed only alone: in a batch the forward's time is the batch's.
+        if (b.members.size() == 1) {
+          if (s.drafted) s.guard->cycle(s.draft_s + st.forward_s, 1);  // drafted nothing: its time was spent
+          else s.guard->plain_step(st.forward_s);
+        }
+      }
       s.state = State::kSample;
     }
   }

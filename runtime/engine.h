@@ -18,6 +18,16 @@
 //     model's batch invariance its tokens are identical alone or batched (tested).
 //   - after the forward each entry's session is settled (Session::end_forward) and every sequence
 //     with fresh logits samples its next token and reports it through on_token.
+// Speculative decoding (SequenceOptions::spec, runtime/speculation.h): a greedy sequence with
+// --spec dspark that is the only sequence in the engine drafts before its decode entry, which then
+// runs the pending token and the drafts as decode rows with logits for every row; after the forward
+// the sampler picks from the rows in order (each handed out as a plain step's would be: stop ids,
+// stop strings, limits) while the drafts agree, and the session is rewound to what was accepted
+// (Session::rewind). Output is token for token that of plain decoding (tested). With other
+// sequences in the engine (a serving batch) a sequence decodes plainly — as ds4 and fastllm do —
+// and keeps its DSpark features current so it can draft again once alone. A guard per sequence
+// turns drafting off while it does not pay (SpecGuard). Temperature > 0 decodes plainly (the
+// rejection-sampling rule is not built yet).
 // A bounded-replay prefill (PrefillMode::kReplay) needs a request of one entry, so a step that
 // holds one runs it alone. Sequences join (add) and leave (finish, gone) between steps.
 // A model failure ends every sequence of that batch with FinishReason::kError (their sessions are
@@ -42,6 +52,7 @@
 #include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculation.h"
 #include "runtime/stop_strings.h"
 
 namespace strata::runtime {
@@ -100,6 +111,9 @@ struct SequenceOptions {
   // (that token is the last one: consume_last still applies, the status is OK). `strata run`'s SIGINT.
   const std::atomic<bool>* cancel = nullptr;
   ProgressFn prefill_progress;  // "prefill" tokens of this prompt, after each of its chunks; may be empty
+  // Speculative decoding (file comment; runtime/speculation.h). mode kDSpark on a checkpoint
+  // without DSpark stages is refused by add() (kNotSupported).
+  SpecOptions spec;
 
   [[nodiscard]] Status validate() const;
 };
@@ -111,6 +125,7 @@ struct SequenceStats {
   double ttft_s = 0;             // add() -> first token handed out
   double decode_s = 0;           // first token -> end
   FinishReason reason = FinishReason::kLength;
+  SpecStats spec;  // speculation (runtime/speculation.h); spec.active false when it did not run
   double decode_tok_per_s() const {
     return decode_s > 0 ? static_cast<double>(generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0;
   }
@@ -183,7 +198,8 @@ class Engine {
 
  private:
   using clock = std::chrono::steady_clock;
-  enum class State { kPrefill, kSample, kDecode, kConsume };
+  // kVerify: a verification forward ran; its rows are picked from (accept()).
+  enum class State { kPrefill, kSample, kDecode, kConsume, kVerify };
   struct Seq {
     SequenceId id = 0;
     Session* session = nullptr;
@@ -201,6 +217,23 @@ class Engine {
     FinishReason end_reason = FinishReason::kLength;
     SequenceStats stats;
     clock::time_point t_add, t_first;
+    // Speculation (spec_on: mode dspark, greedy, this checkpoint has DSpark).
+    bool spec_on = false;
+    std::optional<SpecGuard> guard;
+    std::optional<DSparkDrafter> drafter;
+    std::vector<int32_t> verify;  // this step's verification tokens: pending, then the drafts
+    std::vector<float> rows;      // their logits [verify.size(), vocab_size]
+    std::vector<float> feats;     // DSpark features of this step's entry
+    bool drafted = false;         // this step called the drafter
+    double draft_s = 0;           // ... for this long
+    double verify_s = 0;          // this step's verification forward time
+  };
+  // One handed-out token and what it means for the sequence.
+  struct Handout {
+    int32_t tok = 0;
+    bool go_on = true;     // the sequence continues
+    bool at_limit = false;  // the context limit is reached after this token
+    FinishReason reason = FinishReason::kLength;
   };
   using SeqIt = std::list<Seq>::iterator;
   // One step's forward request and who is in it.
@@ -217,9 +250,21 @@ class Engine {
   // After the forward: settles every member's session and advances (or ends) its sequence.
   void settle(const Batch& b, const StepStats& st);
 
-  // Samples and hands out a token for every sequence in kSample; some end here.
+  // Samples and hands out a token for every sequence in kSample (and picks from every verification
+  // in kVerify); some end here.
   void sample_ready();
   void emit(SeqIt it);
+  // Samples a token from `logits` (the logits after the session's first n_past tokens) and hands it
+  // out (on_token, stop checks); no state change beyond the generated list.
+  Handout hand_out(Seq& s, std::span<const float> logits, int64_t n_past);
+  // Continues or ends the sequence after `h` (consume_last, finish).
+  void conclude(SeqIt it, const Handout& h);
+  // Picks from the verification rows, rewinds the session to what was accepted (engine file comment).
+  void accept(SeqIt it);
+  // Drafts for `s` before its decode entry (gather); fills s.verify when there are drafts.
+  void draft(Seq& s);
+  // Hands the DSpark features of the entry that just ran (s.feats) to s's drafter.
+  void add_features(Seq& s);
   // Where `s`'s next prompt chunk ends (absolute position).
   int64_t chunk_end(const Seq& s) const;
   SeqIt finish(SeqIt it, FinishReason r, const Status& st);
