@@ -1,6 +1,7 @@
 // strata run -m DIR -p TEXT [-f FILE] [-n N] [--temp T] [--top-p P] [--min-p P] [--top-k K]
 //   [--seed S] [--think|--no-think] [-t THREADS] [-c|--ctx N] [placement flags] [--stats] [--stats-json F]
-//   [--prefill exact|replay] [--save-session F] [--load-session F]
+//   [--prefill exact|replay] [--save-session F] [--load-session F] [--spec dspark|none] [--spec-max N]
+//   [--spec-min-conf F]
 // Renders one user turn (the document from -f, then the prompt), prefills it, streams the generated
 // text to stdout as it decodes (never splitting a UTF-8 character), then prints one summary line on
 // stderr (stdout holds only the answer, so `> answer.txt` captures the text alone).
@@ -27,6 +28,7 @@
 #include "cli/interrupt.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
+#include "cli/spec_flags.h"
 #include "cli/stats_report.h"
 #include "io/file.h"
 #include "runtime/generator.h"
@@ -52,6 +54,7 @@ struct RunOptions {
   std::string stats_json;
   std::string prefill = "exact";
   std::string save_session, load_session;
+  SpecFlags spec;
 };
 
 // The tokens that continue a saved conversation with a new user turn (chat-and-api.md §4): the
@@ -125,6 +128,9 @@ int run_run(const RunOptions& o) {
   g.sampler.seed = o.seed;
   g.prefill_mode = *prefill_mode;
   g.consume_last = !o.save_session.empty();  // the saved session then ends with the last printed token
+  auto spec = spec_options(o.spec);
+  if (!spec.ok()) return fail_usage(spec.error());
+  g.spec = *spec;
   if (Status s = g.validate(); !s.ok()) return fail(s);
 
   Logger log = stderr_logger(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
@@ -138,6 +144,10 @@ int run_run(const RunOptions& o) {
   const tokenizer::Tokenizer& tok = *lm->tok;
   model::Model& m = *lm->model;
   warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
+  if (g.spec.mode == runtime::SpecMode::kDSpark && !m.has_dspark())
+    return fail(NotSupported("--spec dspark: " + o.model_dir + " has no DSpark draft stages"));
+  if (g.spec.mode == runtime::SpecMode::kDSpark && g.sampler.temperature != 0.0f)
+    log.warn("--spec dspark speculates only in greedy decoding (--temp 0); decoding plainly");
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};
 
   // Sessions on disk are tied to this checkpoint (config.json + tensors).
@@ -212,6 +222,7 @@ int run_run(const RunOptions& o) {
         phase_between("decode", mark1, mark2, st.generated_tokens > 1 ? st.generated_tokens - 1 : 0, st.decode_s)};
     if (o.stats) {
       print_stats(stderr, phases);
+      print_spec_stats(stderr, st.spec);
       // KV cache: the global KV per token of this config (model/kv_cache.h) and what the session holds.
       const model::KvCache& kv = gen.session().cache();
       const model::KvFootprint fp = model::kv_footprint(m.config());
@@ -263,6 +274,7 @@ Command register_run(CLI::App& app) {
   app.add_option("-c,--ctx,--ctx-size", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
   add_placement_flags(app, &o->placement);
+  add_spec_flags(app, &o->spec);
   app.add_flag("--stats", o->stats, "print per-phase placement stats (bytes read, hit rates, I/O wait) to stderr");
   app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
   app.add_option("--prefill", o->prefill,

@@ -146,23 +146,30 @@ void dspark_attention(const ModelConfig& c, const AttentionWeights& w, const Rop
 }
 
 void dspark_head(const ModelConfig& c, const ModelWeights& w, const float* h, int32_t first, ThreadPool* pool,
-                 DSparkDraft* d) {
+                 DSparkDraft* d, const DSparkStop& stop) {
   const int64_t B = c.dspark_block_size, dim = c.dim, V = c.vocab_size, r = c.dspark_markov_rank;
   const DSparkWeights& ds = w.dspark;
   std::vector<float> normed(h, h + B * dim);
   norm_rows(normed.data(), B, dim, ds.norm, c.norm_eps);
-  d->logits.assign(static_cast<size_t>(B * V), 0.0f);
-  // DECISION: as for the main head (model.cpp), logits feed only an argmax: free summation order.
-  if (w.head.kind == Linear::Kind::kBf16) {
-    kernels::linear_bf16_any_order(normed.data(), B, w.head.bf16, d->logits.data(), pool);
-  } else {
-    w.head.apply(normed.data(), B, d->logits.data(), pool);
-  }
-  d->ids.assign(static_cast<size_t>(B + 1), 0);
+  // Row by row only when a confidence can stop the head; otherwise every kept row at once.
+  const bool early = stop.min_conf > 0.0f;
+  const int64_t rows = stop.max_drafts >= 0 ? std::min(stop.max_drafts, B) : B;
+  // Logits of rows [i0, i1) (DECISION: as for the main head (model.cpp), logits feed only an
+  // argmax: free summation order).
+  d->logits.assign(static_cast<size_t>(rows * V), 0.0f);
+  auto head_rows = [&](int64_t i0, int64_t i1) {
+    if (w.head.kind == Linear::Kind::kBf16) {
+      kernels::linear_bf16_any_order(normed.data() + i0 * dim, i1 - i0, w.head.bf16, d->logits.data() + i0 * V, pool);
+    } else {
+      w.head.apply(normed.data() + i0 * dim, i1 - i0, d->logits.data() + i0 * V, pool);
+    }
+  };
+  if (!early) head_rows(0, rows);
+  d->ids.assign(static_cast<size_t>(rows + 1), 0);
   d->ids[0] = first;
-  d->confidence.assign(static_cast<size_t>(B), 0.0f);
+  d->confidence.assign(static_cast<size_t>(rows), 0.0f);
   std::vector<float> emb(static_cast<size_t>(r)), bias(static_cast<size_t>(V));
-  for (int64_t i = 0; i < B; ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     // Markov head: the previous token's low-rank embedding, projected to a logit bias.
     const int64_t prev = d->ids[static_cast<size_t>(i)];
     if (ds.markov_embed.dtype == DType::kBF16) {
@@ -171,6 +178,19 @@ void dspark_head(const ModelConfig& c, const ModelWeights& w, const float* h, in
     } else {
       std::copy_n(ds.markov_embed.as<float>() + prev * r, r, emb.data());
     }
+    // Confidence: proj . [hidden before the norm, markov_embed], in f32.
+    float acc = 0.0f;
+    const float* hi = h + i * dim;
+    for (int64_t j = 0; j < dim; ++j) acc += ds.confidence_proj[static_cast<size_t>(j)] * hi[j];
+    for (int64_t j = 0; j < r; ++j) acc += ds.confidence_proj[static_cast<size_t>(dim + j)] * emb[static_cast<size_t>(j)];
+    d->confidence[static_cast<size_t>(i)] = acc;
+    if (early && 1.0f / (1.0f + std::exp(-acc)) < stop.min_conf) {  // this draft would be dropped
+      d->ids.resize(static_cast<size_t>(i + 1));
+      d->logits.resize(static_cast<size_t>(i * V));
+      d->confidence.resize(static_cast<size_t>(i + 1));
+      return;
+    }
+    if (early) head_rows(i, i + 1);
     ds.markov_head.apply(emb.data(), 1, bias.data(), pool);
     float* li = d->logits.data() + i * V;
     int64_t best = 0;
@@ -179,12 +199,6 @@ void dspark_head(const ModelConfig& c, const ModelWeights& w, const float* h, in
       if (li[v] > li[best]) best = v;  // argmax, lowest id on ties (torch.argmax)
     }
     d->ids[static_cast<size_t>(i + 1)] = static_cast<int32_t>(best);
-    // Confidence: proj . [hidden before the norm, markov_embed], in f32.
-    float acc = 0.0f;
-    const float* hi = h + i * dim;
-    for (int64_t j = 0; j < dim; ++j) acc += ds.confidence_proj[static_cast<size_t>(j)] * hi[j];
-    for (int64_t j = 0; j < r; ++j) acc += ds.confidence_proj[static_cast<size_t>(dim + j)] * emb[static_cast<size_t>(j)];
-    d->confidence[static_cast<size_t>(i)] = acc;
   }
 }
 

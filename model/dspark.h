@@ -39,11 +39,22 @@ struct DSparkState {
   int64_t n_seen = 0;  // main-model positions written into the rings (0..n_seen-1)
 };
 
-// One draft after a main-model step.
+// One draft after a main-model step. With a DSparkStop (dspark_head) the head stops early: then
+// ids holds 1 + k entries (the k drafts kept), logits k rows, confidence the k kept drafts' plus
+// the first one below the threshold (when it stopped there).
 struct DSparkDraft {
   std::vector<int32_t> ids;        // [block + 1]: ids[0] = the main model's token, then the greedy drafts
   std::vector<float> logits;       // [block, vocab_size] draft logits including the Markov bias
   std::vector<float> confidence;   // [block] confidence logits (model.py DSparkConfidenceHead)
+};
+
+// Where the draft head may stop (speculative decoding, runtime/speculation.h): after max_drafts
+// drafts, or before the first draft whose confidence (sigmoid of its logit) is below min_conf. A
+// draft's confidence needs only its hidden row and the previous draft, so the head then computes
+// the logits row by row and skips the rows it would drop (the LM head dominates a draft's cost).
+struct DSparkStop {
+  int64_t max_drafts = -1;  // -1: the whole block
+  float min_conf = 0.0f;    // in [0, 1]; 0: no confidence stop
 };
 
 // Collects main_hidden during a main forward: at each target layer's input (after its Engram,
@@ -83,7 +94,8 @@ void dspark_attention(const ModelConfig& c, const AttentionWeights& w, const Rop
 // The draft head: h [block, dim] is the last stage's output collapsed by its FFN pre-mix (before the
 // final norm); `first` the main model's token. Fills d->ids, d->logits, d->confidence (greedy drafts:
 // argmax, lowest id on ties). Source: DSparkBlock.forward_head, DSparkMarkovHead, DSparkConfidenceHead.
+// `stop` (DSparkStop) may end the head early; the default computes every row at once.
 void dspark_head(const ModelConfig& c, const ModelWeights& w, const float* h, int32_t first, ThreadPool* pool,
-                 DSparkDraft* d);
+                 DSparkDraft* d, const DSparkStop& stop = {});
 
 }  // namespace strata::model

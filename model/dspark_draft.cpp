@@ -30,7 +30,7 @@ Status Model::dspark_seed(DSparkState& st, const float* main_hidden, int64_t n, 
 }
 
 Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row, int64_t pos,
-                                        Activations& act) const {
+                                        Activations& act, const DSparkStop& stop) const {
   if (!has_dspark()) return NotSupported("DSpark: this checkpoint has no draft stages");
   if (st.stages.size() != w_.mtp.size()) return InvalidArgument("DSpark: state was not made by this model");
   if (st.n_seen == 0) return InvalidArgument("DSpark: a draft needs the prompt's features first (dspark_seed)");
@@ -86,7 +86,7 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
   std::vector<float> h(static_cast<size_t>(B * dim));
   hc_pre(c_, x.data(), pre_mix.data(), B, h.data());
   DSparkDraft d;
-  dspark_head(c_, w_, h.data(), token, pool_.get(), &d);
+  dspark_head(c_, w_, h.data(), token, pool_.get(), &d, stop);
   restore_profile();
   return d;
 }

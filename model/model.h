@@ -104,8 +104,9 @@ class Model {
   // whose greedy token is `token`: writes pos into the rings, runs the draft block through the
   // stages and the head (Transformer.forward_spec at start_pos = pos > 0). Errors as dspark_seed,
   // token out of range, a store read failure in a stage's MoE.
+  // `stop` may end the draft head early (DSparkStop; speculative decoding).
   [[nodiscard]] Result<DSparkDraft> dspark_draft(DSparkState& st, int32_t token, const float* main_hidden_row,
-                                                 int64_t pos, Activations& act) const;
+                                                 int64_t pos, Activations& act, const DSparkStop& stop = {}) const;
 
   // The CED encoder/decoder boundary: the first layer whose compress ratio is 1 (-1 if none).
   // Bounded replay needs every KV source at or before it (kNotSupported naming the layer otherwise).

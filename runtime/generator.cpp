@@ -5,6 +5,7 @@ namespace strata::runtime {
 Status GenerateOptions::validate() const {
   if (max_new_tokens < 0) return InvalidArgument("max new tokens (-n) must be >= 0");
   if (prefill_chunk <= 0) return InvalidArgument("prefill chunk must be positive");
+  STRATA_RETURN_IF_ERROR(spec.validate());
   return sampler.validate();
 }
 
@@ -35,6 +36,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   so.consume_last = opt.consume_last;
   so.cancel = opt.cancel;
   so.prefill_progress = opt.prefill_progress;
+  so.spec = opt.spec;
   bool done = false;
   FinishReason reason = FinishReason::kLength;
   Status result;
@@ -59,6 +61,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
     st.stopped_by_eos = reason == FinishReason::kStopId;
     st.stopped_by_context = reason == FinishReason::kContext;
     st.cancelled = reason == FinishReason::kCancelled;
+    st.spec = ss.spec;
     // A prompt cancelled between chunks fills the stats too (its status is kCancelled).
     if (result.ok() || result.code() == StatusCode::kCancelled) *stats = st;
   }

@@ -40,6 +40,7 @@ struct GenerateOptions {
   // stats->cancelled is set; during prefill it stops at the next chunk boundary (kCancelled).
   // `strata run` points it at its SIGINT flag (issue #13 item 10).
   const std::atomic<bool>* cancel = nullptr;
+  SpecOptions spec;                  // speculative decoding (runtime/speculation.h); default none
 
   [[nodiscard]] Status validate() const;
 };
@@ -52,6 +53,7 @@ struct GenerateStats {
   bool stopped_by_eos = false;
   bool stopped_by_context = false;  // the context limit ended generation before max_new_tokens
   bool cancelled = false;           // GenerateOptions::cancel ended generation (or prefill)
+  SpecStats spec;                   // what speculation did (spec.active false: it did not run)
   double prefill_tok_per_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
   // Decode rate over the decode forwards (the first generated token comes from prefill's logits).
   double decode_tok_per_s() const { return decode_s > 0 ? (generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0; }

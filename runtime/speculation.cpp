@@ -83,10 +83,11 @@ void DSparkDrafter::add(const float* rows, int64_t n, int64_t end) {
   const int64_t first = std::max(start, feat_end_);  // positions already held are not added twice
   feat_.insert(feat_.end(), rows + (first - start) * width_, rows + n * width_);
   feat_end_ = end;
-  // The rings keep window_size positions: older pending rows would be overwritten anyway.
+  // The rings keep window_size positions: older pending rows would be overwritten anyway (trimmed
+  // once twice that many wait, so a paused sequence does not move the rows at every step).
   const int64_t keep = m_.config().window_size + 1;
   const int64_t now = static_cast<int64_t>(feat_.size()) / width_;
-  if (now > keep) feat_.erase(feat_.begin(), feat_.begin() + (now - keep) * width_);
+  if (now > 2 * keep) feat_.erase(feat_.begin(), feat_.begin() + (now - keep) * width_);
 }
 
 Result<std::vector<int32_t>> DSparkDrafter::propose(int32_t token, int max, float min_conf, model::Activations& act) {
@@ -99,15 +100,11 @@ Result<std::vector<int32_t>> DSparkDrafter::propose(int32_t token, int max, floa
   if (np == 0 || last < 1 || last + 1 + c.dspark_block_size > c.max_position_embeddings) return out;
   if (np > 1) STRATA_RETURN_IF_ERROR(m_.dspark_seed(st_, feat_.data(), np - 1, last - (np - 1), act));
   st_.n_seen = std::max(st_.n_seen, last);  // positions skipped by a gap stay missing from the rings
-  STRATA_ASSIGN_OR_RETURN(model::DSparkDraft d,
-                          m_.dspark_draft(st_, token, feat_.data() + (np - 1) * width_, last, act));
+  // The head stops at the first draft below min_conf and after `max`: rows it would drop cost nothing.
+  STRATA_ASSIGN_OR_RETURN(model::DSparkDraft d, m_.dspark_draft(st_, token, feat_.data() + (np - 1) * width_, last,
+                                                                act, model::DSparkStop{max, min_conf}));
   feat_.clear();
-  const int64_t k = std::min<int64_t>(max, c.dspark_block_size);
-  for (int64_t i = 0; i < k; ++i) {
-    const float conf = 1.0f / (1.0f + std::exp(-d.confidence[static_cast<size_t>(i)]));
-    if (conf < min_conf) break;
-    out.push_back(d.ids[static_cast<size_t>(i + 1)]);
-  }
+  out.assign(d.ids.begin() + 1, d.ids.end());
   return out;
 }
 

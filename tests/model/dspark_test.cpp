@@ -172,6 +172,39 @@ TEST_F(DSparkTiny, SeedingGapLeavesOldEntriesOut) {
   EXPECT_EQ(a->logits, b->logits);
 }
 
+// The speculative-decoding head (DSparkStop): stopping by count or confidence keeps exactly the
+// full draft's first drafts, up to the first whose confidence is below the threshold.
+TEST_F(DSparkTiny, EarlyStopKeepsTheFullDraftsPrefix) {
+  const ModelConfig& c = model_->config();
+  const int64_t width = c.dim * static_cast<int64_t>(c.dspark_target_layer_ids.size()), B = c.dspark_block_size;
+  KvCache cache = model_->new_cache();
+  std::vector<float> row(static_cast<size_t>(c.vocab_size)), mh;
+  ASSERT_TRUE(strata::test::forward_one(*model_, cache, ids_, LogitsRequest{}, row.data(), nullptr, -1, &mh).ok());
+  const int64_t pos = 150;
+  DSparkState seeded = model_->new_dspark_state();
+  ASSERT_TRUE(model_->dspark_seed(seeded, mh.data(), pos, 0, act_).ok());
+  DSparkState st = seeded;
+  auto full = model_->dspark_draft(st, 11, mh.data() + pos * width, pos, act_);
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(static_cast<int64_t>(full->ids.size()), B + 1);
+  int checked_stop = 0;
+  for (int64_t max = 0; max <= B; ++max)
+    for (float conf : {0.0f, 0.3f, 0.5f, 0.6f, 0.7f, 0.9f}) {
+      SCOPED_TRACE("max " + std::to_string(max) + " min_conf " + std::to_string(conf));
+      st = seeded;
+      auto d = model_->dspark_draft(st, 11, mh.data() + pos * width, pos, act_, DSparkStop{max, conf});
+      ASSERT_TRUE(d.ok());
+      int64_t want = 0;  // drafts kept: up to max, before the first below conf
+      while (want < max && 1.0f / (1.0f + std::exp(-full->confidence[static_cast<size_t>(want)])) >= conf) ++want;
+      checked_stop += want < max;
+      ASSERT_EQ(static_cast<int64_t>(d->ids.size()), want + 1);
+      for (int64_t i = 0; i <= want; ++i) EXPECT_EQ(d->ids[static_cast<size_t>(i)], full->ids[static_cast<size_t>(i)]);
+      for (size_t i = 0; i < d->confidence.size(); ++i) EXPECT_EQ(d->confidence[i], full->confidence[i]);
+      EXPECT_EQ(static_cast<int64_t>(d->logits.size()), want * c.vocab_size);
+    }
+  EXPECT_GT(checked_stop, 0);  // some thresholds stopped the head on a confidence
+}
+
 TEST_F(DSparkTiny, OutOfOrderPositionsAndBadTokensAreRejected) {
   const ModelConfig& c = model_->config();
   const int64_t n = static_cast<int64_t>(ids_.size());

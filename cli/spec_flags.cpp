@@ -1,0 +1,42 @@
+#include "cli/spec_flags.h"
+
+#include "cli/common.h"
+
+namespace strata::cli {
+
+void add_spec_flags(CLI::App& app, SpecFlags* f) {
+  app.add_option("--spec", f->mode,
+                 "speculative decoding: dspark (the checkpoint's DSpark draft head; greedy only, --temp 0) or none "
+                 "(default)")
+      ->capture_default_str();
+  app.add_option("--spec-max", f->max_drafts, "drafts per speculation cycle at most (clipped to the DSpark block)")
+      ->check(in_range(1, 64))
+      ->capture_default_str();
+  app.add_option("--spec-min-conf", f->min_conf,
+                 "stop drafting at the first draft whose confidence is below this, in [0, 1]")
+      ->check(in_range(0, 1))
+      ->capture_default_str();
+}
+
+Result<runtime::SpecOptions> spec_options(const SpecFlags& f) {
+  runtime::SpecOptions o;
+  STRATA_ASSIGN_OR_RETURN(o.mode, runtime::parse_spec_mode(f.mode));
+  o.max_drafts = f.max_drafts;
+  o.min_conf = f.min_conf;
+  STRATA_RETURN_IF_ERROR(o.validate());
+  return o;
+}
+
+void print_spec_stats(std::FILE* out, const runtime::SpecStats& s) {
+  if (!s.active) return;
+  std::fprintf(out,
+               "[strata] speculation: %lld cycles, acceptance %.1f%% (%lld of %lld drafts), %.2f tokens/cycle, "
+               "verify %.0f%% of speculation time (draft %.3f s, verify %.3f s); %lld plain steps (%.3f s, %lld "
+               "drafts empty below --spec-min-conf); guard: %lld pauses, %lld probes\n",
+               static_cast<long long>(s.cycles), 100.0 * s.acceptance(), static_cast<long long>(s.accepted),
+               static_cast<long long>(s.drafted), s.tokens_per_cycle(), 100.0 * s.verify_share(), s.draft_s, s.verify_s,
+               static_cast<long long>(s.plain_steps), s.plain_s, static_cast<long long>(s.empty_drafts),
+               static_cast<long long>(s.pauses), static_cast<long long>(s.probes));
+}
+
+}  // namespace strata::cli
