@@ -1,6 +1,7 @@
 // strata bench -m DIR [--prompt 512,2048,8192] [--gen 128] [--reps 3] [--warmup 1] [-t N] [--chunk N]
 //   [--load-mode auto|resident|stream|mmap] [--ram-budget SIZE] [--direct-io] [--cold auto|fadvise|drop-caches|copy|none] [--text FILE] [--seed S]
-//   [--json FILE] [--svg FILE] [--no-plan] [--probe FILE]
+//   [--json FILE] [--svg FILE] [--no-plan] [--probe FILE] [--spec dspark|none] [--spec-max N] [--spec-min-conf F]
+//   [--spec-guard on|off]
 // Measures prefill tok/s, time to first token and decode tok/s per prompt length, cold and warm
 // (tools/bench.h); prints a table, writes the JSON report and the SVG plot, and sets the
 // measurements beside `strata plan`'s predictions for the same machine profile (ratio measured /
@@ -18,6 +19,7 @@
 #include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
+#include "cli/spec_flags.h"
 #include "io/file.h"
 #include "tools/bench.h"
 #include "tools/bench_svg.h"
@@ -32,6 +34,7 @@ struct BenchCliOptions {
   std::vector<int64_t> prompts;
   std::string json, svg, probe = default_probe_cache(), ram_budget;
   bool no_plan = false, direct_io = false, buffered_io = false;
+  SpecFlags spec;
 };
 
 // `git describe --always --dirty` of the source tree strata was built from ("" when unknown).
@@ -73,7 +76,13 @@ int run_bench_cmd(BenchCliOptions& o) {
               (b.expert_io == store::ExpertIo::kDirect     ? " --direct-io"
                : b.expert_io == store::ExpertIo::kBuffered ? " --buffered-io"
                                                            : "") + (b.text_file.empty() ? "" : " --text " + b.text_file) + " --seed " + std::to_string(b.seed) +
-              (b.parallel.empty() ? "" : " --parallel " + join(b.parallel) + " --batch-tokens " + std::to_string(b.batch_tokens));
+              (b.parallel.empty() ? "" : " --parallel " + join(b.parallel) + " --batch-tokens " + std::to_string(b.batch_tokens)) +
+              (o.spec.mode == "none" ? "" : " --spec " + o.spec.mode + " --spec-max " + std::to_string(o.spec.max_drafts) +
+                                                " --spec-min-conf " + std::to_string(o.spec.min_conf) +
+                                                " --spec-guard " + o.spec.guard);
+  auto spec = spec_options(o.spec);
+  if (!spec.ok()) return fail_usage(spec.error());
+  b.spec = *spec;
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
     if (!v.ok()) return fail(v.error());
@@ -260,6 +269,7 @@ Command register_bench(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--text", b.text_file, "prompt text, tokenized and repeated to length (default: random token ids)");
   app.add_option("--seed", b.seed, "seed of the random prompt ids")->check(in_range(0, 1.8e19));
+  add_spec_flags(app, &o->spec);
   app.add_option("--json", o->json, "write the full report (runs, counters, plan) as JSON to FILE");
   app.add_option("--svg", o->svg, "write a plot of prefill and decode tok/s against context length to FILE");
   app.add_flag("--no-plan", o->no_plan, "do not compare with strata plan's predictions");

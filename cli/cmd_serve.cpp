@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/placement_flags.h"
+#include "cli/spec_flags.h"
 #include "server/http_server.h"
 #include "store/placement_stats.h"
 
@@ -34,6 +35,7 @@ struct ServeFlags {
   int threads = 0;
   bool verbose = false;
   PlacementFlags placement;
+  SpecFlags spec;
 };
 
 // Storage counters for /metrics, snapshotted on the model thread (the store is not read elsewhere).
@@ -84,6 +86,9 @@ int run_serve(ServeFlags& f) {
                                       f.reasoning_field + "'"));
   }
   f.opt.body_limit_bytes = static_cast<int64_t>(f.body_limit_mib * 1024 * 1024);
+  auto spec = spec_options(f.spec);
+  if (!spec.ok()) return fail_usage(spec.error());
+  f.opt.spec = *spec;
   if (Status s = f.opt.validate(); !s.ok()) return fail(s);
   auto placement = placement_options(f.placement);
   if (!placement.ok()) return fail_flag_value(placement.error());
@@ -212,6 +217,7 @@ Command register_serve(CLI::App& app) {
   app.add_option("-t,--threads", f->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   app.add_flag("-v,--verbose", f->verbose, "log every request and the load to stderr");
   add_placement_flags(app, &f->placement);
+  add_spec_flags(app, &f->spec);
   app.add_flag("--test-scripted-output", o.test_scripted_output,
                "TEST ONLY: honour a request field \"strata_test_output\" whose text replaces sampling (protocol tests "
                "with random weights); never use in production");

@@ -16,6 +16,11 @@ void add_spec_flags(CLI::App& app, SpecFlags* f) {
                  "stop drafting at the first draft whose confidence is below this, in [0, 1]")
       ->check(in_range(0, 1))
       ->capture_default_str();
+  app.add_option("--spec-guard", f->guard,
+                 "on: stop drafting while it does not pay, and probe again later; off: draft at every step (to "
+                 "measure acceptance)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 Result<runtime::SpecOptions> spec_options(const SpecFlags& f) {
@@ -23,6 +28,7 @@ Result<runtime::SpecOptions> spec_options(const SpecFlags& f) {
   STRATA_ASSIGN_OR_RETURN(o.mode, runtime::parse_spec_mode(f.mode));
   o.max_drafts = f.max_drafts;
   o.min_conf = f.min_conf;
+  o.guard = f.guard != "off";
   STRATA_RETURN_IF_ERROR(o.validate());
   return o;
 }

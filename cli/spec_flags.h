@@ -3,6 +3,7 @@
 //   --spec MODE          dspark | none (default none); draft (a low-bit self-draft) is not built
 //   --spec-max N         drafts per cycle at most (default 4; clipped to the checkpoint's DSpark block)
 //   --spec-min-conf F    stop drafting at the first draft whose confidence is below F (default 0.6)
+//   --spec-guard on|off  off: draft at every step even when it does not pay (to measure acceptance)
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@ struct SpecFlags {
   std::string mode = "none";
   int max_drafts = 4;
   float min_conf = 0.6f;
+  std::string guard = "on";
 };
 
 void add_spec_flags(CLI::App& app, SpecFlags* f);

@@ -724,6 +724,9 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   so.prefill_chunk = opt_.prefill_chunk;
   so.batch_tokens = opt_.batch_tokens;
   so.prefix_cache_bytes = static_cast<uint64_t>(opt_.prefix_cache_mib) << 20;
+  so.spec = opt_.spec;
+  if (so.spec.mode != runtime::SpecMode::kNone && !b->model->has_dspark())
+    return NotSupported("--spec dspark: the checkpoint has no DSpark draft stages");
   so.tick = std::move(tick);
   STRATA_RETURN_IF_ERROR(so.validate());
   b->scheduler = std::make_unique<Scheduler>(*b->model, so, &metrics_);

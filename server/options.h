@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/speculation.h"
 
 namespace strata::server {
 
@@ -41,6 +42,9 @@ struct ServerOptions {
   // the decode tokens (a prompt chunk always joins a step even past the budget, so 1 still works).
   int64_t batch_tokens = 512;
   int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
+  // --spec / --spec-max / --spec-min-conf / --spec-guard (cli/spec_flags.h): every request's
+  // sequence; it speculates only while it is the only active one and greedy (runtime/engine.h).
+  runtime::SpecOptions spec;
   // HTTP limits per connection (server/http_transport.h). Each bounds what one client can hold.
   int max_connections = 512;        // --max-connections: open connections; more get 503 at once
   int64_t header_limit_kib = 64;    // --header-limit-kib: request line + headers; more gets 431

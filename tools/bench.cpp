@@ -116,7 +116,7 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
 
 // One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
 Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
-                          const ProgressFn& progress) {
+                          const ProgressFn& progress, const runtime::SpecOptions& spec) {
   BenchRun r;
   r.prompt = static_cast<int64_t>(prompt.size());
   r.gen = gen;
@@ -131,6 +131,7 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   runtime::SequenceOptions so;
   so.max_new_tokens = gen;
   so.sampler.temperature = 0;
+  so.spec = spec;
   so.prefill_progress = [&](const ProgressEvent& e) {
     report_progress(progress, ProgressEvent{"prefill", "tokens", e.done, e.total, "", false});
   };
@@ -161,6 +162,7 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
     done = true;
     result = st;
     r.prefill_s = ss.prefill_s;
+    r.spec = ss.spec;
   };
   STRATA_RETURN_IF_ERROR(engine.add(&s, prompt, std::move(so), std::move(cb)).status());
   while (!done) engine.step();
@@ -341,7 +343,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     rep.threads = l.model->pool().n_threads();
     for (size_t i = 0; i < prompts.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(BenchRun r, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk,
-                                                   prompts[i] >= 4096 ? o.progress : no_progress));
+                                                   prompts[i] >= 4096 ? o.progress : no_progress, o.spec));
       rep.points.push_back(summarize(prompts[i], true, {r}));
       tick("cold " + std::to_string(prompts[i]));
     }
@@ -356,16 +358,32 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ProgressFn& pf = prompts[i] >= 4096 ? o.progress : no_progress;
     for (int w = 0; w < o.warmup; ++w) {
-      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf).status());
+      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, o.spec).status());
       tick("warm-up " + std::to_string(prompts[i]));
     }
-    std::vector<BenchRun> runs;
+    std::vector<BenchRun> runs, plain;
+    const bool pairs = o.spec.mode != runtime::SpecMode::kNone;
     for (int r = 0; r < o.reps; ++r) {
-      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf));
+      if (pairs) {  // the same run without speculation right before: a ratio measured side by side
+        STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf));
+        plain.push_back(run);
+      }
+      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, o.spec));
       runs.push_back(run);
       tick("warm " + std::to_string(prompts[i]));
     }
-    rep.points.push_back(summarize(prompts[i], false, std::move(runs)));
+    BenchPoint point = summarize(prompts[i], false, runs);
+    if (pairs) {
+      std::vector<double> pd, ratio;
+      for (size_t k = 0; k < plain.size(); ++k) {
+        pd.push_back(plain[k].decode_tok_s());
+        if (plain[k].decode_tok_s() > 0) ratio.push_back(runs[k].decode_tok_s() / plain[k].decode_tok_s());
+      }
+      point.plain_decode_tok_s = spread_of(pd);
+      point.spec_over_plain = spread_of(ratio);
+      point.plain_runs = std::move(plain);
+    }
+    rep.points.push_back(std::move(point));
   }
   // Concurrent streams (issue 14 item 7): the shortest prompt length, a different prompt per stream.
   for (int n : o.parallel) {
@@ -418,6 +436,17 @@ std::string BenchReport::to_json() const {
     pj["prefill_tok_s"] = spread_json(p.prefill_tok_s);
     pj["ttft_s"] = spread_json(p.ttft_s);
     pj["decode_tok_s"] = spread_json(p.decode_tok_s);
+    if (!p.plain_runs.empty()) {
+      pj["plain_decode_tok_s"] = spread_json(p.plain_decode_tok_s);
+      pj["spec_over_plain"] = spread_json(p.spec_over_plain);
+      ojson sp = ojson::array();
+      for (const BenchRun& r : p.runs)
+        sp.push_back({{"cycles", r.spec.cycles}, {"drafted", r.spec.drafted}, {"accepted", r.spec.accepted},
+                      {"cycle_tokens", r.spec.cycle_tokens}, {"plain_steps", r.spec.plain_steps},
+                      {"empty_drafts", r.spec.empty_drafts}, {"draft_s", r.spec.draft_s}, {"verify_s", r.spec.verify_s},
+                      {"plain_s", r.spec.plain_s}, {"guard_pauses", r.spec.pauses}, {"guard_probes", r.spec.probes}});
+      pj["spec_runs"] = sp;
+    }
     ojson runs = ojson::array();
     for (const BenchRun& r : p.runs)
       runs.push_back({{"prefill_s", r.prefill_s},
@@ -509,6 +538,29 @@ std::string BenchReport::to_text() const {
                   acq ? 100.0 * static_cast<double>(hits) / static_cast<double>(acq) : 100.0, wait / runs,
                   pf_s > 0 ? 100 * pf_moe / pf_s : 0.0, dc_s > 0 ? 100 * dc_moe / dc_s : 0.0);
     o << line;
+  }
+  for (const BenchPoint& p : points) {
+    if (p.plain_runs.empty()) continue;
+    runtime::SpecStats t;
+    for (const BenchRun& r : p.runs) {
+      t.cycles += r.spec.cycles;
+      t.drafted += r.spec.drafted;
+      t.accepted += r.spec.accepted;
+      t.cycle_tokens += r.spec.cycle_tokens;
+      t.draft_s += r.spec.draft_s;
+      t.verify_s += r.spec.verify_s;
+      t.pauses += r.spec.pauses;
+      t.probes += r.spec.probes;
+    }
+    char sline[512];
+    std::snprintf(sline, sizeof sline,
+                  "  spec %s, prompt %lld: decode %.2f vs %.2f tok/s plain, ratio %.3f (%.3f-%.3f); acceptance %.1f%%, "
+                  "%.2f tokens/cycle, %lld cycles, verify %.0f%%, guard %lld pauses / %lld probes\n",
+                  std::string(runtime::spec_mode_name(options.spec.mode)).c_str(), static_cast<long long>(p.prompt),
+                  p.decode_tok_s.median, p.plain_decode_tok_s.median, p.spec_over_plain.median, p.spec_over_plain.min,
+                  p.spec_over_plain.max, 100 * t.acceptance(), t.tokens_per_cycle(), static_cast<long long>(t.cycles),
+                  100 * t.verify_share(), static_cast<long long>(t.pauses), static_cast<long long>(t.probes));
+    o << sline;
   }
   if (!parallel.empty()) {
     std::snprintf(line, sizeof line, "  %-8s %8s %18s %28s %16s\n", "streams", "prompt", "aggregate tok/s",

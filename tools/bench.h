@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/status.h"
+#include "runtime/speculation.h"
 #include "store/placement_options.h"
 
 namespace strata::model {
@@ -49,6 +50,10 @@ struct BenchOptions {
   std::string cold = "auto";         // auto | fadvise | drop-caches | copy | none (skip the cold run)
   std::string text_file;             // prompt text (tokenized and repeated); empty = random ids
   uint64_t seed = 0;                 // random prompt ids
+  // Speculative decoding of the runs (--spec ...). With a mode other than none every recorded warm
+  // repetition is preceded by the same run with --spec none, and each point reports the pairs'
+  // decode ratio (speculation / plain, measured side by side).
+  runtime::SpecOptions spec;
   std::string git_commit;            // recorded as given (the CLI reads the source tree)
   std::string command;               // the command line, recorded as given
   ProgressFn progress;               // "load" (layers), "prefill" (tokens), "bench" (runs)
@@ -69,6 +74,7 @@ struct BenchRun {
   uint64_t os_read_bytes = 0;  // bytes the kernel read from storage for this process (/proc/self/io)
   uint64_t major_faults = 0;
   uint64_t kv_bytes = 0;       // the session's cache after the run
+  runtime::SpecStats spec;     // speculation in this run (spec.active false: none)
   // The weight store's counters over the run (store::PlacementStats).
   uint64_t expert_acquires = 0, expert_hits = 0, expert_loads = 0;
   uint64_t prefill_expert_acquires = 0, prefill_expert_hits = 0;  // of which during prefill
@@ -119,6 +125,10 @@ struct BenchPoint {
   bool cold = false;
   std::vector<BenchRun> runs;
   Spread prefill_tok_s, ttft_s, decode_tok_s;
+  // With --spec (warm points): the --spec none run before each recorded one, and the per-pair
+  // ratio of decode tok/s (speculation / plain).
+  std::vector<BenchRun> plain_runs;
+  Spread plain_decode_tok_s, spec_over_plain;
 };
 
 // What identifies a checkpoint: a 64-bit FNV-1a over config.json and the sorted tensor index
@@ -163,8 +173,9 @@ std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t 
 // runtime::Session (logits of the last position only), the first token sampled greedily, then gen - 1
 // greedy decode steps; the counters of the store and the forward profile over the run. Errors: those
 // of Session::append (e.g. a prompt beyond the model's context).
+// `spec`: speculative decoding of the generation (runtime/speculation.h; default none).
 [[nodiscard]] Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
-                                        const ProgressFn& progress = {});
+                                        const ProgressFn& progress = {}, const runtime::SpecOptions& spec = {});
 
 // Runs the benchmark. Errors: bad options (kInvalidArgument), load failures, a prompt + gen beyond
 // the model's context (kInvalidArgument, before any run).

