@@ -146,8 +146,6 @@ int run_run(const RunOptions& o) {
   warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
   if (g.spec.mode == runtime::SpecMode::kDSpark && !m.has_dspark())
     return fail(NotSupported("--spec dspark: " + o.model_dir + " has no DSpark draft stages"));
-  if (g.spec.mode == runtime::SpecMode::kDSpark && g.sampler.temperature != 0.0f)
-    log.warn("--spec dspark speculates only in greedy decoding (--temp 0); decoding plainly");
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};
 
   // Sessions on disk are tied to this checkpoint (config.json + tensors).

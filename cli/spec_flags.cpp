@@ -6,8 +6,8 @@ namespace strata::cli {
 
 void add_spec_flags(CLI::App& app, SpecFlags* f) {
   app.add_option("--spec", f->mode,
-                 "speculative decoding: dspark (the checkpoint's DSpark draft head; greedy only, --temp 0) or none "
-                 "(default)")
+                 "speculative decoding: dspark (the checkpoint's DSpark draft head; exact: greedy output is that of "
+                 "none, sampled output has its distribution) or none (default)")
       ->capture_default_str();
   app.add_option("--spec-max", f->max_drafts, "drafts per speculation cycle at most (clipped to the DSpark block)")
       ->check(in_range(1, 64))

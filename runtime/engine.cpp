@@ -80,8 +80,7 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
   if (!s.o.stop_strings.empty()) s.stops.emplace(s.o.stop_strings, s.o.token_text);
   std::sort(s.o.snapshot_at.begin(), s.o.snapshot_at.end());
   s.stats.prompt_tokens = static_cast<int64_t>(s.prompt.size());
-  // Greedy only: at temperature > 0 the rejection-sampling rule would be needed (not built).
-  if (s.o.spec.mode == SpecMode::kDSpark && s.o.sampler.temperature == 0.0f) {
+  if (s.o.spec.mode == SpecMode::kDSpark) {
     s.spec_on = true;
     s.stats.spec.active = true;
     s.guard.emplace(s.o.spec.guard);
@@ -126,7 +125,7 @@ void Engine::cancel_all(const Status& why) {
   for (auto it = seqs_.begin(); it != seqs_.end();) it = finish(it, FinishReason::kCancelled, why);
 }
 
-Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t n_past) {
+Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t n_past, int32_t draft) {
   Handout h;
   std::span<const float> dist = logits;  // what the sampler draws from
   const bool penalized = s.o.presence_penalty != 0 || s.o.frequency_penalty != 0;
@@ -137,6 +136,9 @@ Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t 
   if (s.o.use_script) {  // TEST ONLY
     const size_t i = s.generated.size();
     h.tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
+  } else if (draft >= 0) {
+    // A draft to verify: the rejection rule (Sampler::sample_against), distributed as sample().
+    h.tok = s.sampler->sample_against(dist, draft);
   } else {
     h.tok = s.sampler->sample(dist);
   }
@@ -200,12 +202,13 @@ void Engine::accept(SeqIt it) {
   auto row = [&](int64_t i) {
     return std::span<const float>(s.rows).subspan(static_cast<size_t>(i * V), static_cast<size_t>(V));
   };
-  // Row i holds the logits after position p + i: pick from it as a plain step would; the draft
+  // Row i holds the logits after position p + i: pick from it as a plain step would (greedy: the
+  // argmax; T > 0: the rejection rule against the draft, Sampler::sample_against); the draft
   // verify[i + 1] is accepted when the pick equals it.
   int64_t i = 0;
   Handout h;
   for (;; ++i) {
-    h = hand_out(s, row(i), p + i + 1);
+    h = hand_out(s, row(i), p + i + 1, i + 1 < n ? s.verify[static_cast<size_t>(i + 1)] : -1);
     if (!h.go_on || i + 1 >= n || h.tok != s.verify[static_cast<size_t>(i + 1)]) break;
   }
   const bool next_ran = i + 1 < n && h.tok == s.verify[static_cast<size_t>(i + 1)];  // the pick's position already ran

@@ -18,16 +18,18 @@
 //     model's batch invariance its tokens are identical alone or batched (tested).
 //   - after the forward each entry's session is settled (Session::end_forward) and every sequence
 //     with fresh logits samples its next token and reports it through on_token.
-// Speculative decoding (SequenceOptions::spec, runtime/speculation.h): a greedy sequence with
-// --spec dspark that is the only sequence in the engine drafts before its decode entry, which then
-// runs the pending token and the drafts as decode rows with logits for every row; after the forward
-// the sampler picks from the rows in order (each handed out as a plain step's would be: stop ids,
-// stop strings, limits) while the drafts agree, and the session is rewound to what was accepted
-// (Session::rewind). Output is token for token that of plain decoding (tested). With other
-// sequences in the engine (a serving batch) a sequence decodes plainly — as ds4 and fastllm do —
-// and keeps its DSpark features current so it can draft again once alone. A guard per sequence
-// turns drafting off while it does not pay (SpecGuard). Temperature > 0 decodes plainly (the
-// rejection-sampling rule is not built yet).
+// Speculative decoding (SequenceOptions::spec, runtime/speculation.h): a sequence with --spec
+// dspark that is the only sequence in the engine drafts before its decode entry, which then runs
+// the pending token and the drafts as decode rows with logits for every row; after the forward the
+// sampler picks from the rows in order (each handed out as a plain step's would be: stop ids, stop
+// strings, limits) while the picks equal the drafts, and the session is rewound to what was
+// accepted (Session::rewind). Greedy output is token for token that of plain decoding (tested); at
+// temperature > 0 each row picks by the rejection rule against its draft
+// (Sampler::sample_against), so the output is distributed exactly as plain sampling's (tested
+// statistically), though a seed gives another text. With other sequences in the engine (a serving
+// batch) a sequence decodes plainly — as ds4 and fastllm do — and keeps its DSpark features
+// current so it can draft again once alone. A guard per sequence turns drafting off while it does
+// not pay (SpecGuard).
 // A bounded-replay prefill (PrefillMode::kReplay) needs a request of one entry, so a step that
 // holds one runs it alone. Sequences join (add) and leave (finish, gone) between steps.
 // A model failure ends every sequence of that batch with FinishReason::kError (their sessions are
@@ -256,7 +258,8 @@ class Engine {
   void emit(SeqIt it);
   // Samples a token from `logits` (the logits after the session's first n_past tokens) and hands it
   // out (on_token, stop checks); no state change beyond the generated list.
-  Handout hand_out(Seq& s, std::span<const float> logits, int64_t n_past);
+  // `draft` >= 0: the draft this row verifies (Sampler::sample_against).
+  Handout hand_out(Seq& s, std::span<const float> logits, int64_t n_past, int32_t draft = -1);
   // Continues or ends the sequence after `h` (consume_last, finish).
   void conclude(SeqIt it, const Handout& h);
   // Picks from the verification rows, rewinds the session to what was accepted (engine file comment).

@@ -53,8 +53,7 @@ void apply_penalties(std::span<const float> logits, std::span<const int32_t> gen
 
 Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {}
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (opt_.temperature == 0.0f) return argmax(logits);
+size_t Sampler::filter(std::span<const float> logits) {
   const float inv_t = 1.0f / opt_.temperature;
   const size_t V = logits.size();
   // Unnormalised probabilities exp((l - max) / T); the top token has 1.
@@ -122,6 +121,12 @@ int32_t Sampler::sample(std::span<const float> logits) {
       if (cand_[i].first >= opt_.min_p) cand_[w++] = cand_[i];
     n = std::max<size_t>(w, 1);
   }
+  return n;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (opt_.temperature == 0.0f) return argmax(logits);
+  const size_t n = filter(logits);
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += cand_[i].first;
   std::uniform_real_distribution<double> u(0.0, sum);
@@ -132,6 +137,33 @@ int32_t Sampler::sample(std::span<const float> logits) {
     if (r < acc) return cand_[i].second;
   }
   return cand_[n - 1].second;
+}
+
+int32_t Sampler::sample_against(std::span<const float> logits, int32_t draft) {
+  if (opt_.temperature == 0.0f) return argmax(logits);
+  const size_t n = filter(logits);
+  double sum = 0.0, p_draft = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    sum += cand_[i].first;
+    if (cand_[i].second == draft) p_draft = cand_[i].first;
+  }
+  // Accept with probability p(draft) (a draft outside the candidates has p = 0).
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  if (p_draft > 0 && u01(rng_) * sum < p_draft) return draft;
+  // Rejected: a draw from p without the draft.
+  const double rest = sum - p_draft;
+  if (!(rest > 0)) return draft;  // the draft holds all the mass (accepted above unless rounding)
+  std::uniform_real_distribution<double> u(0.0, rest);
+  const double r = u(rng_);
+  double acc = 0.0;
+  int32_t last = draft;
+  for (size_t i = 0; i < n; ++i) {
+    if (cand_[i].second == draft) continue;
+    acc += cand_[i].first;
+    last = cand_[i].second;
+    if (r < acc) return last;
+  }
+  return last;
 }
 
 }  // namespace strata::runtime

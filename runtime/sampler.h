@@ -32,12 +32,23 @@ class Sampler {
   explicit Sampler(const SamplerOptions& opt);
   // Picks a token id from logits[0..vocab).
   int32_t sample(std::span<const float> logits);
+  // Speculative sampling against a deterministic draft token `draft` (runtime/speculation.h: the
+  // draft's distribution is a point mass): with p the distribution sample() draws from (temperature
+  // and filters), returns `draft` with probability p(draft), otherwise a draw from p without the
+  // draft token, renormalised — the standard rejection rule min(1, p(x)/q(x)) with q(x) = 1, whose
+  // residual norm(max(0, p - q)) is p without x. The result is distributed exactly as sample()'s
+  // (a rejected draft is never returned), but consumes the generator differently. Greedy: argmax.
+  int32_t sample_against(std::span<const float> logits, int32_t draft);
 
  private:
   SamplerOptions opt_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> cand_;
   std::vector<double> bucket_mass_;  // top-p histogram (sample())
+
+  // The candidates sample() draws from: cand_[0..n) with unnormalised probabilities (temperature,
+  // top-k, top-p, min-p applied); returns n. REQUIRES temperature > 0.
+  size_t filter(std::span<const float> logits);
 };
 
 // OpenAI presence/frequency penalties (the API reference's formula): for every token id t that

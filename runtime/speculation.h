@@ -2,14 +2,16 @@
 // statistics, the guard that turns speculation off when it does not pay, and the DSpark drafter.
 // runtime/engine.cpp runs the cycle; this file holds what it needs per sequence.
 //
-// A cycle (greedy): the drafter proposes up to max_drafts tokens after the pending token (DSpark,
+// A cycle: the drafter proposes up to max_drafts tokens after the pending token (DSpark,
 // model/dspark.h; drafting stops at the first token whose confidence, sigmoid of the confidence
 // head's logit, is below min_conf); ONE Model::forward runs the pending token and the drafts as
 // RowKind::kDecode rows with logits for every row (runtime::Session::begin_verify; decode rows in
 // one entry compute exactly what one-token decode steps would, bit for bit); the sampler picks a
 // token from each row in order and a draft is accepted while it equals the pick; the session is
-// rewound to the accepted positions (Session::rewind, with the last row's logits). The output
-// is therefore token for token the output of plain decoding.
+// rewound to the accepted positions (Session::rewind, with the last row's logits). Greedy output
+// is therefore token for token the output of plain decoding; at temperature > 0 a row picks by the
+// rejection rule against its (deterministic) draft, Sampler::sample_against, so the output has
+// exactly the target's distribution.
 //
 // The guard (SpecGuard), per sequence: it times plain one-token decode forwards (t_plain, an
 // exponential average) and speculation cycles (draft + verify, per token emitted). It starts with
@@ -60,7 +62,7 @@ struct SpecOptions {
 
 // What speculation did for one sequence.
 struct SpecStats {
-  bool active = false;        // speculation ran for this sequence (mode dspark, greedy, DSpark present)
+  bool active = false;        // speculation ran for this sequence (mode dspark on a DSpark checkpoint)
   int64_t cycles = 0;         // verification forwards (pending token + >= 1 draft)
   int64_t drafted = 0;        // drafts verified
   int64_t accepted = 0;       // drafts equal to the target's pick

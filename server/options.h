@@ -43,7 +43,7 @@ struct ServerOptions {
   int64_t batch_tokens = 512;
   int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
   // --spec / --spec-max / --spec-min-conf / --spec-guard (cli/spec_flags.h): every request's
-  // sequence; it speculates only while it is the only active one and greedy (runtime/engine.h).
+  // sequence; it speculates only while it is the only active one (runtime/engine.h).
   runtime::SpecOptions spec;
   // HTTP limits per connection (server/http_transport.h). Each bounds what one client can hold.
   int max_connections = 512;        // --max-connections: open connections; more get 503 at once

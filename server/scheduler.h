@@ -100,7 +100,7 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per chunk, cut at absolute multiples (runtime::EngineOptions)
   int64_t batch_tokens = 512;   // tokens per engine step (runtime::EngineOptions::batch_tokens)
   uint64_t prefix_cache_bytes = 1ull << 30;  // runtime::PrefixCache budget; 0 = no shared cache
-  runtime::SpecOptions spec;   // speculative decoding of every sequence (runtime/engine.h: alone and greedy only)
+  runtime::SpecOptions spec;   // speculative decoding of every sequence (runtime/engine.h: while alone)
   // Called on the worker thread between steps, at most every tick_interval_s (and once when idle):
   // where owners of other counters snapshot what only the model thread may read (store stats).
   std::function<void()> tick;
