@@ -1,0 +1,67 @@
+// Driver of the linears over ggml block formats (kernels/kquant_linear.h): picks the level's kernel,
+// splits the output rows over the pool. Each row is computed whole by one thread in the defined
+// order, so results do not depend on the thread count or on which level runs.
+#include "kernels/kquant_linear.h"
+
+#include <vector>
+
+#include "core/status.h"
+#if !defined(STRATA_KERNELS_NO_X86)
+#include "kernels/x86/kquant_x86.h"
+#endif
+
+namespace strata::kernels {
+namespace {
+
+// Rows per task: a multiple of the 4 rows the vector kernels run side by side.
+constexpr int64_t kRowGrain = 16;
+
+}  // namespace
+
+bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
+  (void)t;
+#if !defined(STRATA_KERNELS_NO_X86)
+  return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
+#else
+  (void)level;
+  return false;
+#endif
+}
+
+void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
+  STRATA_CHECK(kernel_level_supported(level), "linear_quant: level not supported by this CPU");
+  STRATA_DCHECK(w.in % quant_block_elems(w.type) == 0, "linear_quant: in must be a multiple of the block");
+  if (!linear_quant_has_kernel(w.type, level)) {
+    if (level == KernelLevel::kScalar || pool == nullptr) return ref::linear_quant(x, n, w, y);
+    // The reference, row range by row range (same bits: each row is computed whole).
+    pool->parallel_for(w.out, [&](int64_t r0, int64_t r1) {
+      QuantWeight part = w;
+      part.w = quant_weight_row(w, r0);
+      part.out = r1 - r0;
+      for (int64_t i = 0; i < n; ++i) {
+        float* yi = y + i * w.out + r0;
+        std::vector<float> tmp(static_cast<size_t>(part.out));
+        ref::linear_quant(x + i * w.in, 1, part, tmp.data());
+        for (int64_t r = 0; r < part.out; ++r) yi[r] = tmp[static_cast<size_t>(r)];
+      }
+    }, kRowGrain);
+    return;
+  }
+#if !defined(STRATA_KERNELS_NO_X86)
+  const int type = static_cast<int>(w.type);
+  const auto* base = static_cast<const uint8_t*>(w.w);
+  const int64_t row_bytes = quant_row_bytes(w.type, w.in);
+  auto run = [&](int64_t r0, int64_t r1) {
+    for (int64_t i = 0; i < n; ++i)
+      x86::linear_quant_rows_avx512(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
+  };
+  if (pool == nullptr) run(0, w.out);
+  else pool->parallel_for(w.out, run, kRowGrain);
+#endif
+}
+
+void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool) {
+  linear_quant(x, n, w, y, pool, best_kernel_level());
+}
+
+}  // namespace strata::kernels

@@ -1,0 +1,26 @@
+// The reference linear over ggml block formats (kernels/kquant_linear.h): dequantise a row exactly
+// (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result.
+#include <cmath>
+#include <vector>
+
+#include "kernels/kquant_linear.h"
+
+namespace strata::kernels::ref {
+
+void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y) {
+  std::vector<float> row(static_cast<size_t>(w.in));
+  for (int64_t r = 0; r < w.out; ++r) {
+    dequantize_row(w.type, quant_weight_row(w, r), row.data(), w.in);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * w.in;
+      float acc[16] = {};
+      // ROUNDING: one rounding per fused multiply-add, lane k % 16, k in order (kquant_linear.h).
+      for (int64_t k = 0; k < w.in; ++k) acc[k % 16] = std::fma(row[static_cast<size_t>(k)], xi[k], acc[k % 16]);
+      for (int h = 8; h >= 1; h /= 2)
+        for (int j = 0; j < h; ++j) acc[j] += acc[j + h];
+      y[i * w.out + r] = acc[0];
+    }
+  }
+}
+
+}  // namespace strata::kernels::ref

@@ -1,0 +1,199 @@
+// Decode matvec over ggml block formats with AVX-512 F/BW/VL/DQ (+F16C): kernels/kquant_linear.h.
+//
+// One zmm accumulator per row holds the 16 lanes of the definition: element k of the row lands in
+// lane k % 16 because each FMA takes 16 consecutive elements. Weights are decoded 16 at a time with
+// exactly ggml's f32 operations (kernels/ref/kquant.cpp), so the result equals the reference bit for
+// bit. Four rows run side by side so that four independent FMA chains hide the FMA latency.
+// Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
+#include <immintrin.h>
+
+#include "kernels/x86/common.h"
+#include "kernels/x86/kquant_x86.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+// Must match kernels::QuantType (kernels/kquant.h).
+enum : int { kQ8_0 = 0, kQ6_K = 1, kQ4_K = 2, kQ3_K = 3, kQ2_K = 4, kIq4Nl = 5 };
+
+inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);  // exact
+}
+// 16 bytes at p, zero-extended to 16 int32 lanes.
+inline __m512i u8x16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512i shr(__m512i v, int s) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(s)); }
+inline __m512i and_(__m512i v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
+
+// ROUNDING: w = (d * q) [- m] as two roundings (no FMA), as ggml dequantize_row_*; then one FMA.
+inline __m512 fma_scaled(__m512i q, float d, const float* x, __m512 acc) {
+  const __m512 w = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q));
+  return _mm512_fmadd_ps(w, _mm512_loadu_ps(x), acc);
+}
+inline __m512 fma_affine(__m512i q, float d, float m, const float* x, __m512 acc) {
+  const __m512 w = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q)), _mm512_set1_ps(m));
+  return _mm512_fmadd_ps(w, _mm512_loadu_ps(x), acc);
+}
+
+// Block layouts (byte offsets): kernels/kquant.h.
+struct Q4K {
+  static constexpr int kElems = 256, kBytes = 144;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t* s = b + 4;
+    const uint8_t* qs = b + 16;
+    for (int sub = 0; sub < 8; ++sub) {
+      int sc, m;  // ggml get_scale_min_k4
+      if (sub < 4) {
+        sc = s[sub] & 63;
+        m = s[sub + 4] & 63;
+      } else {
+        sc = (s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4);
+        m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+      }
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      const uint8_t* q = qs + (sub / 2) * 32;
+      const int shift = (sub & 1) * 4;
+      for (int h = 0; h < 2; ++h)
+        acc = fma_affine(and_(shr(u8x16(q + 16 * h), shift), 0xF), d1, m1, x + sub * 32 + h * 16, acc);
+    }
+    return acc;
+  }
+};
+
+struct Q2K {
+  static constexpr int kElems = 256, kBytes = 84;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    const float d = h2f(b + 80), dmin = h2f(b + 82);
+    for (int c = 0; c < 16; ++c) {
+      const int sc = b[c];
+      const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+      const uint8_t* q = b + 16 + (c / 8) * 32 + (c & 1) * 16;
+      acc = fma_affine(and_(shr(u8x16(q), 2 * ((c % 8) / 2)), 3), dl, ml, x + c * 16, acc);
+    }
+    return acc;
+  }
+};
+
+struct Q3K {
+  static constexpr int kElems = 256, kBytes = 110;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    const uint8_t* hmask = b;
+    const uint8_t* qs = b + 32;
+    const uint8_t* s = b + 96;
+    const float d = h2f(b + 108);
+    for (int c = 0; c < 16; ++c) {
+      const int lo = c < 8 ? (s[c] & 0xF) : (s[c - 8] >> 4);
+      const int sc = lo | (((s[8 + c % 4] >> (2 * (c / 4))) & 3) << 4);
+      const float dl = d * static_cast<float>(sc - 32);
+      const int l0 = (c & 1) * 16;
+      const __m512i low = and_(shr(u8x16(qs + (c / 8) * 32 + l0), 2 * ((c % 8) / 2)), 3);
+      const __m512i hi = _mm512_slli_epi32(and_(shr(u8x16(hmask + l0), c / 2), 1), 2);
+      const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low, hi), _mm512_set1_epi32(4));
+      acc = fma_scaled(q, dl, x + c * 16, acc);
+    }
+    return acc;
+  }
+};
+
+struct Q6K {
+  static constexpr int kElems = 256, kBytes = 210;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = h2f(b + 208);
+    for (int c = 0; c < 16; ++c) {
+      const int half = c / 8, plane = (c % 8) / 2, l0 = (c & 1) * 16;
+      const __m512i lo8 = u8x16(ql + half * 64 + l0 + (plane & 1) * 32);
+      const __m512i low4 = plane < 2 ? and_(lo8, 0xF) : _mm512_srli_epi32(lo8, 4);
+      const __m512i hi2 = and_(shr(u8x16(qh + half * 32 + l0), 2 * plane), 3);
+      const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+      acc = fma_scaled(q, d * static_cast<float>(sc[c]), x + c * 16, acc);
+    }
+    return acc;
+  }
+};
+
+struct Q80 {
+  static constexpr int kElems = 32, kBytes = 34;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    const float d = h2f(b);
+    for (int c = 0; c < 2; ++c) {
+      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c)));
+      acc = fma_scaled(q, d, x + 16 * c, acc);  // q * d == d * q (ggml: qs[j]*d)
+    }
+    return acc;
+  }
+};
+
+struct Iq4Nl {
+  static constexpr int kElems = 32, kBytes = 18;
+  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+    // kvalues_iq4nl as f32 lanes, looked up by index with VPERMPS.
+    const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512 d = _mm512_set1_ps(h2f(b));
+    const __m512i q = u8x16(b + 2);
+    const __m512 w0 = _mm512_mul_ps(d, _mm512_permutexvar_ps(and_(q, 0xF), grid));
+    const __m512 w1 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), grid));
+    acc = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc);
+    return _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc);
+  }
+};
+
+// ROUNDING: the lane tree of kquant_linear.h: j += j + 8, then + 4, + 2, + 1.
+inline float reduce16(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
+}
+
+template <class B>
+void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0, int64_t r1, float* y) {
+  const int64_t nb = in / B::kElems;
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint8_t* p0 = w + r * row_bytes;
+    const uint8_t* p1 = p0 + row_bytes;
+    const uint8_t* p2 = p1 + row_bytes;
+    const uint8_t* p3 = p2 + row_bytes;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t ib = 0; ib < nb; ++ib) {
+      const float* xb = x + ib * B::kElems;
+      const int64_t off = ib * B::kBytes;
+      a0 = B::dot(p0 + off, xb, a0);
+      a1 = B::dot(p1 + off, xb, a1);
+      a2 = B::dot(p2 + off, xb, a2);
+      a3 = B::dot(p3 + off, xb, a3);
+    }
+    y[r] = reduce16(a0);
+    y[r + 1] = reduce16(a1);
+    y[r + 2] = reduce16(a2);
+    y[r + 3] = reduce16(a3);
+  }
+  for (; r < r1; ++r) {
+    const uint8_t* p = w + r * row_bytes;
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ++ib) a = B::dot(p + ib * B::kBytes, x + ib * B::kElems, a);
+    y[r] = reduce16(a);
+  }
+}
+
+}  // namespace
+
+bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
+                              int64_t r1, float* y) {
+  switch (type) {
+    case kQ4_K: rows<Q4K>(x, w, row_bytes, in, r0, r1, y); return true;
+    case kQ2_K: rows<Q2K>(x, w, row_bytes, in, r0, r1, y); return true;
+    case kQ3_K: rows<Q3K>(x, w, row_bytes, in, r0, r1, y); return true;
+    case kQ6_K: rows<Q6K>(x, w, row_bytes, in, r0, r1, y); return true;
+    case kQ8_0: rows<Q80>(x, w, row_bytes, in, r0, r1, y); return true;
+    case kIq4Nl: rows<Iq4Nl>(x, w, row_bytes, in, r0, r1, y); return true;
+    default: return false;
+  }
+}
+
+}  // namespace strata::kernels::x86

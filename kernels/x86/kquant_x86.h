@@ -1,0 +1,17 @@
+// Decode matvec over ggml block formats for the x86 levels (kernels/kquant_linear.h): bit-exact with
+// kernels::ref::linear_quant. Internal to kernels/. Call only on a CPU with the ISA.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::x86 {
+
+// y[r] = sum_k dequant(W[r, k]) * x[k] for r in [r0, r1), in the order of kquant_linear.h.
+//   type   a kernels::QuantType value (static_cast<int>)
+//   w      row 0 of W; row r at w + r * row_bytes
+//   x      [in] f32; y [out] f32 (only [r0, r1) written)
+// Returns false (and writes nothing) for a type this level has no kernel for.
+bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
+                              int64_t r1, float* y);
+
+}  // namespace strata::kernels::x86
