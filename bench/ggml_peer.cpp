@@ -15,7 +15,12 @@
 // on their own after ~50 us without work, so on a machine with as many cores as threads neither
 // side's idle workers take cycles from the other's.
 //
-// Usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick]
+// --kquant: instead, ggml's own block formats on both sides (Q8_0, Q6_K, Q4_K, Q3_K, Q2_K, IQ4_NL),
+// decode only (n = 1): the same weight bytes (ggml_quantize_chunk's) through strata's
+// kernels::linear_quant (f32 x, kernels/kquant_linear.h) and ggml's mul_mat (x quantised to Q8_K /
+// Q8_0 inside the call, integer dot products).
+//
+// Usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant]
 // Output: one markdown table on stdout (ratio = ggml time / strata time: > 1 means strata is faster).
 #include <emmintrin.h>
 
@@ -37,6 +42,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "kernels/dispatch.h"
+#include "kernels/kquant_linear.h"
 #include "kernels/linear.h"
 
 namespace {
@@ -144,6 +150,7 @@ void strata_call(const StrataWeights& sw, size_t copy, const float* x, int64_t n
 struct GgmlCase {
   ggml_context* ctx = nullptr;
   std::vector<ggml_cgraph*> graphs;  // one per weight copy
+  std::vector<ggml_tensor*> weights;  // the weight tensor of each graph
   ggml_tensor* x = nullptr;
   size_t weight_bytes = 0;
   std::vector<uint8_t> work;
@@ -173,6 +180,7 @@ std::unique_ptr<GgmlCase> ggml_case(const std::vector<float>& m, int64_t out, in
   for (size_t i = 0; i < copies; ++i) {
     ggml_tensor* w = ggml_new_tensor_2d(c->ctx, type, in, out);
     std::memcpy(w->data, q.data(), c->weight_bytes);
+    c->weights.push_back(w);
     ggml_tensor* y = ggml_mul_mat(c->ctx, w, c->x);
     ggml_cgraph* g = ggml_new_graph(c->ctx);
     ggml_build_forward_expand(g, y);
@@ -223,20 +231,87 @@ class ReadBandwidth {
   std::vector<__m128i> sums_;
 };
 
+// --kquant: the same bytes of one ggml block format through strata and ggml, decode (n = 1).
+int run_kquant(int threads, int rounds, double round_ms, bool quick, strata::ThreadPool* pool, ggml_threadpool* tp,
+               ReadBandwidth& reader) {
+  using strata::kernels::QuantType;
+  struct Pair {
+    QuantType strata;
+    ggml_type ggml;
+  };
+  const Pair pairs[] = {{QuantType::kQ4_K, GGML_TYPE_Q4_K}, {QuantType::kQ2_K, GGML_TYPE_Q2_K},
+                        {QuantType::kQ8_0, GGML_TYPE_Q8_0}, {QuantType::kQ6_K, GGML_TYPE_Q6_K},
+                        {QuantType::kQ3_K, GGML_TYPE_Q3_K}, {QuantType::kIq4Nl, GGML_TYPE_IQ4_NL}};
+  std::printf("| shape | type | read BW GB/s | strata us | ggml us | strata GB/s (%% BW) | ggml GB/s (%% BW) | "
+              "ggml time / strata time |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : kShapes) {
+    if (quick && s.out > 6000) continue;
+    const std::vector<float> m = random_matrix(s.out, s.in, 7);
+    for (const Pair& p : pairs) {
+      const size_t bytes = ggml_row_size(p.ggml, s.in) * static_cast<size_t>(s.out);
+      const size_t copies = std::max<size_t>(1, (kColdBytes + bytes - 1) / bytes);
+      std::unique_ptr<GgmlCase> gc = ggml_case(m, s.out, s.in, 1, p.ggml, copies, tp, threads);
+      if (!gc) {
+        std::fprintf(stderr, "ggml_peer: ggml_init failed for %s\n", s.name);
+        return 1;
+      }
+      // strata reads the very bytes ggml holds (its weight tensors), so both sides decode one format.
+      std::vector<strata::AlignedBytes> sw;
+      for (size_t c = 0; c < copies; ++c) {
+        sw.emplace_back(bytes);
+        std::memcpy(sw.back().data(), gc->weights[c]->data, bytes);
+      }
+      const std::vector<float> x = random_matrix(1, s.in, 99);
+      std::vector<float> y(static_cast<size_t>(s.out));
+      auto run_strata = [&](size_t i) {
+        strata::kernels::linear_quant(x.data(), 1, strata::kernels::QuantWeight{p.strata, sw[i % copies].data(), s.out, s.in},
+                                      y.data(), pool);
+      };
+      auto run_ggml = [&](size_t i) { ggml_call(*gc, i % copies); };
+      for (int w = 0; w < 3; ++w) {
+        ggml_threadpool_pause(tp);
+        for (size_t i = 0; i < copies; ++i) run_strata(i);
+        ggml_threadpool_resume(tp);
+        for (size_t i = 0; i < copies; ++i) run_ggml(i);
+      }
+      std::vector<double> ts, tg, tb, share_s, share_g;
+      for (int r = 0; r < rounds; ++r) {
+        ggml_threadpool_pause(tp);
+        tb.push_back(reader.time_pass(round_ms));
+        ts.push_back(time_round(run_strata, round_ms));
+        ggml_threadpool_resume(tp);
+        tg.push_back(time_round(run_ggml, round_ms));
+        const double bw = ReadBandwidth::kBytes / tb.back();
+        share_s.push_back(static_cast<double>(bytes) / ts.back() / bw);
+        share_g.push_back(static_cast<double>(bytes) / tg.back() / bw);
+      }
+      const double t_s = median(ts), t_g = median(tg);
+      std::printf("| %s | %s | %.1f | %.0f | %.0f | %.1f (%.0f%%) | %.1f (%.0f%%) | %.2f |\n", s.name,
+                  strata::kernels::quant_type_name(p.strata), ReadBandwidth::kBytes / median(tb) / 1e9, t_s * 1e6,
+                  t_g * 1e6, static_cast<double>(bytes) / t_s / 1e9, 100.0 * median(share_s),
+                  static_cast<double>(bytes) / t_g / 1e9, 100.0 * median(share_g), t_g / t_s);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = strata::ThreadPool::hardware_cores(), rounds = 7;
   double round_ms = 150;
-  bool quick = false;
+  bool quick = false, kquant = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (a == "--round-ms" && i + 1 < argc) round_ms = std::atof(argv[++i]);
     else if (a == "--quick") quick = true;
+    else if (a == "--kquant") kquant = true;
     else {
-      std::fprintf(stderr, "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick]\n");
+      std::fprintf(stderr, "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant]\n");
       return 2;
     }
   }
@@ -254,6 +329,11 @@ int main(int argc, char** argv) {
               strata::kernels::kernel_level_name(strata::kernels::best_kernel_level()), threads, rounds, round_ms);
   std::printf("%% BW: weight bytes per second over the read bandwidth measured in the same rounds "
               "(16-byte loads over 512 MiB, same thread count)\n\n");
+  if (kquant) {
+    const int rc = run_kquant(threads, rounds, round_ms, quick, pool.get(), tp, reader);
+    ggml_threadpool_free(tp);
+    return rc;
+  }
   std::printf("| shape | n | strata | ggml | read BW GB/s | strata us | ggml us | strata GB/s (%% BW) | ggml GB/s (%% BW) | "
               "strata GFLOP/s | ggml GFLOP/s | ggml time / strata time |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");

@@ -3,7 +3,8 @@
 // One zmm accumulator per row holds the 16 lanes of the definition: element k of the row lands in
 // lane k % 16 because each FMA takes 16 consecutive elements. Weights are decoded 16 at a time with
 // exactly ggml's f32 operations (kernels/ref/kquant.cpp), so the result equals the reference bit for
-// bit. Four rows run side by side so that four independent FMA chains hide the FMA latency.
+// bit. Four rows run side by side, chunk by chunk, so four independent FMA chains hide the FMA
+// latency; each block's scale factors are computed once per block (Prep), not per chunk.
 // Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
 #include <immintrin.h>
 
@@ -26,23 +27,20 @@ inline __m512i u8x16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_s
 inline __m512i shr(__m512i v, int s) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(s)); }
 inline __m512i and_(__m512i v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
 
-// ROUNDING: w = (d * q) [- m] as two roundings (no FMA), as ggml dequantize_row_*; then one FMA.
-inline __m512 fma_scaled(__m512i q, float d, const float* x, __m512 acc) {
-  const __m512 w = _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q));
-  return _mm512_fmadd_ps(w, _mm512_loadu_ps(x), acc);
-}
-inline __m512 fma_affine(__m512i q, float d, float m, const float* x, __m512 acc) {
-  const __m512 w = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(q)), _mm512_set1_ps(m));
-  return _mm512_fmadd_ps(w, _mm512_loadu_ps(x), acc);
-}
+// Per block, the f32 factors of each 16-element chunk c: w = vals(c) * dl[c] (- ml[c] when affine),
+// each computed with ggml's scalar operations (d * sc, dmin * m).
+struct Prep {
+  float dl[16];
+  float ml[16];
+};
 
-// Block layouts (byte offsets): kernels/kquant.h.
+// Block layouts (byte offsets): kernels/kquant.h. vals(b, c) is the 16 quants of chunk c as f32.
 struct Q4K {
-  static constexpr int kElems = 256, kBytes = 144;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+  static constexpr int kElems = 256, kBytes = 144, kChunks = 16;
+  static constexpr bool kAffine = true;
+  static void prep(const uint8_t* b, Prep& p) {
     const float d = h2f(b), dmin = h2f(b + 2);
     const uint8_t* s = b + 4;
-    const uint8_t* qs = b + 16;
     for (int sub = 0; sub < 8; ++sub) {
       int sc, m;  // ggml get_scale_min_k4
       if (sub < 4) {
@@ -52,95 +50,98 @@ struct Q4K {
         sc = (s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4);
         m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
       }
-      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-      const uint8_t* q = qs + (sub / 2) * 32;
-      const int shift = (sub & 1) * 4;
-      for (int h = 0; h < 2; ++h)
-        acc = fma_affine(and_(shr(u8x16(q + 16 * h), shift), 0xF), d1, m1, x + sub * 32 + h * 16, acc);
+      p.dl[2 * sub] = p.dl[2 * sub + 1] = d * static_cast<float>(sc);
+      p.ml[2 * sub] = p.ml[2 * sub + 1] = dmin * static_cast<float>(m);
     }
-    return acc;
+  }
+  static __m512 vals(const uint8_t* b, int c) {
+    const __m512i v = u8x16(b + 16 + (c / 4) * 32 + (c & 1) * 16);  // sub-block c / 2, half c % 2
+    return _mm512_cvtepi32_ps((c & 2) ? _mm512_srli_epi32(v, 4) : and_(v, 0xF));
   }
 };
 
 struct Q2K {
-  static constexpr int kElems = 256, kBytes = 84;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+  static constexpr int kElems = 256, kBytes = 84, kChunks = 16;
+  static constexpr bool kAffine = true;
+  static void prep(const uint8_t* b, Prep& p) {
     const float d = h2f(b + 80), dmin = h2f(b + 82);
     for (int c = 0; c < 16; ++c) {
-      const int sc = b[c];
-      const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
-      const uint8_t* q = b + 16 + (c / 8) * 32 + (c & 1) * 16;
-      acc = fma_affine(and_(shr(u8x16(q), 2 * ((c % 8) / 2)), 3), dl, ml, x + c * 16, acc);
+      p.dl[c] = d * static_cast<float>(b[c] & 0xF);
+      p.ml[c] = dmin * static_cast<float>(b[c] >> 4);
     }
-    return acc;
+  }
+  static __m512 vals(const uint8_t* b, int c) {
+    const __m512i v = u8x16(b + 16 + (c / 8) * 32 + (c & 1) * 16);
+    return _mm512_cvtepi32_ps(and_(shr(v, 2 * ((c % 8) / 2)), 3));
   }
 };
 
 struct Q3K {
-  static constexpr int kElems = 256, kBytes = 110;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
-    const uint8_t* hmask = b;
-    const uint8_t* qs = b + 32;
+  static constexpr int kElems = 256, kBytes = 110, kChunks = 16;
+  static constexpr bool kAffine = false;
+  static void prep(const uint8_t* b, Prep& p) {
     const uint8_t* s = b + 96;
     const float d = h2f(b + 108);
     for (int c = 0; c < 16; ++c) {
       const int lo = c < 8 ? (s[c] & 0xF) : (s[c - 8] >> 4);
       const int sc = lo | (((s[8 + c % 4] >> (2 * (c / 4))) & 3) << 4);
-      const float dl = d * static_cast<float>(sc - 32);
-      const int l0 = (c & 1) * 16;
-      const __m512i low = and_(shr(u8x16(qs + (c / 8) * 32 + l0), 2 * ((c % 8) / 2)), 3);
-      const __m512i hi = _mm512_slli_epi32(and_(shr(u8x16(hmask + l0), c / 2), 1), 2);
-      const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low, hi), _mm512_set1_epi32(4));
-      acc = fma_scaled(q, dl, x + c * 16, acc);
+      p.dl[c] = d * static_cast<float>(sc - 32);
     }
-    return acc;
+  }
+  static __m512 vals(const uint8_t* b, int c) {
+    const int l0 = (c & 1) * 16;
+    const __m512i low = and_(shr(u8x16(b + 32 + (c / 8) * 32 + l0), 2 * ((c % 8) / 2)), 3);
+    const __m512i hi = _mm512_slli_epi32(and_(shr(u8x16(b + l0), c / 2), 1), 2);
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(low, hi), _mm512_set1_epi32(4)));
   }
 };
 
 struct Q6K {
-  static constexpr int kElems = 256, kBytes = 210;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
-    const uint8_t* ql = b;
-    const uint8_t* qh = b + 128;
+  static constexpr int kElems = 256, kBytes = 210, kChunks = 16;
+  static constexpr bool kAffine = false;
+  static void prep(const uint8_t* b, Prep& p) {
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     const float d = h2f(b + 208);
-    for (int c = 0; c < 16; ++c) {
-      const int half = c / 8, plane = (c % 8) / 2, l0 = (c & 1) * 16;
-      const __m512i lo8 = u8x16(ql + half * 64 + l0 + (plane & 1) * 32);
-      const __m512i low4 = plane < 2 ? and_(lo8, 0xF) : _mm512_srli_epi32(lo8, 4);
-      const __m512i hi2 = and_(shr(u8x16(qh + half * 32 + l0), 2 * plane), 3);
-      const __m512i q = _mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
-      acc = fma_scaled(q, d * static_cast<float>(sc[c]), x + c * 16, acc);
-    }
-    return acc;
+    for (int c = 0; c < 16; ++c) p.dl[c] = d * static_cast<float>(sc[c]);
+  }
+  static __m512 vals(const uint8_t* b, int c) {
+    const int half = c / 8, plane = (c % 8) / 2, l0 = (c & 1) * 16;
+    const __m512i lo8 = u8x16(b + half * 64 + l0 + (plane & 1) * 32);
+    const __m512i low4 = plane < 2 ? and_(lo8, 0xF) : _mm512_srli_epi32(lo8, 4);
+    const __m512i hi2 = and_(shr(u8x16(b + 128 + half * 32 + l0), 2 * plane), 3);
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32)));
   }
 };
 
 struct Q80 {
-  static constexpr int kElems = 32, kBytes = 34;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
-    const float d = h2f(b);
-    for (int c = 0; c < 2; ++c) {
-      const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c)));
-      acc = fma_scaled(q, d, x + 16 * c, acc);  // q * d == d * q (ggml: qs[j]*d)
-    }
-    return acc;
+  static constexpr int kElems = 32, kBytes = 34, kChunks = 2;
+  static constexpr bool kAffine = false;
+  static void prep(const uint8_t* b, Prep& p) { p.dl[0] = p.dl[1] = h2f(b); }
+  static __m512 vals(const uint8_t* b, int c) {  // q * d == d * q (ggml: qs[j]*d)
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c))));
   }
 };
 
 struct Iq4Nl {
-  static constexpr int kElems = 32, kBytes = 18;
-  static __m512 dot(const uint8_t* b, const float* x, __m512 acc) {
+  static constexpr int kElems = 32, kBytes = 18, kChunks = 2;
+  static constexpr bool kAffine = false;
+  static void prep(const uint8_t* b, Prep& p) { p.dl[0] = p.dl[1] = h2f(b); }
+  static __m512 vals(const uint8_t* b, int c) {
     // kvalues_iq4nl as f32 lanes, looked up by index with VPERMPS.
     const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m512 d = _mm512_set1_ps(h2f(b));
     const __m512i q = u8x16(b + 2);
-    const __m512 w0 = _mm512_mul_ps(d, _mm512_permutexvar_ps(and_(q, 0xF), grid));
-    const __m512 w1 = _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), grid));
-    acc = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc);
-    return _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc);
+    return _mm512_permutexvar_ps(c == 0 ? and_(q, 0xF) : _mm512_srli_epi32(q, 4), grid);
   }
 };
+
+// ROUNDING: w = (dl * q) [- ml] as two roundings (no FMA), as ggml dequantize_row_*; then one FMA
+// into the lane k % 16 accumulator.
+template <class B>
+inline __m512 step(const uint8_t* b, int c, const Prep& p, __m512 xv, __m512 acc) {
+  __m512 w = _mm512_mul_ps(_mm512_set1_ps(p.dl[c]), B::vals(b, c));
+  if constexpr (B::kAffine) w = _mm512_sub_ps(w, _mm512_set1_ps(p.ml[c]));
+  return _mm512_fmadd_ps(w, xv, acc);
+}
 
 // ROUNDING: the lane tree of kquant_linear.h: j += j + 8, then + 4, + 2, + 1.
 inline float reduce16(__m512 v) {
@@ -150,6 +151,7 @@ inline float reduce16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, 1)));
 }
 
+// Four rows side by side, chunk by chunk: four independent FMA chains, each in its row's k order.
 template <class B>
 void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0, int64_t r1, float* y) {
   const int64_t nb = in / B::kElems;
@@ -163,10 +165,19 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
     for (int64_t ib = 0; ib < nb; ++ib) {
       const float* xb = x + ib * B::kElems;
       const int64_t off = ib * B::kBytes;
-      a0 = B::dot(p0 + off, xb, a0);
-      a1 = B::dot(p1 + off, xb, a1);
-      a2 = B::dot(p2 + off, xb, a2);
-      a3 = B::dot(p3 + off, xb, a3);
+      Prep q0, q1, q2, q3;
+      B::prep(p0 + off, q0);
+      B::prep(p1 + off, q1);
+      B::prep(p2 + off, q2);
+      B::prep(p3 + off, q3);
+#pragma GCC unroll 16
+      for (int c = 0; c < B::kChunks; ++c) {
+        const __m512 xv = _mm512_loadu_ps(xb + 16 * c);
+        a0 = step<B>(p0 + off, c, q0, xv, a0);
+        a1 = step<B>(p1 + off, c, q1, xv, a1);
+        a2 = step<B>(p2 + off, c, q2, xv, a2);
+        a3 = step<B>(p3 + off, c, q3, xv, a3);
+      }
     }
     y[r] = reduce16(a0);
     y[r + 1] = reduce16(a1);
@@ -176,7 +187,13 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
   for (; r < r1; ++r) {
     const uint8_t* p = w + r * row_bytes;
     __m512 a = _mm512_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ++ib) a = B::dot(p + ib * B::kBytes, x + ib * B::kElems, a);
+    for (int64_t ib = 0; ib < nb; ++ib) {
+      Prep q;
+      B::prep(p + ib * B::kBytes, q);
+#pragma GCC unroll 16
+      for (int c = 0; c < B::kChunks; ++c)
+        a = step<B>(p + ib * B::kBytes, c, q, _mm512_loadu_ps(x + ib * B::kElems + 16 * c), a);
+    }
     y[r] = reduce16(a);
   }
 }
