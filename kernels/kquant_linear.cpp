@@ -21,7 +21,7 @@ constexpr int64_t kRowGrain = 16;
 bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
   (void)t;
 #if !defined(STRATA_KERNELS_NO_X86)
-  return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
+  return level != KernelLevel::kScalar;
 #else
   (void)level;
   return false;
@@ -51,9 +51,10 @@ void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, Thr
   const int type = static_cast<int>(w.type);
   const auto* base = static_cast<const uint8_t*>(w.w);
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
+  // AVX-512 BF16 adds nothing for f32 FMAs: it runs the AVX-512 kernel.
+  auto* kernel = level == KernelLevel::kAvx2 ? &x86::linear_quant_rows_avx2 : &x86::linear_quant_rows_avx512;
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t i = 0; i < n; ++i)
-      x86::linear_quant_rows_avx512(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
+    for (int64_t i = 0; i < n; ++i) kernel(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
   };
   if (pool == nullptr) run(0, w.out);
   else pool->parallel_for(w.out, run, kRowGrain);

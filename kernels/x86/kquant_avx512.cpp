@@ -27,20 +27,29 @@ inline __m512i u8x16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_s
 inline __m512i shr(__m512i v, int s) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(s)); }
 inline __m512i and_(__m512i v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
 
-// Per block, the f32 factors of each 16-element chunk c: w = vals(c) * dl[c] (- ml[c] when affine),
-// each computed with ggml's scalar operations (d * sc, dmin * m).
-struct Prep {
+// Per block, the f32 factors of each 16-element chunk c: w = dl[c] * vals(c) (- ml[c] when affine),
+// each computed with ggml's scalar operations (d * sc, dmin * m). ROUNDING: as ggml, no FMA.
+struct kquant_avx512_prep {
   float dl[16];
   float ml[16];
 };
 
-// Block layouts (byte offsets): kernels/kquant.h. vals(b, c) is the 16 quants of chunk c as f32.
+// Each block type B: B::Prep, computed once per block by B::prep, and B::w(b, c, prep), the 16
+// weights of chunk c (elements 16c .. 16c + 15) as f32, bit-identical to ggml's dequantisation.
+// Block layouts (byte offsets): kernels/kquant.h.
+
+// Q4_K: per sub-block of 32 a table of its 16 possible weights, T[q] = (d * sc) * q - dmin * m (the
+// ggml operations, lane-wise), looked up with VPERMPS by the 4-bit quant: one shuffle per 16
+// weights instead of convert, multiply and subtract.
 struct Q4K {
   static constexpr int kElems = 256, kBytes = 144, kChunks = 16;
-  static constexpr bool kAffine = true;
+  struct Prep {
+    __m512 t[8];
+  };
   static void prep(const uint8_t* b, Prep& p) {
     const float d = h2f(b), dmin = h2f(b + 2);
     const uint8_t* s = b + 4;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int sub = 0; sub < 8; ++sub) {
       int sc, m;  // ggml get_scale_min_k4
       if (sub < 4) {
@@ -50,35 +59,59 @@ struct Q4K {
         sc = (s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4);
         m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
       }
-      p.dl[2 * sub] = p.dl[2 * sub + 1] = d * static_cast<float>(sc);
-      p.ml[2 * sub] = p.ml[2 * sub + 1] = dmin * static_cast<float>(m);
+      // ROUNDING: (d * sc) * q - dmin * m, each operation rounded, as ggml dequantize_row_q4_K.
+      p.t[sub] = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d * static_cast<float>(sc)), iota),
+                               _mm512_set1_ps(dmin * static_cast<float>(m)));
     }
   }
-  static __m512 vals(const uint8_t* b, int c) {
+  static __m512 w(const uint8_t* b, int c, const Prep& p) {
     const __m512i v = u8x16(b + 16 + (c / 4) * 32 + (c & 1) * 16);  // sub-block c / 2, half c % 2
-    return _mm512_cvtepi32_ps((c & 2) ? _mm512_srli_epi32(v, 4) : and_(v, 0xF));
+    // VPERMPS reads the low 4 bits of each index: the low nibble needs no mask.
+    return _mm512_permutexvar_ps((c & 2) ? _mm512_srli_epi32(v, 4) : v, p.t[c / 2]);
   }
 };
 
+// Q2_K: per group of four chunks one register of tables, lane 4i + q = (d * sc_i) * q - dmin * m_i
+// for chunk i of the group; the 2-bit quant plus 4i picks the lane.
 struct Q2K {
   static constexpr int kElems = 256, kBytes = 84, kChunks = 16;
-  static constexpr bool kAffine = true;
+  struct Prep {
+    __m512 t[4];
+  };
   static void prep(const uint8_t* b, Prep& p) {
-    const float d = h2f(b + 80), dmin = h2f(b + 82);
-    for (int c = 0; c < 16; ++c) {
-      p.dl[c] = d * static_cast<float>(b[c] & 0xF);
-      p.ml[c] = dmin * static_cast<float>(b[c] >> 4);
+    const __m512 d = _mm512_set1_ps(h2f(b + 80)), dmin = _mm512_set1_ps(h2f(b + 82));
+    const __m512i sc = u8x16(b);
+    // ROUNDING: d * sc and dmin * m lane-wise, then (d * sc) * q - dmin * m: ggml dequantize_row_q2_K.
+    const __m512 dl = _mm512_mul_ps(d, _mm512_cvtepi32_ps(and_(sc, 0xF)));
+    const __m512 ml = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
+    const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    for (int g = 0; g < 4; ++g) {
+      const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * g),
+                                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+      p.t[g] = _mm512_sub_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idx, dl), q), _mm512_permutexvar_ps(idx, ml));
     }
   }
-  static __m512 vals(const uint8_t* b, int c) {
-    const __m512i v = u8x16(b + 16 + (c / 8) * 32 + (c & 1) * 16);
-    return _mm512_cvtepi32_ps(and_(shr(v, 2 * ((c % 8) / 2)), 3));
+  static __m512 w(const uint8_t* b, int c, const Prep& p) {
+    const __m512i v = shr(u8x16(b + 16 + (c / 8) * 32 + (c & 1) * 16), 2 * ((c % 8) / 2));
+    // (v & 3) | 4 (c % 4) in one VPTERNLOGD (A & B | C = 0xEA).
+    const __m512i idx = _mm512_ternarylogic_epi32(v, _mm512_set1_epi32(3), _mm512_set1_epi32(4 * (c % 4)), 0xEA);
+    return _mm512_permutexvar_ps(idx, p.t[c / 4]);
   }
 };
 
-struct Q3K {
+// The other types: scalar factors per chunk, then (dl * q) [- ml] lane-wise.
+template <class Self, bool kAffine>
+struct ScaledBlock {
+  using Prep = kquant_avx512_prep;
+  static __m512 w(const uint8_t* b, int c, const Prep& p) {
+    __m512 v = _mm512_mul_ps(_mm512_set1_ps(p.dl[c]), Self::vals(b, c));
+    if constexpr (kAffine) v = _mm512_sub_ps(v, _mm512_set1_ps(p.ml[c]));
+    return v;
+  }
+};
+
+struct Q3K : ScaledBlock<Q3K, false> {
   static constexpr int kElems = 256, kBytes = 110, kChunks = 16;
-  static constexpr bool kAffine = false;
   static void prep(const uint8_t* b, Prep& p) {
     const uint8_t* s = b + 96;
     const float d = h2f(b + 108);
@@ -96,9 +129,8 @@ struct Q3K {
   }
 };
 
-struct Q6K {
+struct Q6K : ScaledBlock<Q6K, false> {
   static constexpr int kElems = 256, kBytes = 210, kChunks = 16;
-  static constexpr bool kAffine = false;
   static void prep(const uint8_t* b, Prep& p) {
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
     const float d = h2f(b + 208);
@@ -113,18 +145,16 @@ struct Q6K {
   }
 };
 
-struct Q80 {
+struct Q80 : ScaledBlock<Q80, false> {
   static constexpr int kElems = 32, kBytes = 34, kChunks = 2;
-  static constexpr bool kAffine = false;
   static void prep(const uint8_t* b, Prep& p) { p.dl[0] = p.dl[1] = h2f(b); }
   static __m512 vals(const uint8_t* b, int c) {  // q * d == d * q (ggml: qs[j]*d)
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c))));
   }
 };
 
-struct Iq4Nl {
+struct Iq4Nl : ScaledBlock<Iq4Nl, false> {
   static constexpr int kElems = 32, kBytes = 18, kChunks = 2;
-  static constexpr bool kAffine = false;
   static void prep(const uint8_t* b, Prep& p) { p.dl[0] = p.dl[1] = h2f(b); }
   static __m512 vals(const uint8_t* b, int c) {
     // kvalues_iq4nl as f32 lanes, looked up by index with VPERMPS.
@@ -134,13 +164,10 @@ struct Iq4Nl {
   }
 };
 
-// ROUNDING: w = (dl * q) [- ml] as two roundings (no FMA), as ggml dequantize_row_*; then one FMA
-// into the lane k % 16 accumulator.
+// One fused multiply-add of chunk c's weights into the lane k % 16 accumulator.
 template <class B>
-inline __m512 step(const uint8_t* b, int c, const Prep& p, __m512 xv, __m512 acc) {
-  __m512 w = _mm512_mul_ps(_mm512_set1_ps(p.dl[c]), B::vals(b, c));
-  if constexpr (B::kAffine) w = _mm512_sub_ps(w, _mm512_set1_ps(p.ml[c]));
-  return _mm512_fmadd_ps(w, xv, acc);
+inline __m512 step(const uint8_t* b, int c, const typename B::Prep& p, __m512 xv, __m512 acc) {
+  return _mm512_fmadd_ps(B::w(b, c, p), xv, acc);
 }
 
 // ROUNDING: the lane tree of kquant_linear.h: j += j + 8, then + 4, + 2, + 1.
@@ -165,7 +192,7 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
     for (int64_t ib = 0; ib < nb; ++ib) {
       const float* xb = x + ib * B::kElems;
       const int64_t off = ib * B::kBytes;
-      Prep q0, q1, q2, q3;
+      typename B::Prep q0, q1, q2, q3;
       B::prep(p0 + off, q0);
       B::prep(p1 + off, q1);
       B::prep(p2 + off, q2);
@@ -188,7 +215,7 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
     const uint8_t* p = w + r * row_bytes;
     __m512 a = _mm512_setzero_ps();
     for (int64_t ib = 0; ib < nb; ++ib) {
-      Prep q;
+      typename B::Prep q;
       B::prep(p + ib * B::kBytes, q);
 #pragma GCC unroll 16
       for (int c = 0; c < B::kChunks; ++c)

@@ -11,6 +11,8 @@ namespace strata::kernels::x86 {
 //   w      row 0 of W; row r at w + r * row_bytes
 //   x      [in] f32; y [out] f32 (only [r0, r1) written)
 // Returns false (and writes nothing) for a type this level has no kernel for.
+bool linear_quant_rows_avx2(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
+                            int64_t r1, float* y);
 bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
                               int64_t r1, float* y);
 
