@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -156,6 +157,32 @@ TEST(DType, F16Decode) {
   EXPECT_EQ(f16_to_f32(0xC000), -2.0f);
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
   EXPECT_TRUE(std::isinf(f16_to_f32(0x7C00)));
+}
+
+TEST(DType, F16EncodeRoundTripsAndTiesToEven) {
+  // Every finite half decodes and re-encodes to itself; the midpoint between neighbours (exact in
+  // f32) goes to the one with the even code, a hair above it to the upper one; 65520 (half-way past
+  // 65504) and above overflow to inf; NaN encodes as 0x7E00 with its sign.
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    if (((h >> 10) & 0x1F) == 0x1F) continue;
+    const uint16_t code = static_cast<uint16_t>(h);
+    ASSERT_EQ(f32_to_f16(f16_to_f32(code)), code) << h;
+    if ((h & 0x7FFF) == 0x7BFF) continue;  // the largest finite: its upper neighbour is inf
+    const float lo = f16_to_f32(code), hi = f16_to_f32(static_cast<uint16_t>(h + 1));
+    const float mid = (lo + hi) / 2;  // exact: halves have 11 significant bits
+    const uint16_t even = (h & 1) ? static_cast<uint16_t>(h + 1) : code;
+    ASSERT_EQ(f32_to_f16(mid), even) << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid, hi)), static_cast<uint16_t>(h + 1)) << h;
+    ASSERT_EQ(f32_to_f16(std::nextafter(mid, lo)), code) << h;
+  }
+  EXPECT_EQ(f32_to_f16(65519.996f), 0x7BFF);
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7C00);
+  EXPECT_EQ(f32_to_f16(-1e30f), 0xFC00);
+  EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::quiet_NaN()), 0x7E00);
+  EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);           // half the smallest subnormal: ties to even (0)
+  EXPECT_EQ(f32_to_f16(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+  EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
 }
 
 }  // namespace
