@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Peer comparison with llama.cpp's ggml CPU backend (bench/ggml_peer.cpp): the same matvec/matmul
-# shapes through strata's MXFP4/FP8 kernels and ggml's MXFP4/Q8_0 in one process.
+# shapes through strata's MXFP4/FP8 kernels and ggml's MXFP4/Q8_0 in one process; with `-- --kquant`,
+# ggml's own block formats (Q4_K, Q2_K, Q8_0, Q6_K, Q3_K, IQ4_NL) on both sides (kernels/kquant_linear.h).
 #
 # ggml comes prebuilt from the npm package @node-llama-cpp/linux-x64 (pinned in
 # bench/ggml/package.json + package-lock.json, installed into bench/ggml/node_modules); its headers
@@ -24,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --variant) variant="$2"; shift 2 ;;
     --) shift; peer_args=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ggml_peer.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -90,7 +90,7 @@ void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t k);
 void dequantize_row_q3_K(const BlockQ3_K* x, float* y, int64_t k);
 void dequantize_row_q2_K(const BlockQ2_K* x, float* y, int64_t k);
 void dequantize_row_iq4_nl(const BlockIq4Nl* x, float* y, int64_t k);
-// The same, by type: `x` points at quant_row_bytes(t, k) bytes (no alignment needed beyond 2).
+// The same, by type: `x` points at quant_row_bytes(t, k) bytes, 2-byte aligned (the fp16 fields).
 void dequantize_row(QuantType t, const void* x, float* y, int64_t k);
 
 // Quantises x[k] (finite values) to blocks y[k / block]: the bytes ggml quantize_row_<type>_ref writes.

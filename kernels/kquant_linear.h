@@ -27,7 +27,7 @@ namespace strata::kernels {
 
 struct QuantWeight {
   QuantType type = QuantType::kQ8_0;
-  const void* w = nullptr;  // [out] rows of quant_row_bytes(type, in) bytes
+  const void* w = nullptr;  // [out] rows of quant_row_bytes(type, in) bytes, 2-byte aligned
   int64_t out = 0, in = 0;
 };
 
