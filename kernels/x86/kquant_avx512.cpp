@@ -153,14 +153,20 @@ struct Q80 : ScaledBlock<Q80, false> {
   }
 };
 
-struct Iq4Nl : ScaledBlock<Iq4Nl, false> {
+// IQ4_NL: the block's 16 weights d * kvalues_iq4nl[q] (ggml's product, lane-wise) as one register,
+// looked up with VPERMPS.
+struct Iq4Nl {
   static constexpr int kElems = 32, kBytes = 18, kChunks = 2;
-  static void prep(const uint8_t* b, Prep& p) { p.dl[0] = p.dl[1] = h2f(b); }
-  static __m512 vals(const uint8_t* b, int c) {
-    // kvalues_iq4nl as f32 lanes, looked up by index with VPERMPS.
+  struct Prep {
+    __m512 t;
+  };
+  static void prep(const uint8_t* b, Prep& p) {
     const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    const __m512i q = u8x16(b + 2);
-    return _mm512_permutexvar_ps(c == 0 ? and_(q, 0xF) : _mm512_srli_epi32(q, 4), grid);
+    p.t = _mm512_mul_ps(_mm512_set1_ps(h2f(b)), grid);
+  }
+  static __m512 w(const uint8_t* b, int c, const Prep& p) {
+    const __m512i q = u8x16(b + 2);  // VPERMPS reads the low 4 bits: the low nibble needs no mask
+    return _mm512_permutexvar_ps(c == 0 ? q : _mm512_srli_epi32(q, 4), p.t);
   }
 };
 
