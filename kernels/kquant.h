@@ -24,13 +24,13 @@
 
 namespace strata::kernels {
 
-inline constexpr int kQk8_0 = 32;   // QK8_0
-inline constexpr int kQkK = 256;    // QK_K: the super-block of the K-quants
-inline constexpr int kQk4Nl = 32;   // QK4_NL
+inline constexpr int kQk8_0 = 32;  // QK8_0
+inline constexpr int kQkK = 256;   // QK_K: the super-block of the K-quants
+inline constexpr int kQk4Nl = 32;  // QK4_NL
 
 struct BlockQ8_0 {
-  uint16_t d;      // fp16 scale
-  int8_t qs[32];   // quants
+  uint16_t d;     // fp16 scale
+  int8_t qs[32];  // quants
 };
 struct BlockQ6_K {
   uint8_t ql[128];    // low 4 bits of the 6-bit quants
@@ -68,8 +68,7 @@ static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockIq4Nl) == 18);
 
 // The IQ4_NL grid (ggml-common.h kvalues_iq4nl).
-inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 enum class QuantType : uint8_t { kQ8_0, kQ6_K, kQ4_K, kQ3_K, kQ2_K, kIq4Nl };
 inline constexpr QuantType kAllQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ6_K, QuantType::kQ4_K,

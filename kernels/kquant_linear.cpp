@@ -34,17 +34,20 @@ void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, Thr
   if (!linear_quant_has_kernel(w.type, level)) {
     if (level == KernelLevel::kScalar || pool == nullptr) return ref::linear_quant(x, n, w, y);
     // The reference, row range by row range (same bits: each row is computed whole).
-    pool->parallel_for(w.out, [&](int64_t r0, int64_t r1) {
-      QuantWeight part = w;
-      part.w = quant_weight_row(w, r0);
-      part.out = r1 - r0;
-      for (int64_t i = 0; i < n; ++i) {
-        float* yi = y + i * w.out + r0;
-        std::vector<float> tmp(static_cast<size_t>(part.out));
-        ref::linear_quant(x + i * w.in, 1, part, tmp.data());
-        for (int64_t r = 0; r < part.out; ++r) yi[r] = tmp[static_cast<size_t>(r)];
-      }
-    }, kRowGrain);
+    pool->parallel_for(
+        w.out,
+        [&](int64_t r0, int64_t r1) {
+          QuantWeight part = w;
+          part.w = quant_weight_row(w, r0);
+          part.out = r1 - r0;
+          for (int64_t i = 0; i < n; ++i) {
+            float* yi = y + i * w.out + r0;
+            std::vector<float> tmp(static_cast<size_t>(part.out));
+            ref::linear_quant(x + i * w.in, 1, part, tmp.data());
+            for (int64_t r = 0; r < part.out; ++r) yi[r] = tmp[static_cast<size_t>(r)];
+          }
+        },
+        kRowGrain);
     return;
   }
 #if !defined(STRATA_KERNELS_NO_X86)
@@ -56,8 +59,10 @@ void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, Thr
   auto run = [&](int64_t r0, int64_t r1) {
     for (int64_t i = 0; i < n; ++i) kernel(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
   };
-  if (pool == nullptr) run(0, w.out);
-  else pool->parallel_for(w.out, run, kRowGrain);
+  if (pool == nullptr)
+    run(0, w.out);
+  else
+    pool->parallel_for(w.out, run, kRowGrain);
 #endif
 }
 

@@ -6,39 +6,50 @@
 //   Q4_K:   (d * sc) * q - dmin * m   Q3_K: (d * (sc - 32)) * q
 //   Q2_K:   (d * sc) * q - dmin * m   IQ4_NL: d * kIq4nlValues[q]
 // (int to float conversions are exact: every integer involved is below 2^24).
+#include "kernels/kquant.h"
+
 #include <cstring>
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "kernels/kquant.h"
 #include "kernels/kquant_unpack.h"
 
 namespace strata::kernels {
 
 const char* quant_type_name(QuantType t) {
   switch (t) {
-    case QuantType::kQ8_0: return "q8_0";
-    case QuantType::kQ6_K: return "q6_K";
-    case QuantType::kQ4_K: return "q4_K";
-    case QuantType::kQ3_K: return "q3_K";
-    case QuantType::kQ2_K: return "q2_K";
-    case QuantType::kIq4Nl: return "iq4_nl";
+    case QuantType::kQ8_0:
+      return "q8_0";
+    case QuantType::kQ6_K:
+      return "q6_K";
+    case QuantType::kQ4_K:
+      return "q4_K";
+    case QuantType::kQ3_K:
+      return "q3_K";
+    case QuantType::kQ2_K:
+      return "q2_K";
+    case QuantType::kIq4Nl:
+      return "iq4_nl";
   }
   return "?";
 }
 
-int quant_block_elems(QuantType t) {
-  return (t == QuantType::kQ8_0 || t == QuantType::kIq4Nl) ? 32 : kQkK;
-}
+int quant_block_elems(QuantType t) { return (t == QuantType::kQ8_0 || t == QuantType::kIq4Nl) ? 32 : kQkK; }
 
 int quant_block_bytes(QuantType t) {
   switch (t) {
-    case QuantType::kQ8_0: return sizeof(BlockQ8_0);
-    case QuantType::kQ6_K: return sizeof(BlockQ6_K);
-    case QuantType::kQ4_K: return sizeof(BlockQ4_K);
-    case QuantType::kQ3_K: return sizeof(BlockQ3_K);
-    case QuantType::kQ2_K: return sizeof(BlockQ2_K);
-    case QuantType::kIq4Nl: return sizeof(BlockIq4Nl);
+    case QuantType::kQ8_0:
+      return sizeof(BlockQ8_0);
+    case QuantType::kQ6_K:
+      return sizeof(BlockQ6_K);
+    case QuantType::kQ4_K:
+      return sizeof(BlockQ4_K);
+    case QuantType::kQ3_K:
+      return sizeof(BlockQ3_K);
+    case QuantType::kQ2_K:
+      return sizeof(BlockQ2_K);
+    case QuantType::kIq4Nl:
+      return sizeof(BlockIq4Nl);
   }
   return 0;
 }
@@ -107,12 +118,18 @@ void dequantize_row_iq4_nl(const BlockIq4Nl* x, float* y, int64_t k) {
 
 void dequantize_row(QuantType t, const void* x, float* y, int64_t k) {
   switch (t) {
-    case QuantType::kQ8_0: return dequantize_row_q8_0(static_cast<const BlockQ8_0*>(x), y, k);
-    case QuantType::kQ6_K: return dequantize_row_q6_K(static_cast<const BlockQ6_K*>(x), y, k);
-    case QuantType::kQ4_K: return dequantize_row_q4_K(static_cast<const BlockQ4_K*>(x), y, k);
-    case QuantType::kQ3_K: return dequantize_row_q3_K(static_cast<const BlockQ3_K*>(x), y, k);
-    case QuantType::kQ2_K: return dequantize_row_q2_K(static_cast<const BlockQ2_K*>(x), y, k);
-    case QuantType::kIq4Nl: return dequantize_row_iq4_nl(static_cast<const BlockIq4Nl*>(x), y, k);
+    case QuantType::kQ8_0:
+      return dequantize_row_q8_0(static_cast<const BlockQ8_0*>(x), y, k);
+    case QuantType::kQ6_K:
+      return dequantize_row_q6_K(static_cast<const BlockQ6_K*>(x), y, k);
+    case QuantType::kQ4_K:
+      return dequantize_row_q4_K(static_cast<const BlockQ4_K*>(x), y, k);
+    case QuantType::kQ3_K:
+      return dequantize_row_q3_K(static_cast<const BlockQ3_K*>(x), y, k);
+    case QuantType::kQ2_K:
+      return dequantize_row_q2_K(static_cast<const BlockQ2_K*>(x), y, k);
+    case QuantType::kIq4Nl:
+      return dequantize_row_iq4_nl(static_cast<const BlockIq4Nl*>(x), y, k);
   }
   STRATA_CHECK(false, "dequantize_row: unknown QuantType");
 }

@@ -1,9 +1,9 @@
 // The reference linear over ggml block formats (kernels/kquant_linear.h): dequantise a row exactly
 // (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result.
+#include "kernels/kquant_linear.h"
+
 #include <cmath>
 #include <vector>
-
-#include "kernels/kquant_linear.h"
 
 namespace strata::kernels::ref {
 

@@ -146,8 +146,8 @@ float fit_symmetric_q3(int n, int nmax, const float* x, int8_t* L) {
 // widths (nmax + rmin + rdelta * is), each refitted by weighted least squares for scale and offset
 // (offset clamped to <= 0), keeping the one of least weighted error (|diff| if use_mad, else diff^2).
 // ggml make_qkx2_quants.
-float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, uint8_t* Laux,
-                 float rmin, float rdelta, int nstep, bool use_mad) {
+float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, uint8_t* Laux, float rmin,
+                 float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -256,14 +256,16 @@ void quantize_row_q6_K_ref(const float* x, BlockQ6_K* y, int64_t k) {
     for (int g = 0; g < 16; ++g) {
       const float d = d_all * static_cast<float>(b.scales[g]);
       if (d == 0.0f) continue;
-      for (int j = 0; j < 16; ++j) L[16 * g + j] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * g + j] / d), -32, 31) + 32);
+      for (int j = 0; j < 16; ++j)
+        L[16 * g + j] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * g + j] / d), -32, 31) + 32);
     }
     for (int half = 0; half < 2; ++half)
       for (int l = 0; l < 32; ++l) {
         const int8_t* s = L + half * 128 + l;
         b.ql[half * 64 + l] = static_cast<uint8_t>((s[0] & 0xF) | ((s[64] & 0xF) << 4));
         b.ql[half * 64 + l + 32] = static_cast<uint8_t>((s[32] & 0xF) | ((s[96] & 0xF) << 4));
-        b.qh[half * 32 + l] = static_cast<uint8_t>((s[0] >> 4) | ((s[32] >> 4) << 2) | ((s[64] >> 4) << 4) | ((s[96] >> 4) << 6));
+        b.qh[half * 32 + l] =
+            static_cast<uint8_t>((s[0] >> 4) | ((s[32] >> 4) << 2) | ((s[64] >> 4) << 4) | ((s[96] >> 4) << 6));
       }
   }
 }
@@ -337,8 +339,10 @@ void quantize_row_q3_K_ref(const float* x, BlockQ3_K* y, int64_t k) {
         // ggml keeps the rounded value in an int8_t before clamping (no wrap: |iscale * scale| <= 32).
         const int8_t r = static_cast<int8_t>(nearest_int(iscale * scales[g]));
         const int l = clamp_int(r, -32, 31) + 32;
-        if (g < 8) b.scales[g] = static_cast<uint8_t>(l & 0xF);
-        else b.scales[g - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+        if (g < 8)
+          b.scales[g] = static_cast<uint8_t>(l & 0xF);
+        else
+          b.scales[g - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
         b.scales[g % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (g / 4)));
       }
       b.d = f32_to_f16(1.0f / iscale);
@@ -390,7 +394,8 @@ void quantize_row_q2_K_ref(const float* x, BlockQ2_K* y, int64_t k) {
     }
     if (max_min > 0.0f) {
       const float iscale = 15.0f / max_min;
-      for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<uint8_t>(b.scales[g] | (nearest_int(iscale * mins[g]) << 4));
+      for (int g = 0; g < 16; ++g)
+        b.scales[g] = static_cast<uint8_t>(b.scales[g] | (nearest_int(iscale * mins[g]) << 4));
       b.dmin = f32_to_f16(max_min / 15.0f);
     } else {
       b.dmin = f32_to_f16(0.0f);
@@ -437,12 +442,18 @@ void quantize_row_iq4_nl_ref(const float* x, BlockIq4Nl* y, int64_t k) {
 
 void quantize_row_ref(QuantType t, const float* x, void* y, int64_t k) {
   switch (t) {
-    case QuantType::kQ8_0: return quantize_row_q8_0_ref(x, static_cast<BlockQ8_0*>(y), k);
-    case QuantType::kQ6_K: return quantize_row_q6_K_ref(x, static_cast<BlockQ6_K*>(y), k);
-    case QuantType::kQ4_K: return quantize_row_q4_K_ref(x, static_cast<BlockQ4_K*>(y), k);
-    case QuantType::kQ3_K: return quantize_row_q3_K_ref(x, static_cast<BlockQ3_K*>(y), k);
-    case QuantType::kQ2_K: return quantize_row_q2_K_ref(x, static_cast<BlockQ2_K*>(y), k);
-    case QuantType::kIq4Nl: return quantize_row_iq4_nl_ref(x, static_cast<BlockIq4Nl*>(y), k);
+    case QuantType::kQ8_0:
+      return quantize_row_q8_0_ref(x, static_cast<BlockQ8_0*>(y), k);
+    case QuantType::kQ6_K:
+      return quantize_row_q6_K_ref(x, static_cast<BlockQ6_K*>(y), k);
+    case QuantType::kQ4_K:
+      return quantize_row_q4_K_ref(x, static_cast<BlockQ4_K*>(y), k);
+    case QuantType::kQ3_K:
+      return quantize_row_q3_K_ref(x, static_cast<BlockQ3_K*>(y), k);
+    case QuantType::kQ2_K:
+      return quantize_row_q2_K_ref(x, static_cast<BlockQ2_K*>(y), k);
+    case QuantType::kIq4Nl:
+      return quantize_row_iq4_nl_ref(x, static_cast<BlockIq4Nl*>(y), k);
   }
   STRATA_CHECK(false, "quantize_row_ref: unknown QuantType");
 }

@@ -225,13 +225,26 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
 bool linear_quant_rows_avx2(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
                             int64_t r1, float* y) {
   switch (type) {
-    case kQ4_K: rows<Q4K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ2_K: rows<Q2K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ3_K: rows<Q3K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ6_K: rows<Q6K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ8_0: rows<Q80>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kIq4Nl: rows<Iq4Nl>(x, w, row_bytes, in, r0, r1, y); return true;
-    default: return false;
+    case kQ4_K:
+      rows<Q4K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ2_K:
+      rows<Q2K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ3_K:
+      rows<Q3K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ6_K:
+      rows<Q6K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ8_0:
+      rows<Q80>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kIq4Nl:
+      rows<Iq4Nl>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -23,7 +23,9 @@ inline float h2f(const uint8_t* p) {
   return _cvtsh_ss(h);  // exact
 }
 // 16 bytes at p, zero-extended to 16 int32 lanes.
-inline __m512i u8x16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m512i u8x16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 inline __m512i shr(__m512i v, int s) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(s)); }
 inline __m512i and_(__m512i v, int m) { return _mm512_and_si512(v, _mm512_set1_epi32(m)); }
 
@@ -86,8 +88,8 @@ struct Q2K {
     const __m512 ml = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)));
     const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
     for (int g = 0; g < 4; ++g) {
-      const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * g),
-                                           _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+      const __m512i idx =
+          _mm512_add_epi32(_mm512_set1_epi32(4 * g), _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
       p.t[g] = _mm512_sub_ps(_mm512_mul_ps(_mm512_permutexvar_ps(idx, dl), q), _mm512_permutexvar_ps(idx, ml));
     }
   }
@@ -141,7 +143,8 @@ struct Q6K : ScaledBlock<Q6K, false> {
     const __m512i lo8 = u8x16(b + half * 64 + l0 + (plane & 1) * 32);
     const __m512i low4 = plane < 2 ? and_(lo8, 0xF) : _mm512_srli_epi32(lo8, 4);
     const __m512i hi2 = and_(shr(u8x16(b + 128 + half * 32 + l0), 2 * plane), 3);
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32)));
+    return _mm512_cvtepi32_ps(
+        _mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32)));
   }
 };
 
@@ -236,13 +239,26 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
 bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
                               int64_t r1, float* y) {
   switch (type) {
-    case kQ4_K: rows<Q4K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ2_K: rows<Q2K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ3_K: rows<Q3K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ6_K: rows<Q6K>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kQ8_0: rows<Q80>(x, w, row_bytes, in, r0, r1, y); return true;
-    case kIq4Nl: rows<Iq4Nl>(x, w, row_bytes, in, r0, r1, y); return true;
-    default: return false;
+    case kQ4_K:
+      rows<Q4K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ2_K:
+      rows<Q2K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ3_K:
+      rows<Q3K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ6_K:
+      rows<Q6K>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kQ8_0:
+      rows<Q80>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    case kIq4Nl:
+      rows<Iq4Nl>(x, w, row_bytes, in, r0, r1, y);
+      return true;
+    default:
+      return false;
   }
 }
 

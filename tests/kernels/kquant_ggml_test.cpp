@@ -54,8 +54,12 @@ class Ggml {
   F symbol(const std::string& name) const {
     return reinterpret_cast<F>(dlsym(handle_, name.c_str()));
   }
-  DequantFn dequant(QuantType t) const { return symbol<DequantFn>(std::string("dequantize_row_") + quant_type_name(t)); }
-  QuantFn quant(QuantType t) const { return symbol<QuantFn>(std::string("quantize_row_") + quant_type_name(t) + "_ref"); }
+  DequantFn dequant(QuantType t) const {
+    return symbol<DequantFn>(std::string("dequantize_row_") + quant_type_name(t));
+  }
+  QuantFn quant(QuantType t) const {
+    return symbol<QuantFn>(std::string("quantize_row_") + quant_type_name(t) + "_ref");
+  }
 
  private:
   void* handle_ = nullptr;
@@ -108,7 +112,7 @@ std::vector<Row> test_rows(int64_t k, uint32_t seed) {
   rows.push_back({"tinier", fill(1.0e-9f, normal)});  // scales flush to zero in fp16
   {
     std::vector<float> v = fill(1.0f, normal);
-    for (int64_t i = 256; i < 288; ++i) v[static_cast<size_t>(i)] = 0.0f;  // one zero 32-block inside
+    for (int64_t i = 256; i < 288; ++i) v[static_cast<size_t>(i)] = 0.0f;            // one zero 32-block inside
     for (int64_t i = 512 + 16; i < 512 + 32; ++i) v[static_cast<size_t>(i)] = 0.0f;  // one zero 16-group
     rows.push_back({"zero_blocks", v});
   }
@@ -125,7 +129,8 @@ std::vector<Row> test_rows(int64_t k, uint32_t seed) {
   }
   {
     std::vector<float> v = fill(1.0f, normal);
-    for (size_t i = 0; i < v.size(); ++i) v[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 24) - 12);  // block scales 2^-12..2^11
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 24) - 12);  // block scales 2^-12..2^11
     rows.push_back({"mixed_scales", v});
   }
   return rows;
@@ -197,11 +202,24 @@ TEST_P(KquantGgml, DequantizeBitIdenticalToGgml) {
         std::memcpy(q.data() + off + at, &h, 2);
       };
       switch (t) {
-        case QuantType::kQ8_0: case QuantType::kIq4Nl: set_f16(0); break;
-        case QuantType::kQ4_K: set_f16(0); set_f16(2); break;
-        case QuantType::kQ6_K: set_f16(208); break;
-        case QuantType::kQ3_K: set_f16(108); break;
-        case QuantType::kQ2_K: set_f16(80); set_f16(82); break;
+        case QuantType::kQ8_0:
+        case QuantType::kIq4Nl:
+          set_f16(0);
+          break;
+        case QuantType::kQ4_K:
+          set_f16(0);
+          set_f16(2);
+          break;
+        case QuantType::kQ6_K:
+          set_f16(208);
+          break;
+        case QuantType::kQ3_K:
+          set_f16(108);
+          break;
+        case QuantType::kQ2_K:
+          set_f16(80);
+          set_f16(82);
+          break;
       }
     }
     inputs.push_back(std::move(q));

@@ -53,7 +53,8 @@ struct Weights {
         const int bytes = quant_block_bytes(t);
         for (int64_t b = 0; b < rb / bytes; ++b) {
           bool finite = true;
-          for (int j = 0; j < quant_block_elems(t); ++j) finite = finite && std::isfinite(row[b * quant_block_elems(t) + j]);
+          for (int j = 0; j < quant_block_elems(t); ++j)
+            finite = finite && std::isfinite(row[b * quant_block_elems(t) + j]);
           if (!finite) std::memset(p + b * bytes, 0, static_cast<size_t>(bytes));
         }
       }
@@ -71,8 +72,8 @@ std::vector<float> random_x(int64_t count, std::mt19937& rng) {
 
 std::vector<Case> cases(QuantType t) {
   const int64_t b = quant_block_elems(t);
-  return {{1, 1, b},        {1, 5, 2 * b},     {1, 33, 3 * b},   {1, 67, 1024},
-          {1, 128, 4096},   {3, 9, 512},       {2, 70, 7 * b},   {1, 4, 256}};
+  return {{1, 1, b},      {1, 5, 2 * b}, {1, 33, 3 * b}, {1, 67, 1024},
+          {1, 128, 4096}, {3, 9, 512},   {2, 70, 7 * b}, {1, 4, 256}};
 }
 
 class KquantLinear : public ::testing::TestWithParam<QuantType> {};
@@ -98,8 +99,8 @@ TEST_P(KquantLinear, EveryLevelEqualsReferenceBitForBit) {
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_EQ(std::bit_cast<uint32_t>(want[i]), std::bit_cast<uint32_t>(got[i]))
                 << quant_type_name(t) << " level " << kernel_level_name(level) << " n=" << c.n << " out=" << c.out
-                << " in=" << c.in << " misalign=" << misalign << (p ? " threaded" : " serial") << ": y[" << i
-                << "] " << got[i] << " vs ref " << want[i];
+                << " in=" << c.in << " misalign=" << misalign << (p ? " threaded" : " serial") << ": y[" << i << "] "
+                << got[i] << " vs ref " << want[i];
           ++checked;
         }
       }
