@@ -56,7 +56,14 @@ void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, Thr
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
   // AVX-512 BF16 adds nothing for f32 FMAs: it runs the AVX-512 kernel.
   auto* kernel = level == KernelLevel::kAvx2 ? &x86::linear_quant_rows_avx2 : &x86::linear_quant_rows_avx512;
+  const bool batch = n > 1 && level != KernelLevel::kAvx2;
   auto run = [&](int64_t r0, int64_t r1) {
+    if (batch) {
+      // Several tokens: decode each weight block once for all of them (same bits, see the kernel).
+      std::vector<float> scratch(static_cast<size_t>(x86::linear_quant_batch_scratch_floats(w.in)));
+      x86::linear_quant_rows_batch_avx512(type, x, n, base, row_bytes, w.in, w.out, r0, r1, y, scratch.data());
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) kernel(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
   };
   if (pool == nullptr)

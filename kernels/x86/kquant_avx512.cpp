@@ -234,6 +234,51 @@ void rows(const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64
   }
 }
 
+// Several tokens (n > 1): each group of four rows is decoded once into `scratch` ([4][in] f32, L2
+// sized), then every group of four tokens runs over it with its 4 x 4 accumulators in registers (one
+// weight load and one x load per four FMAs). Each (token, row) still sums its elements in k order
+// into lane k % 16 with the same weights, so the bits equal the one-token kernel's and the
+// reference's. Tails (fewer than four rows or tokens) compute on a duplicate and drop it.
+template <class B>
+void rows_batch(const float* x, int64_t n, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t out, int64_t r0,
+                int64_t r1, float* y, float* scratch) {
+  const int64_t nb = in / B::kElems;
+  for (int64_t r = r0; r < r1; r += 4) {
+    const int nr = static_cast<int>(imin(4, r1 - r));
+    for (int j = 0; j < nr; ++j)
+      for (int64_t ib = 0; ib < nb; ++ib) {
+        const uint8_t* b = w + (r + j) * row_bytes + ib * B::kBytes;
+        typename B::Prep p;
+        B::prep(b, p);
+#pragma GCC unroll 16
+        for (int c = 0; c < B::kChunks; ++c) _mm512_storeu_ps(scratch + j * in + ib * B::kElems + 16 * c, B::w(b, c, p));
+      }
+    const float* wr[4];
+    for (int j = 0; j < 4; ++j) wr[j] = scratch + (j < nr ? j : 0) * in;
+    for (int64_t i0 = 0; i0 < n; i0 += 4) {
+      const int ni = static_cast<int>(imin(4, n - i0));
+      const float* xr[4];
+      for (int t = 0; t < 4; ++t) xr[t] = x + (i0 + (t < ni ? t : 0)) * in;
+      __m512 a[4][4];
+      for (int t = 0; t < 4; ++t)
+        for (int j = 0; j < 4; ++j) a[t][j] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < in; k += 16) {
+        const __m512 x0 = _mm512_loadu_ps(xr[0] + k), x1 = _mm512_loadu_ps(xr[1] + k);
+        const __m512 x2 = _mm512_loadu_ps(xr[2] + k), x3 = _mm512_loadu_ps(xr[3] + k);
+        for (int j = 0; j < 4; ++j) {
+          const __m512 wv = _mm512_loadu_ps(wr[j] + k);
+          a[0][j] = _mm512_fmadd_ps(wv, x0, a[0][j]);
+          a[1][j] = _mm512_fmadd_ps(wv, x1, a[1][j]);
+          a[2][j] = _mm512_fmadd_ps(wv, x2, a[2][j]);
+          a[3][j] = _mm512_fmadd_ps(wv, x3, a[3][j]);
+        }
+      }
+      for (int t = 0; t < ni; ++t)
+        for (int j = 0; j < nr; ++j) y[(i0 + t) * out + r + j] = reduce16(a[t][j]);
+    }
+  }
+}
+
 }  // namespace
 
 bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
@@ -259,6 +304,25 @@ bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_
       return true;
     default:
       return false;
+  }
+}
+
+}  // namespace strata::kernels::x86
+
+namespace strata::kernels::x86 {
+
+int64_t linear_quant_batch_scratch_floats(int64_t in) { return 4 * in; }
+
+bool linear_quant_rows_batch_avx512(int type, const float* x, int64_t n, const uint8_t* w, int64_t row_bytes,
+                                    int64_t in, int64_t out, int64_t r0, int64_t r1, float* y, float* scratch) {
+  switch (type) {
+    case kQ4_K: rows_batch<Q4K>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    case kQ2_K: rows_batch<Q2K>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    case kQ3_K: rows_batch<Q3K>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    case kQ6_K: rows_batch<Q6K>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    case kQ8_0: rows_batch<Q80>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    case kIq4Nl: rows_batch<Iq4Nl>(x, n, w, row_bytes, in, out, r0, r1, y, scratch); return true;
+    default: return false;
   }
 }
 

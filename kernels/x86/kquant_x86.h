@@ -16,4 +16,11 @@ bool linear_quant_rows_avx2(int type, const float* x, const uint8_t* w, int64_t 
 bool linear_quant_rows_avx512(int type, const float* x, const uint8_t* w, int64_t row_bytes, int64_t in, int64_t r0,
                               int64_t r1, float* y);
 
+// The same for n > 1 tokens: x [n, in], y [n, out] (rows [r0, r1) of each token written), each
+// group of four rows decoded once and reused by every token; bit-identical to n calls of the above.
+// scratch: linear_quant_batch_scratch_floats(in) floats, any alignment, owned by the caller.
+int64_t linear_quant_batch_scratch_floats(int64_t in);
+bool linear_quant_rows_batch_avx512(int type, const float* x, int64_t n, const uint8_t* w, int64_t row_bytes,
+                                    int64_t in, int64_t out, int64_t r0, int64_t r1, float* y, float* scratch);
+
 }  // namespace strata::kernels::x86

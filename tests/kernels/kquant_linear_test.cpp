@@ -73,7 +73,8 @@ std::vector<float> random_x(int64_t count, std::mt19937& rng) {
 std::vector<Case> cases(QuantType t) {
   const int64_t b = quant_block_elems(t);
   return {{1, 1, b},      {1, 5, 2 * b}, {1, 33, 3 * b}, {1, 67, 1024},
-          {1, 128, 4096}, {3, 9, 512},   {2, 70, 7 * b}, {1, 4, 256}};
+          {1, 128, 4096}, {3, 9, 512},   {2, 70, 7 * b}, {1, 4, 256},
+          {17, 13, 512}};
 }
 
 class KquantLinear : public ::testing::TestWithParam<QuantType> {};
