@@ -8,7 +8,8 @@
 // decode step that touches every layer once.
 // References: BM_MemRead (read bandwidth, the decode denominator) and BM_PeakFlops (one core's
 // f32-FMA and VDPBF16PS peak, the prefill denominator). BM_LinearBf16AnyOrder is the LM head's
-// free-order BF16 path (kernels::linear_bf16_any_order).
+// free-order BF16 path (kernels::linear_bf16_any_order). BM_LinearQuant: ggml block formats
+// (kernels::linear_quant; weights from the reference quantiser on normal random rows).
 // Arguments: threads, kernel level (0 scalar, 1 avx2, 2 avx512, 3 avx512bf16; skipped if unsupported).
 // Example: build-kernels/bench/kernels_bench --benchmark_filter='fp8|fp4' --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -23,6 +24,7 @@
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/kquant_linear.h"
 #include "kernels/linear.h"
 
 namespace strata::kernels {
@@ -261,6 +263,52 @@ void BM_PeakFlops(benchmark::State& state) {
   state.SetLabel(std::string(names[kind]) + " t=" + std::to_string(threads));
 }
 
+// ggml block formats: type (a QuantType value), n, out, in; weights quantised once from normal random
+// rows with the reference quantiser, then copied (decode: past the L3, as above).
+void BM_LinearQuant(benchmark::State& state, int type, int64_t n, int64_t out, int64_t in) {
+  const int threads = static_cast<int>(state.range(0));
+  const KernelLevel level = static_cast<KernelLevel>(state.range(1));
+  if (!kernel_level_supported(level)) {
+    state.SkipWithError("kernel level not supported on this CPU");
+    return;
+  }
+  const QuantType t = static_cast<QuantType>(type);
+  const size_t row_bytes = static_cast<size_t>(quant_row_bytes(t, in)), w_bytes = row_bytes * static_cast<size_t>(out);
+  AlignedBytes q(w_bytes);
+  std::vector<float> row(static_cast<size_t>(in));
+  uint64_t s = 88172645463325252ull;
+  for (int64_t r = 0; r < out; ++r) {
+    for (float& f : row) {  // xorshift -> sum of 4 uniforms: roughly normal
+      float acc = 0;
+      for (int j = 0; j < 4; ++j) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        acc += static_cast<float>(s >> 40) * 0x1p-24f - 0.5f;
+      }
+      f = acc;
+    }
+    quantize_row_ref(t, row.data(), q.data() + static_cast<size_t>(r) * row_bytes, in);
+  }
+  const size_t copies = n == 1 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  std::vector<AlignedBytes> w;
+  for (size_t c = 0; c < copies; ++c) {
+    w.emplace_back(w_bytes);
+    std::memcpy(w.back().data(), q.data(), w_bytes);
+  }
+  std::vector<float> x(static_cast<size_t>(n * in), 0.5f), y(static_cast<size_t>(n * out));
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  size_t i = 0;
+  for (auto _ : state) {
+    linear_quant(x.data(), n, QuantWeight{t, w[i++ % copies].data(), out, in}, y.data(), pool.get(), level);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w_bytes));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * n * out * in, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(quant_type_name(t)) + " " + kernel_level_name(level) + " t=" + std::to_string(threads));
+}
+
 void levels_and_threads(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int l : {1, 2, 3}) b->Args({t, l});
@@ -290,6 +338,15 @@ BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_2304x5120, 512, 2304, 5120)->A
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_5120x2304, 512, 5120, 2304)->Apply(levels_and_threads);
 // attn.wo_a: BF16 (dequantised from FP8 at load, as convert.py does), one o_group of 1024 x 4096.
 BENCHMARK_CAPTURE(BM_LinearBf16, prefill512_wo_a_1024x4096, 512, 1024, 4096)->Apply(levels_and_threads);
+// ggml block formats (the acceptance's Q4_K / Q2_K experts, then the others), decode and n = 16.
+BENCHMARK_CAPTURE(BM_LinearQuant, q4_K_decode_expert_2304x5120, 2, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q2_K_decode_expert_2304x5120, 4, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q8_0_decode_expert_2304x5120, 0, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q6_K_decode_expert_2304x5120, 1, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q3_K_decode_expert_2304x5120, 3, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, iq4_nl_decode_expert_2304x5120, 5, 1, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q4_K_n16_expert_2304x5120, 2, 16, 2304, 5120)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearQuant, q2_K_n16_expert_2304x5120, 4, 16, 2304, 5120)->Apply(levels_and_threads);
 // Memory bandwidth and peak arithmetic references.
 BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakFlops)->ArgsProduct({{0, 1, 2}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
