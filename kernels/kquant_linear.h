@@ -13,7 +13,10 @@
 // This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
 // the reference bit for bit, whatever the thread count.
 // Threading: parallel over output rows on `pool` (may be null). Cannot fail: REQUIRES
-// in % quant_block_elems(type) == 0 (shapes are validated at load). No allocation.
+// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: none for n = 1; for
+// n > 1 the AVX-512 kernel takes 4 * in floats of scratch per task (each group of four rows is decoded
+// once and shared by all n tokens). Levels: AVX-512 (and AVX-512 BF16, which runs it) and AVX2
+// kernels for every type; kScalar runs the reference.
 // Source: ggml-quants.c dequantize_row_*; ggml-cpu/quants.c ggml_vec_dot_*_q8_K (what ggml does instead).
 #pragma once
 
