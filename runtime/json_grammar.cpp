@@ -866,6 +866,18 @@ bool JsonGrammar::advance(State* s, std::string_view bytes) const {
   return true;
 }
 
+void JsonGrammar::cache_key(const State& s, size_t horizon, std::vector<Frame>* key) const {
+  key->assign(s.frames.begin(), s.frames.end());
+  for (Frame& f : *key) f.parent = 0;
+  if (key->empty()) return;
+  Frame& top = key->back();
+  const Node& n = nodes_[static_cast<size_t>(top.node)];
+  const bool body = (n.kind == Kind::kString && top.st == 1) || n.kind == Kind::kRawString;
+  if (!body || top.count < n.min_count) return;
+  // The count is read only against minLength (met, and it only grows) and maxLength.
+  if (n.max_count < 0 || n.max_count - top.count >= static_cast<int64_t>(horizon)) top.count = -1;
+}
+
 bool JsonGrammar::can_end(const State& s) const {
   std::vector<Frame> arena;
   const Cursor c = load(s, &arena);

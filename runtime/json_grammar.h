@@ -78,6 +78,7 @@ class JsonGrammar {
     uint8_t st = 0;           // per-kind state
     uint8_t u8_need = 0;      // UTF-8 continuation bytes still due
     uint8_t u8_lo = 0x80, u8_hi = 0xBF;  // range of the next continuation byte
+    bool operator==(const Frame&) const = default;
   };
   // The automaton's position: the top frame, the depth of the stack (0 = a complete document, no
   // byte allowed) and, in the arena, the frames below.
@@ -107,6 +108,13 @@ class JsonGrammar {
   // refused, `s` unchanged), and whether `s` may end.
   bool advance(State* s, std::string_view bytes) const;
   bool can_end(const State& s) const;
+
+  // A key for caching masks: two States with equal keys allow the same byte strings of up to
+  // `horizon` bytes (and the same end). The frames of `s` with their arena links cleared and, in a
+  // string body, the code-point count replaced by what can still matter within `horizon` bytes:
+  // nothing once minLength is met and maxLength (if any) is at least `horizon` away. So every
+  // token inside a long string has the same key (runtime/token_mask.h caches its mask).
+  void cache_key(const State& s, size_t horizon, std::vector<Frame>* key) const;
 
  private:
   enum class Kind : uint8_t {

@@ -123,7 +123,16 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const JsonGrammar> grammar,
 
 size_t GrammarConstraint::apply(std::span<float> logits) {
   if (!active_ || broken_) return logits.size();
-  const size_t n = vocab_->mask(*grammar_, state_, end_ids_, &allowed_, &arena_);
+  grammar_->cache_key(state_, vocab_->max_token_bytes(), &key_);
+  if (cached_ && key_ == cached_key_) {
+    ++reuses_;
+  } else {
+    n_allowed_ = vocab_->mask(*grammar_, state_, end_ids_, &allowed_, &arena_);
+    cached_key_.swap(key_);
+    cached_ = true;
+    ++walks_;
+  }
+  const size_t n = n_allowed_;
   if (n == 0) return 0;
   const size_t v = std::min(logits.size(), allowed_.size());
   for (size_t i = 0; i < v; ++i)

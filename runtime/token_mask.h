@@ -30,6 +30,7 @@ class VocabTrie {
 
   int32_t vocab_size() const { return vocab_size_; }
   size_t n_nodes() const { return byte_.size(); }
+  size_t max_token_bytes() const { return max_depth_; }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
   // Sets allowed[id] = 1 for every id whose bytes the grammar accepts from `s` (others 0; size
@@ -78,6 +79,9 @@ class GrammarConstraint : public TokenConstraint {
   size_t apply(std::span<float> logits) override;
   void accept(int32_t id) override;
   bool active() const { return active_; }
+  // Masks computed by walking the trie, and masks reused from the cache (tests, the bench).
+  int64_t walks() const { return walks_; }
+  int64_t reuses() const { return reuses_; }
   const JsonGrammar::State& state() const { return state_; }
 
  private:
@@ -88,7 +92,13 @@ class GrammarConstraint : public TokenConstraint {
   bool active_;
   bool broken_ = false;
   JsonGrammar::State state_;
+  // The last mask and its State's cache key (JsonGrammar::cache_key): inside a long string every
+  // token has the same key, so the trie is walked once per string instead of once per token.
   std::vector<uint8_t> allowed_;
+  size_t n_allowed_ = 0;
+  std::vector<JsonGrammar::Frame> key_, cached_key_;
+  bool cached_ = false;
+  int64_t walks_ = 0, reuses_ = 0;
   std::vector<JsonGrammar::Frame> arena_;
 };
 

@@ -313,5 +313,40 @@ TEST(TokenMask, ConstraintMasksLogitsAndEndsWithEos) {
   EXPECT_EQ(later.apply(logits), 2u);
 }
 
+// The constraint's mask cache (JsonGrammar::cache_key): along random walks through schemas with
+// long and bounded strings, every mask it applies equals the reference mask of its state, and
+// inside strings it reuses masks instead of walking the trie.
+TEST(TokenMask, CachedMasksEqualTheReference) {
+  const std::vector<std::string> vocab = test_vocab();
+  auto trie = std::make_shared<const VocabTrie>(vocab);
+  const char* schemas[] = {
+      R"({"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string","minLength":3,"maxLength":20}},
+          "required":["a","b"],"additionalProperties":false})",
+      R"({"type":"array","items":{"type":"string","maxLength":5},"maxItems":4})"};
+  std::mt19937_64 rng(11);
+  int64_t reuses = 0;
+  for (const char* sc : schemas) {
+    auto g = std::make_shared<const JsonGrammar>(compile(sc));
+    for (int w = 0; w < 10; ++w) {
+      GrammarConstraint c(g, trie, {1});
+      for (int step = 0; step < 200; ++step) {
+        std::vector<float> logits(vocab.size(), 0.0f);
+        const size_t n = c.apply(logits);
+        std::vector<uint8_t> ref;
+        ASSERT_EQ(n, reference_mask(*g, c.state(), vocab, std::vector<int32_t>{1}, &ref));
+        std::vector<int32_t> ok;
+        for (size_t i = 0; i < vocab.size(); ++i) {
+          ASSERT_EQ(!std::isinf(logits[i]), ref[i] != 0) << "id " << i << " step " << step;
+          if (ref[i] && i != 1) ok.push_back(static_cast<int32_t>(i));
+        }
+        if (ok.empty() || (ref[1] && rng() % 4 == 0)) break;
+        c.accept(ok[rng() % ok.size()]);
+      }
+      reuses += c.reuses();
+    }
+  }
+  EXPECT_GT(reuses, 0) << "the cache was never used: the test shows nothing";
+}
+
 }  // namespace
 }  // namespace strata::runtime
