@@ -8,7 +8,6 @@
 // the same run, the mask's own time per token (TokenConstraint::apply, timed around the call), and
 // how many masks walked the vocabulary trie or came from the constraint's cache (in a string).
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -101,11 +100,13 @@ int main(int argc, char** argv) {
   std::vector<int32_t> ids = {0};
   const std::vector<int32_t> text = tok->encode(prompt, false);
   ids.insert(ids.end(), text.begin(), text.end());
-  std::printf("# %s\n# %s: dim %lld, %d layers, %d threads, vocab %d (trie %zu nodes, built in %.3f s), prompt %zu tokens\n",
-              cmdline.c_str(), dir.c_str(), static_cast<long long>(m.config().dim), m.config().n_layers,
-              m.pool().n_threads(), tok->vocab_size(), vocab->n_nodes(), trie_s, ids.size());
-  std::printf("| mode | tokens | decode tok/s | x none | mask ms/token | trie walks / cached masks | allowed ids/token |\n"
-              "|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "# %s\n# %s: dim %lld, %d layers, %d threads, vocab %d (trie %zu nodes, built in %.3f s), prompt %zu tokens\n",
+      cmdline.c_str(), dir.c_str(), static_cast<long long>(m.config().dim), m.config().n_layers, m.pool().n_threads(),
+      tok->vocab_size(), vocab->n_nodes(), trie_s, ids.size());
+  std::printf(
+      "| mode | tokens | decode tok/s | x none | mask ms/token | trie walks / cached masks | allowed ids/token |\n"
+      "|---|---|---|---|---|---|---|\n");
   double base = 0;
   for (const Mode& md : modes) {
     runtime::Generator g(m);
@@ -123,12 +124,14 @@ int main(int argc, char** argv) {
       o.constraint = timed;
     }
     runtime::GenerateStats st;
-    const Status s = g.generate(ids, o, [](int32_t) { return true; }, &st);
+    const Status s = g.generate(
+        ids, o, [](int32_t) { return true; }, &st);
     if (!s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
     const double tps = st.decode_tok_per_s();
     if (!md.grammar) base = tps;
     const double mask_ms = timed && timed->calls ? 1e3 * timed->seconds / static_cast<double>(timed->calls) : 0;
-    const double allowed = timed && timed->calls ? static_cast<double>(timed->allowed) / static_cast<double>(timed->calls) : 0;
+    const double allowed =
+        timed && timed->calls ? static_cast<double>(timed->allowed) / static_cast<double>(timed->calls) : 0;
     std::printf("| %s | %lld | %.2f | %.3f | %.3f | %lld / %lld | %.0f |\n", md.name,
                 static_cast<long long>(st.generated_tokens), tps, base > 0 ? tps / base : 0.0, mask_ms,
                 static_cast<long long>(gc ? gc->walks() : 0), static_cast<long long>(gc ? gc->reuses() : 0),

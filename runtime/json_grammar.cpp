@@ -16,9 +16,9 @@ bool is_annotation(const std::string& k) {
 }
 
 bool is_supported(const std::string& k) {
-  static const char* const kSupported[] = {"type",     "properties", "required", "additionalProperties",
-                                           "items",    "minItems",   "maxItems", "minLength",
-                                           "maxLength", "enum",      "const",    "anyOf"};
+  static const char* const kSupported[] = {"type",      "properties", "required", "additionalProperties",
+                                           "items",     "minItems",   "maxItems", "minLength",
+                                           "maxLength", "enum",       "const",    "anyOf"};
   for (const char* s : kSupported)
     if (k == s) return true;
   return is_annotation(k);
@@ -79,12 +79,20 @@ std::array<bool, 256> JsonGrammar::first_bytes(int32_t node) const {
   const Node& n = nodes_[static_cast<size_t>(node)];
   switch (n.kind) {
     case Kind::kObject:
-      if (n.style == ObjectStyle::kJson) f['{'] = true;
-      else f['<'] = true;
+      if (n.style == ObjectStyle::kJson)
+        f['{'] = true;
+      else
+        f['<'] = true;
       break;
-    case Kind::kAnyObject: f['{'] = true; break;
-    case Kind::kArray: f['['] = true; break;
-    case Kind::kString: f['"'] = true; break;
+    case Kind::kAnyObject:
+      f['{'] = true;
+      break;
+    case Kind::kArray:
+      f['['] = true;
+      break;
+    case Kind::kString:
+      f['"'] = true;
+      break;
     case Kind::kRawString:
       for (int b = 0; b < 256; ++b) f[static_cast<size_t>(b)] = true;
       break;
@@ -167,8 +175,8 @@ Status JsonGrammar::compile(const Json& s, const std::string& path, bool raw_str
   if (!s.is_object()) return bad(path, "expected a schema object");
   for (auto it = s.begin(); it != s.end(); ++it)
     if (!is_supported(it.key()))
-      return bad(path + "." + it.key(), "unsupported keyword '" + it.key() +
-                                            "' (structured output supports " + std::string(kSupportedList) + ")");
+      return bad(path + "." + it.key(), "unsupported keyword '" + it.key() + "' (structured output supports " +
+                                            std::string(kSupportedList) + ")");
   // enum / const: the values' compact JSON texts (raw strings in DSML when all are strings).
   if (s.contains("const") || s.contains("enum")) {
     std::vector<Json> values;
@@ -252,7 +260,8 @@ Status JsonGrammar::compile(const Json& s, const std::string& path, bool raw_str
       str.kind = raw_string_ok && types.size() == 1 ? Kind::kRawString : Kind::kString;
       STRATA_RETURN_IF_ERROR(read_count(s, "minLength", path, &str.min_count));
       STRATA_RETURN_IF_ERROR(read_count(s, "maxLength", path, &str.max_count));
-      if (str.max_count >= 0 && str.min_count > str.max_count) return bad(path + ".minLength", "greater than maxLength");
+      if (str.max_count >= 0 && str.min_count > str.max_count)
+        return bad(path + ".minLength", "greater than maxLength");
       *raw = str.kind == Kind::kRawString;
       n = add(std::move(str));
     } else if (t == "number" || t == "integer") {

@@ -147,7 +147,8 @@ void GrammarConstraint::accept(int32_t id) {
     return;
   }
   if (broken_ || std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end()) return;
-  if (id < 0 || id >= vocab_->vocab_size() || vocab_->bytes(id).empty() || !grammar_->advance(&state_, vocab_->bytes(id)))
+  if (id < 0 || id >= vocab_->vocab_size() || vocab_->bytes(id).empty() ||
+      !grammar_->advance(&state_, vocab_->bytes(id)))
     broken_ = true;
 }
 

@@ -31,7 +31,7 @@ ApiError request_grammar(const chat::RenderOptions& r, RequestGrammar* out) {
     if (tools.empty()) return {};
     // Paths: "tools[i].function.parameters..."; for a named tool the one index is in `path`.
     auto g = r.tool_choice == chat::ToolChoice::kNamed ? runtime::JsonGrammar::dsml_call(tools, true, "tools")
-                                                        : runtime::JsonGrammar::dsml_call(tools, false, path);
+                                                       : runtime::JsonGrammar::dsml_call(tools, false, path);
     if (!g.ok()) {
       Status st = g.error();
       if (r.tool_choice == chat::ToolChoice::kNamed) {

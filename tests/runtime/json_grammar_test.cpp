@@ -1,6 +1,8 @@
 // runtime::JsonGrammar (schema -> byte automaton) and runtime::VocabTrie (the token mask): valid and
 // invalid prefixes per keyword, and the trie walk against the per-token reference on random token
 // sequences, whose complete documents must parse and validate (tests/support/schema_check.h).
+#include "runtime/json_grammar.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "runtime/json_grammar.h"
 #include "runtime/token_mask.h"
 #include "tests/support/schema_check.h"
 
@@ -45,12 +46,12 @@ TEST(JsonGrammar, ObjectPropertiesRequiredAndOrder) {
           "required":["a","c"],"additionalProperties":false})");
   EXPECT_TRUE(whole(g, R"({"a":1,"c":true})"));
   EXPECT_TRUE(whole(g, R"({"a": 1, "b": "x", "c": false})"));
-  EXPECT_FALSE(whole(g, R"({"a":1})"));            // c is required
-  EXPECT_FALSE(prefix(g, R"({"c":true)"));         // a is required and comes first
-  EXPECT_FALSE(prefix(g, R"({"a":1,"d")"));        // not a property
-  EXPECT_FALSE(prefix(g, R"({"b":"x","a")"));      // declaration order
-  EXPECT_FALSE(prefix(g, R"({ "a")"));             // no whitespace after '{'
-  EXPECT_FALSE(prefix(g, R"({"a":  1)"));          // one optional space only
+  EXPECT_FALSE(whole(g, R"({"a":1})"));        // c is required
+  EXPECT_FALSE(prefix(g, R"({"c":true)"));     // a is required and comes first
+  EXPECT_FALSE(prefix(g, R"({"a":1,"d")"));    // not a property
+  EXPECT_FALSE(prefix(g, R"({"b":"x","a")"));  // declaration order
+  EXPECT_FALSE(prefix(g, R"({ "a")"));         // no whitespace after '{'
+  EXPECT_FALSE(prefix(g, R"({"a":  1)"));      // one optional space only
   EXPECT_TRUE(prefix(g, R"({"a":1,"c":tr)"));
   EXPECT_FALSE(whole(g, R"({"a":1,"c":true} )"));  // nothing after the document
   EXPECT_FALSE(whole(g, R"({"a":1,"c":true)"));
@@ -81,17 +82,17 @@ TEST(JsonGrammar, Strings) {
   const JsonGrammar g = compile(R"({"type":"string","minLength":2,"maxLength":3})");
   EXPECT_FALSE(whole(g, R"("a")"));
   EXPECT_TRUE(whole(g, R"("ab")"));
-  EXPECT_TRUE(whole(g, R"("a\nb")"));      // an escape is one code point
+  EXPECT_TRUE(whole(g, R"("a\nb")"));              // an escape is one code point
   EXPECT_TRUE(whole(g, "\"\xC3\xA9t\xC3\xA9\""));  // "été": 3 code points, 5 bytes
   EXPECT_FALSE(prefix(g, R"("abcd)"));
   EXPECT_TRUE(whole(g, R"("\u00e9x")"));
   EXPECT_FALSE(prefix(g, R"("\ud800)"));  // no surrogate escapes
   EXPECT_FALSE(prefix(g, R"("\x)"));
-  EXPECT_FALSE(prefix(g, "\"a\x01"));      // raw control byte
-  EXPECT_FALSE(prefix(g, "\"\xC0\xAF"));   // overlong UTF-8
+  EXPECT_FALSE(prefix(g, "\"a\x01"));         // raw control byte
+  EXPECT_FALSE(prefix(g, "\"\xC0\xAF"));      // overlong UTF-8
   EXPECT_FALSE(prefix(g, "\"\xED\xA0\x80"));  // a UTF-8 surrogate
   EXPECT_FALSE(prefix(g, "\"\xF5"));
-  EXPECT_FALSE(whole(g, "\"a\xC3\""));     // a code point cut by the quote
+  EXPECT_FALSE(whole(g, "\"a\xC3\""));  // a code point cut by the quote
 }
 
 TEST(JsonGrammar, Numbers) {
@@ -196,12 +197,26 @@ std::vector<std::string> test_vocab() {
   v.push_back("");  // id 0: never allowed (the end id is 1)
   v.push_back("");
   for (int b = 1; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* s : {"{\"", "\":", "\": ", "\",", "\", \"", "\"}", "},", "}]", "]}", "[{", "[[", "]]", "true", "false",
-                        "null", "nu", "ll", "tr", "ue", "12", "3.5", "e-", "-0", "00", "\\n", "\\u00", "\\\"", "abc",
-                        "name", "na", "me", "age", "tags", "\"name", "\"age\":", "red", "green", "\xC3\xA9", "\xC3",
-                        "\xE2\x82\xAC", "\xE2\x82", "\xF0\x9F\x98\x80", "<｜DSML｜", "｜DSML｜", " parameter", " name=\"",
-                        "\" string=\"", "true\">", "false\">", "</", "｜ parameter>\n", "｜ invoke>\n", "｜ calls>",
-                        "location", "unit", "celsius", "Paris", ">\n"})
+  for (const char* s : {"{\"",          "\":",          "\": ",
+                        "\",",          "\", \"",       "\"}",
+                        "},",           "}]",           "]}",
+                        "[{",           "[[",           "]]",
+                        "true",         "false",        "null",
+                        "nu",           "ll",           "tr",
+                        "ue",           "12",           "3.5",
+                        "e-",           "-0",           "00",
+                        "\\n",          "\\u00",        "\\\"",
+                        "abc",          "name",         "na",
+                        "me",           "age",          "tags",
+                        "\"name",       "\"age\":",     "red",
+                        "green",        "\xC3\xA9",     "\xC3",
+                        "\xE2\x82\xAC", "\xE2\x82",     "\xF0\x9F\x98\x80",
+                        "<｜DSML｜",    "｜DSML｜",     " parameter",
+                        " name=\"",     "\" string=\"", "true\">",
+                        "false\">",     "</",           "｜ parameter>\n",
+                        "｜ invoke>\n", "｜ calls>",    "location",
+                        "unit",         "celsius",      "Paris",
+                        ">\n"})
     v.push_back(s);
   return v;
 }

@@ -40,13 +40,12 @@ class StructuredOutput : public ApiServe {
     return b;
   }
   static json weather_tools() {
-    return json::array({{{"type", "function"},
-                         {"function",
-                          {{"name", "get_weather"},
-                           {"description", "Current weather"},
-                           {"parameters", json::parse(kWeatherParams)}}}},
-                        {{"type", "function"},
-                         {"function", {{"name", "get_time"}, {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}}});
+    return json::array(
+        {{{"type", "function"},
+          {"function",
+           {{"name", "get_weather"}, {"description", "Current weather"}, {"parameters", json::parse(kWeatherParams)}}}},
+         {{"type", "function"},
+          {"function", {{"name", "get_time"}, {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}}});
   }
   // The content parsed as JSON; fails the test when it does not parse.
   static OJson parse_content(const json& msg) {
@@ -62,12 +61,14 @@ TEST_F(StructuredOutput, JsonSchemaAnswersValidateAcrossSeedsAndTemperatures) {
   const OJson schema = OJson::parse(kPersonSchema);
   for (const double t : {0.0, 0.7, 1.0}) {
     for (const int seed : {1, 2, 3}) {
-      const json r = create(chat_req({{"temperature", t},
-                                      {"seed", seed},
-                                      {"response_format",
-                                       {{"type", "json_schema"},
-                                        {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", json::parse(kPersonSchema)}}}}}}),
-                            200, "/v1/chat/completions");
+      const json r = create(
+          chat_req(
+              {{"temperature", t},
+               {"seed", seed},
+               {"response_format",
+                {{"type", "json_schema"},
+                 {"json_schema", {{"name", "person"}, {"strict", true}, {"schema", json::parse(kPersonSchema)}}}}}}),
+          200, "/v1/chat/completions");
       const json& choice = r["choices"][0];
       EXPECT_EQ(choice["finish_reason"], "stop") << "T=" << t << " seed=" << seed << " " << r;
       const OJson v = parse_content(choice["message"]);
@@ -78,10 +79,11 @@ TEST_F(StructuredOutput, JsonSchemaAnswersValidateAcrossSeedsAndTemperatures) {
 
 TEST_F(StructuredOutput, JsonSchemaStreamsTheSameAnswer) {
   start();
-  const json body = chat_req({{"temperature", 1.0},
-                              {"seed", 11},
-                              {"response_format",
-                               {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kPersonSchema)}}}}}});
+  const json body =
+      chat_req({{"temperature", 1.0},
+                {"seed", 11},
+                {"response_format",
+                 {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kPersonSchema)}}}}}});
   const json r = create(body, 200, "/v1/chat/completions");
   std::string streamed;
   for (const json& c : openai_stream("/v1/chat/completions", body))
@@ -93,7 +95,9 @@ TEST_F(StructuredOutput, JsonSchemaStreamsTheSameAnswer) {
 TEST_F(StructuredOutput, JsonObjectAnswersAreObjects) {
   start();
   for (const int seed : {1, 2}) {
-    const json r = create(chat_req({{"temperature", 1.0}, {"seed", seed}, {"max_tokens", 4000},
+    const json r = create(chat_req({{"temperature", 1.0},
+                                    {"seed", seed},
+                                    {"max_tokens", 4000},
                                     {"response_format", {{"type", "json_object"}}}}),
                           200, "/v1/chat/completions");
     const json& choice = r["choices"][0];
@@ -107,9 +111,14 @@ TEST_F(StructuredOutput, ThinkingReasonsFreelyThenAnswersJson) {
   start();
   // Reasoning is not constrained; the answer after </think> is. With random weights the model
   // rarely closes its reasoning, so the request ends by length: no answer, nothing malformed.
-  const json r = create(chat_req({{"temperature", 1.0}, {"seed", 5}, {"max_tokens", 40}, {"thinking", {{"type", "enabled"}}},
-                                  {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kPersonSchema)}}}}}}),
-                        200, "/v1/chat/completions");
+  const json r = create(
+      chat_req({{"temperature", 1.0},
+                {"seed", 5},
+                {"max_tokens", 40},
+                {"thinking", {{"type", "enabled"}}},
+                {"response_format",
+                 {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kPersonSchema)}}}}}}),
+      200, "/v1/chat/completions");
   const json& m = r["choices"][0]["message"];
   if (r["choices"][0]["finish_reason"] == "stop") {
     EXPECT_EQ(test::schema_violation(parse_content(m), OJson::parse(kPersonSchema)), "");
@@ -122,7 +131,9 @@ TEST_F(StructuredOutput, ForcedNamedToolCallValidatesStreamingAndNot) {
   start();
   const OJson params = OJson::parse(kWeatherParams);
   for (const int seed : {1, 2, 3}) {
-    const json body = chat_req({{"temperature", 1.0}, {"seed", seed}, {"tools", weather_tools()},
+    const json body = chat_req({{"temperature", 1.0},
+                                {"seed", seed},
+                                {"tools", weather_tools()},
                                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
     const json r = create(body, 200, "/v1/chat/completions");
     const json& choice = r["choices"][0];
@@ -157,8 +168,9 @@ TEST_F(StructuredOutput, ForcedNamedToolCallValidatesStreamingAndNot) {
 TEST_F(StructuredOutput, RequiredToolChoicePicksADeclaredTool) {
   start();
   for (const int seed : {1, 2, 3, 4}) {
-    const json r = create(chat_req({{"temperature", 1.0}, {"seed", seed}, {"tools", weather_tools()}, {"tool_choice", "required"}}),
-                          200, "/v1/chat/completions");
+    const json r = create(
+        chat_req({{"temperature", 1.0}, {"seed", seed}, {"tools", weather_tools()}, {"tool_choice", "required"}}), 200,
+        "/v1/chat/completions");
     const json& choice = r["choices"][0];
     EXPECT_EQ(choice["finish_reason"], "tool_calls") << r;
     ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r;
@@ -202,14 +214,16 @@ TEST_F(StructuredOutput, AnthropicForcedToolUseAgreesStreamingAndNot) {
 
 TEST_F(StructuredOutput, ResponsesTextFormatJsonSchema) {
   start();
-  const json r = create({{"model", kModel},
-                         {"input", "A person, as JSON"},
-                         {"max_output_tokens", 600},
-                         {"temperature", 1.0},
-                         {"reasoning", {{"effort", "none"}}},
-                         {"text", {{"format", {{"type", "json_schema"}, {"name", "person"}, {"strict", true},
-                                               {"schema", json::parse(kPersonSchema)}}}}}},
-                        200, "/v1/responses");
+  const json r = create(
+      {{"model", kModel},
+       {"input", "A person, as JSON"},
+       {"max_output_tokens", 600},
+       {"temperature", 1.0},
+       {"reasoning", {{"effort", "none"}}},
+       {"text",
+        {{"format",
+          {{"type", "json_schema"}, {"name", "person"}, {"strict", true}, {"schema", json::parse(kPersonSchema)}}}}}},
+      200, "/v1/responses");
   std::string text;
   for (const json& item : r["output"])
     if (item["type"] == "message")
@@ -222,10 +236,14 @@ TEST_F(StructuredOutput, ResponsesTextFormatJsonSchema) {
 
 TEST_F(StructuredOutput, UnsupportedKeywordIsA400NamingIt) {
   start();
-  auto r = post("/v1/chat/completions",
-                chat_req({{"response_format",
-                           {{"type", "json_schema"},
-                            {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}, {"properties", {{"d", {{"type", "string"}, {"format", "date"}}}}}}}}}}}}));
+  auto r = post(
+      "/v1/chat/completions",
+      chat_req({{"response_format",
+                 {{"type", "json_schema"},
+                  {"json_schema",
+                   {{"name", "x"},
+                    {"schema",
+                     {{"type", "object"}, {"properties", {{"d", {{"type", "string"}, {"format", "date"}}}}}}}}}}}}));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   const json e = json::parse(r->body);
@@ -236,7 +254,8 @@ TEST_F(StructuredOutput, UnsupportedKeywordIsA400NamingIt) {
   auto t = post("/v1/chat/completions", chat_req({{"tools", tools}, {"tool_choice", "required"}}));
   ASSERT_TRUE(t);
   EXPECT_EQ(t->status, 400) << t->body;
-  EXPECT_EQ(json::parse(t->body)["error"]["param"], "tools[0].function.parameters.properties.location.pattern") << t->body;
+  EXPECT_EQ(json::parse(t->body)["error"]["param"], "tools[0].function.parameters.properties.location.pattern")
+      << t->body;
 }
 
 }  // namespace

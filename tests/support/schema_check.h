@@ -4,9 +4,8 @@
 // can check what the grammar let through. Returns "" when `v` is valid, else the first violation.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace strata::test {
 
@@ -43,7 +42,8 @@ inline std::string schema_violation(const nlohmann::ordered_json& v, const nlohm
       return false;
     };
     bool ok = false;
-    if (s["type"].is_string()) ok = is(s["type"].get<std::string>());
+    if (s["type"].is_string())
+      ok = is(s["type"].get<std::string>());
     else
       for (const J& t : s["type"]) ok = ok || is(t.get<std::string>());
     if (!ok) return path + ": wrong type " + std::string(v.type_name());
