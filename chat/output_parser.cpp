@@ -437,6 +437,12 @@ void OutputParser::finish(bool length, std::vector<Delta>* out) {
     process(out);
     if (done()) return;
   }
+  if (length && tools_enabled_ && (mode_ == Mode::kContent || mode_ == Mode::kReasoning)) {
+    // max_tokens cut a tool-block start marker short: the held-back part is markup of a call that
+    // will never complete, dropped like an incomplete call (§5) rather than shown as text.
+    const std::vector<std::string_view> starts(std::begin(kToolStarts), std::end(kToolStarts));
+    pending_.erase(pending_.size() - hold_length(pending_, starts));
+  }
   if (mode_ == Mode::kReasoning) {
     emit(Delta::Kind::kReasoning, pending_, out);
   } else if (mode_ == Mode::kContent) {

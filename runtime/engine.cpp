@@ -133,6 +133,11 @@ Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t 
     apply_penalties(dist, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
     dist = penalized_;
   }
+  const bool constrained = s.o.constraint && !s.o.use_script;
+  if (constrained) {
+    masked_.assign(dist.begin(), dist.end());
+    if (s.o.constraint->apply(masked_) > 0) dist = masked_;
+  }
   if (s.o.use_script) {  // TEST ONLY
     const size_t i = s.generated.size();
     h.tok = i < s.o.scripted.size() ? s.o.scripted[i] : s.o.script_end_id;
@@ -144,6 +149,7 @@ Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t 
   }
   const int32_t tok = h.tok;
   s.generated.push_back(tok);
+  if (constrained) s.o.constraint->accept(tok);
   if (s.o.logprobs >= 0 && s.cb.on_logprob && tok >= 0 && static_cast<size_t>(tok) < dist.size()) {
     token_logprob(dist, s.o.sampler.temperature, tok, s.o.logprobs, &logprob_);
     s.cb.on_logprob(logprob_);

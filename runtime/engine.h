@@ -56,6 +56,7 @@
 #include "runtime/session.h"
 #include "runtime/speculation.h"
 #include "runtime/stop_strings.h"
+#include "runtime/token_mask.h"
 
 namespace strata::runtime {
 
@@ -97,6 +98,13 @@ struct SequenceOptions {
   // likely alternatives, through SequenceCallbacks::on_logprob (runtime/logprobs.h: the sampled
   // distribution at the sampler's temperature, penalties included; T = 1 for greedy). O(vocab) per token.
   int logprobs = -1;
+  // Constrained decoding (runtime/token_mask.h: structured output, forced tool calls); null = none.
+  // Ids it refuses get logit -inf after the penalties and before temperature, top-k, top-p and
+  // min-p, so the sampler, greedy argmax, speculative verification and the logprob reports all see
+  // the constrained distribution. DECISION: logprobs are those of the constrained distribution, as
+  // OpenAI reports them for structured outputs. Each emitted id is passed to accept(). Ignored with
+  // use_script (scripted ids are not sampled).
+  std::shared_ptr<TokenConstraint> constraint;
   // TEST ONLY: emit these ids (then script_end_id, forever) instead of sampling.
   bool use_script = false;
   std::vector<int32_t> scripted;
@@ -279,6 +287,7 @@ class Engine {
   std::list<Seq> seqs_;  // admission order: the oldest prompt gets the budget first
   SequenceId next_id_ = 1;
   std::vector<float> penalized_;  // scratch for penalties
+  std::vector<float> masked_;     // scratch for a constraint's mask
   TokenLogprob logprob_;          // scratch for logprob reports
 };
 

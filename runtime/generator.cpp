@@ -37,6 +37,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   so.cancel = opt.cancel;
   so.prefill_progress = opt.prefill_progress;
   so.spec = opt.spec;
+  so.constraint = opt.constraint;
   bool done = false;
   FinishReason reason = FinishReason::kLength;
   Status result;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct GenerateOptions {
   // `strata run` points it at its SIGINT flag (issue #13 item 10).
   const std::atomic<bool>* cancel = nullptr;
   SpecOptions spec;                  // speculative decoding (runtime/speculation.h); default none
+  std::shared_ptr<TokenConstraint> constraint;  // constrained decoding (SequenceOptions::constraint); null = none
 
   [[nodiscard]] Status validate() const;
 };

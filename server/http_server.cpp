@@ -19,6 +19,7 @@
 #include "server/responses.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/structured_output.h"
 #include "server/worker_pool.h"
 
 namespace strata::server {
@@ -42,6 +43,13 @@ constexpr int kClientClosed = 499;
 
 // What a request still running when the server stops gets (503; in a stream, its last event).
 ApiError shutting_down() { return unavailable("The server is shutting down; the generation was stopped", "server_shutdown"); }
+
+// Replaces the first `from` in an error's param and message by `to`: a field path of the chat
+// request respelled in the API the client used (/v1/messages, /v1/responses).
+void respell_path(ApiError* e, std::string_view from, std::string_view to) {
+  for (std::string* t : {&e->param, &e->message})
+    if (const size_t at = t->find(from); at != std::string::npos) t->replace(at, from.size(), to);
+}
 
 // One OpenAI SSE event: "data: <payload>\n\n".
 std::string sse_data(const std::string& payload) { return "data: " + payload + "\n\n"; }
@@ -100,6 +108,8 @@ struct HttpServer::Backend {
   int32_t eos_id = 1;
   int32_t bos_id = 0;
   int32_t assistant_id = -1;  // <｜Assistant｜>: where a rendered assistant turn begins
+  int32_t think_close_id = -1;  // </think>: a grammar after reasoning starts here
+  std::shared_ptr<const runtime::VocabTrie> vocab;  // every token's bytes, for structured output
   ~Backend() { scheduler.reset(); }
 };
 
@@ -275,6 +285,8 @@ struct HttpServer::Handlers {
   // (may be empty: the parser's call_ ids) names parsed tool calls.
   ApiError start_chat_job(Backend& b, const Request& req, const ChatRequest& cr,
                           std::function<std::string()> make_call_id, ChatJob* out) const {
+    RequestGrammar rg;
+    if (ApiError e = request_grammar(cr.render, &rg); !e.ok()) return e;
     auto rendered = chat::render_conversation(*b.tok, cr.messages, cr.render);
     if (!rendered.ok()) return from_status(rendered.error());
     int64_t max_tokens = 0;
@@ -299,6 +311,9 @@ struct HttpServer::Handlers {
     job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
     job->logprobs = cr.logprobs;
     job->eos_id = b.eos_id;
+    if (rg.grammar)
+      job->constraint = std::make_shared<runtime::GrammarConstraint>(
+          rg.grammar, b.vocab, std::vector<int32_t>{b.eos_id}, rg.after_thinking ? b.think_close_id : -1);
     if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
       job->use_script = true;
       job->scripted = b.tok->encode(cr.test_output, /*allow_special=*/true);
@@ -385,8 +400,10 @@ struct HttpServer::Handlers {
     if (ApiError e = parse_messages_request(req.body, s.opt_, MessagesRoute::kCreate, &cr); !e.ok())
       return error_response(e, kAnthropic);
     ChatJob cj;
-    if (ApiError e = start_chat_job(*b, req, cr, [] { return random_id("toolu_"); }, &cj); !e.ok())
+    if (ApiError e = start_chat_job(*b, req, cr, [] { return random_id("toolu_"); }, &cj); !e.ok()) {
+      respell_path(&e, ".function.parameters", ".input_schema");  // a schema error: Anthropic's field
       return error_response(e, kAnthropic);
+    }
     const AnthropicHeader h{random_id("msg_"), s.opt_.model_id};
     if (!cr.stream) {
       GenerationJob::Update u;
@@ -427,6 +444,8 @@ struct HttpServer::Handlers {
     if (ApiError e = start_chat_job(*b, req, rr.chat, {}, &cj); !e.ok()) {
       if (e.param == "messages") e.param = "input";
       if (e.param == "max_tokens") e.param = "max_output_tokens";
+      respell_path(&e, "response_format.json_schema.schema", "text.format.schema");  // schema errors
+      respell_path(&e, ".function.parameters", ".parameters");
       return error_response(e);
     }
     const ResponsesHeader h{random_id("resp_"), unix_now(), s.opt_.model_id, rr.echo};
@@ -715,6 +734,9 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   b->eos_id = *tokenizer->token_to_id(chat::dsml::kEos);
   b->bos_id = *tokenizer->token_to_id(chat::dsml::kBos);
   b->assistant_id = *tokenizer->token_to_id(chat::dsml::kAssistant);
+  b->think_close_id = *tokenizer->token_to_id(chat::dsml::kThinkClose);
+  // Built once (~0.1 s on the 129K vocabulary); every constrained request walks it.
+  b->vocab = std::make_shared<const runtime::VocabTrie>(grammar_token_bytes(*tokenizer));
   b->tok = std::move(tokenizer);
   b->model = std::move(model);
   SchedulerOptions so;

@@ -184,6 +184,7 @@ void Scheduler::start(size_t i, int64_t reused) {
   so.use_script = j.use_script;
   so.scripted = j.scripted;
   so.script_end_id = j.eos_id;
+  so.constraint = j.constraint;
   so.spec = opt_.spec;
   for (int64_t at : j.snapshot_at)
     if (at > reused && at < static_cast<int64_t>(j.prompt.size())) so.snapshot_at.push_back(at);

@@ -78,6 +78,9 @@ class Job {
   std::vector<int32_t> scripted;        // TEST ONLY: emit these ids (then EOS) instead of sampling
   bool use_script = false;
   int32_t eos_id = 1;
+  // Constrained decoding (structured output, forced tool calls); null = none. Owned by the job,
+  // used by the worker thread only (runtime::SequenceOptions::constraint).
+  std::shared_ptr<runtime::TokenConstraint> constraint;
   // Prompt positions worth a prefix-cache snapshot besides chunk boundaries and the prompt's end:
   // where the last message's rendered assistant prefix begins (the chat handler knows it).
   std::vector<int64_t> snapshot_at;

@@ -321,6 +321,28 @@ TEST(OutputParser, LengthInsideToolCallKeepsCompleteCalls) {
   EXPECT_EQ(p.finish_reason(), FinishReason::kLength);
 }
 
+// Review finding 5 (issue 20): max_tokens cutting the tool-block start marker must not leak its
+// first bytes into the text; the answer ends with finish_reason length and no call.
+TEST(OutputParser, LengthInsideToolStartLeaksNoMarkup) {
+  REQUIRE_TOKENIZER();
+  for (const char* cut : {"Sure.\n\n<｜DSML｜ ca", "Sure.\n\n<", "Sure.\n\n", "Sure.<｜DS"}) {
+    for (const size_t step : kSteps) {
+      OutputParser p(*testing::v41_tokenizer(), opts(ParseStart::kContent, true));
+      const Seen s = run(p, cut, step, /*eos=*/false);
+      EXPECT_EQ(s.content, "Sure.") << cut;
+      EXPECT_EQ(p.content(), "Sure.") << cut;
+      EXPECT_TRUE(p.tool_calls().empty());
+      EXPECT_EQ(p.finish_reason(), FinishReason::kLength);
+    }
+    OutputParser r(*testing::v41_tokenizer(), opts(ParseStart::kReasoning, true));
+    const Seen s = run(r, std::string("think") + cut, 3, /*eos=*/false);
+    EXPECT_EQ(s.reasoning, "thinkSure.") << cut;
+  }
+  // Without tools nothing is markup: the same text is content.
+  OutputParser q(*testing::v41_tokenizer(), opts(ParseStart::kContent, false));
+  EXPECT_EQ(run(q, "Sure.\n\n<｜DSML｜ ca", 2, /*eos=*/false).content, "Sure.\n\n<｜DSML｜ ca");
+}
+
 TEST(OutputParser, ParallelToolCallsFalseEndsAfterFirst) {
   REQUIRE_TOKENIZER();
   ParserOptions o = opts(ParseStart::kContent, true);

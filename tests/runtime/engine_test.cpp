@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -276,6 +278,57 @@ TEST_F(EngineTiny, PenaltiesApplyToEveryPick) {
   while (!done) e.step();
   EXPECT_EQ(got.size(), 24u);
   EXPECT_GT(changed, 0) << "the penalties never changed a pick: the test shows nothing";
+}
+
+// A constraint allowing only odd ids below 200; records the ids it is shown.
+class OddIds : public TokenConstraint {
+ public:
+  size_t apply(std::span<float> logits) override {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (i >= 200 || i % 2 == 0) logits[i] = -INFINITY;
+    return 100;
+  }
+  void accept(int32_t id) override { seen.push_back(id); }
+  std::vector<int32_t> seen;
+};
+
+// Constrained decoding (SequenceOptions::constraint): every pick is the argmax over the allowed ids,
+// every emitted id reaches accept(), and the logprob reports are of the constrained distribution.
+TEST_F(EngineTiny, ConstraintMasksEveryPickAndSeesEveryToken) {
+  Engine e(*model_, options());
+  Session s(*model_);
+  SequenceOptions o = greedy(12);
+  o.logprobs = 0;
+  auto c = std::make_shared<OddIds>();
+  o.constraint = c;
+  std::vector<int32_t> got;
+  int constrained = 0;
+  bool done = false;
+  SequenceCallbacks cb;
+  cb.on_logprob = [&](const TokenLogprob& r) {
+    std::vector<float> masked(s.last_logits().begin(), s.last_logits().end());
+    OddIds().apply(masked);
+    TokenLogprob want;
+    token_logprob(masked, 0.0f, r.id, 0, &want);
+    EXPECT_NEAR(r.logprob, want.logprob, 1e-5);
+    TokenLogprob free;
+    token_logprob(s.last_logits(), 0.0f, r.id, 0, &free);
+    EXPECT_GT(r.logprob, free.logprob);  // the masked ids' mass went to the allowed ones
+  };
+  cb.on_token = [&](int32_t t) {
+    std::vector<float> masked(s.last_logits().begin(), s.last_logits().end());
+    OddIds().apply(masked);
+    EXPECT_EQ(t, argmax(masked)) << "token " << got.size();
+    constrained += t != argmax(s.last_logits());
+    got.push_back(t);
+    return true;
+  };
+  cb.on_finish = [&](FinishReason, const Status&, const SequenceStats&) { done = true; };
+  ASSERT_TRUE(e.add(&s, prompt(40, 0), o, std::move(cb)).ok());
+  while (!done) e.step();
+  EXPECT_EQ(got.size(), 12u);
+  EXPECT_EQ(c->seen, got);
+  EXPECT_GT(constrained, 0) << "the mask never changed a pick: the test shows nothing";
 }
 
 // A bounded-replay prompt (a forward entry with decoder_tail needs a request of its own) runs its

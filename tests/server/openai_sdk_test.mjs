@@ -221,6 +221,25 @@ test('Responses API: create, stream, function-call round trip via previous_respo
     (e) => e instanceof OpenAI.NotFoundError && e.code === 'previous_response_not_found');
 });
 
+test('response_format json_schema: the answer parses and follows the schema', async () => {
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer' } },
+    required: ['name', 'age'], additionalProperties: false,
+  };
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'A person as JSON' }], max_tokens: 200, temperature: 1, seed: 7,
+    thinking: { type: 'disabled' },
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  const v = JSON.parse(r.choices[0].message.content);
+  assert.deepEqual(Object.keys(v), ['name', 'age']);
+  assert.equal(typeof v.name, 'string');
+  assert.ok([...v.name].length <= 10, v.name);
+  assert.ok(Number.isInteger(v.age), String(v.age));
+});
+
 test('bad requests raise the SDK error classes', async () => {
   const msgs = [{ role: 'user', content: 'Hi' }];
   const cases = [
