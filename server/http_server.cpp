@@ -62,7 +62,7 @@ std::vector<int64_t> generation_suffix_start(const std::vector<int32_t>& ids, in
 // Used by the writer thread alone.
 struct PendingLogprobs {
   std::vector<ApiTokenLogprob> content, reasoning;
-  int64_t offset = 0;  // completions: bytes of the tokens already sent (text_offset)
+  int64_t offset = 0;  // completions: characters of the tokens already sent (text_offset)
 
   void add(GenerationJob::Update& u) {
     std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(content));
@@ -85,7 +85,7 @@ struct PendingLogprobs {
   Json completion_next() {
     if (content.empty()) return Json();
     Json j = completion_logprobs_json(content, offset);
-    for (const ApiTokenLogprob& t : content) offset += static_cast<int64_t>(t.token.size());
+    for (const ApiTokenLogprob& t : content) offset += text_offset_chars(t.token);
     content.clear();
     return j;
   }
