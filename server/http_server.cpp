@@ -387,7 +387,7 @@ struct HttpServer::Handlers {
     ChatJob cj;
     if (ApiError e = start_chat_job(*b, req, cr, [] { return random_id("toolu_"); }, &cj); !e.ok())
       return error_response(e, kAnthropic);
-    const AnthropicHeader h{random_id("msg_"), s.opt_.model_id};
+    const AnthropicHeader h{random_id("msg_"), cr.model};  // the request's model name, as Anthropic echoes it
     if (!cr.stream) {
       GenerationJob::Update u;
       if (!wait_result(*cj.job, *cj.alive, kAnthropic, &u, &res)) return res;
