@@ -123,6 +123,19 @@ TEST_F(Responses, ErrorsUseOpenAIsEnvelope) {
   EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(e["error"]["param"], "max_output_tokens");
   EXPECT_EQ(respond(req("Hi", {{"max_output_tokens", 1}}))["object"], "response");
+  // Fields strata does not serve: 400 naming them (never silently ignored).
+  e = respond(req("Hi", {{"previous_response_id", ""}}), 400);
+  EXPECT_EQ(e["error"]["param"], "previous_response_id");
+  for (const char* k : {"conversation", "top_logprobs", "max_tool_calls"}) {
+    e = respond(req("Hi", {{k, k == std::string("conversation") ? json("conv_1") : json(2)}}), 400);
+    EXPECT_EQ(e["error"]["param"], k);
+    EXPECT_EQ(e["error"]["code"], "unsupported_parameter");
+  }
+  e = respond(req("Hi", {{"prompt", {{"id", "pmpt_1"}}}}), 400);
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  e = respond(req("Hi", {{"no_such_field", 1}}), 400);
+  EXPECT_EQ(e["error"]["param"], "no_such_field");
+  EXPECT_EQ(e["error"]["code"], "unknown_parameter");
 }
 
 }  // namespace
