@@ -433,27 +433,50 @@ struct HttpServer::Handlers {
     // What a later previous_response_id continues: history + input + this output (no instructions).
     auto conversation = std::make_shared<std::vector<chat::Message>>(std::move(history));
     conversation->insert(conversation->end(), rr.input.begin(), rr.input.end());
-    auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p) {
+    auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p,
+                                                                                    std::string response) {
       if (!keep) return;
       conversation->push_back(responses_output_message(p));
-      store->put(id, std::move(*conversation));
+      store->put(id, std::move(*conversation), std::move(response));
     };
     if (!rr.chat.stream) {
       GenerationJob::Update u;
       if (!wait_result(*cj.job, *cj.alive, ErrorDialect::kOpenAI, &u, &res)) return res;
-      remember(cj.job->parser());
-      return json_response(responses_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens()));
+      std::string body = responses_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens());
+      remember(cj.job->parser(), body);
+      return json_response(std::move(body));
     }
     auto events = std::make_shared<ResponsesStream>(h);
     StreamFormat fmt;
     fmt.first = events->start();
     fmt.delta = [events](const chat::Delta& d) { return events->delta(d); };
     fmt.end = [events, remember](const GenerationJob& j, const JobStats& st) {
-      remember(j.parser());
-      return events->finish(j.parser(), st, j.reasoning_tokens());
+      std::string out = events->finish(j.parser(), st, j.reasoning_tokens());
+      remember(j.parser(), events->final_response());
+      return out;
     };
     fmt.error = [events](const ApiError& e) { return events->error(e); };
     return stream(cj.job, cj.alive, std::move(fmt));
+  }
+
+  // GET /v1/responses/{id}: the stored response object; DELETE: drops it ({"id", "object":
+  // "response", "deleted": true}, as OpenAI answers). 404 for an id that is not (or no longer) stored.
+  Response stored_response(const Request& req) const {
+    const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
+    auto not_found = [&] {
+      return error_response(ApiError{404, "invalid_request_error",
+                                     "No response with id '" + id +
+                                         "' is stored (responses are kept in memory while the server runs, the "
+                                         "least recently used dropped first; \"store\": false keeps none)",
+                                     "", "not_found"});
+    };
+    if (req.method == "DELETE") {
+      if (!stored->erase(id)) return not_found();
+      return json_response(dump_json(Json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+    }
+    auto r = stored->get_response(id);
+    if (!r || r->empty()) return not_found();
+    return json_response(std::move(*r));
   }
 
   // POST /v1/messages/count_tokens: the prompt the same body would render, counted.
@@ -665,6 +688,9 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = &Handlers::responses;
     method = "POST";
     generates = true;
+  } else if (p.rfind("/v1/responses/", 0) == 0 && p.size() > 14 && p.find('/', 14) == std::string::npos) {
+    fn = &Handlers::stored_response;
+    method = req.method == "DELETE" ? "DELETE" : "GET";
   } else if (p == "/v1/messages" || p == "/v1/messages/count_tokens") {
     fn = p == "/v1/messages" ? &Handlers::messages : &Handlers::count_tokens;
     method = "POST";

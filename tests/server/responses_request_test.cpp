@@ -205,5 +205,20 @@ TEST(ResponseStore, BoundedLeastRecentlyUsed) {
   EXPECT_EQ(small.size(), 0u);
 }
 
+TEST(ResponseStore, KeepsTheResponseObjectAndErases) {
+  ResponseStore s(4, 1 << 20);
+  s.put("resp_a", {}, R"({"id":"resp_a"})");
+  EXPECT_EQ(s.get_response("resp_a"), std::optional<std::string>(R"({"id":"resp_a"})"));
+  EXPECT_FALSE(s.get_response("resp_b").has_value());
+  EXPECT_TRUE(s.erase("resp_a"));
+  EXPECT_FALSE(s.erase("resp_a"));
+  EXPECT_FALSE(s.get("resp_a").has_value());
+  EXPECT_EQ(s.size(), 0u);
+  // Its text counts against the byte bound.
+  ResponseStore small(10, 1000);
+  small.put("x", {}, std::string(2000, 'x'));
+  EXPECT_EQ(small.size(), 0u);
+}
+
 }  // namespace
 }  // namespace strata::server
