@@ -615,6 +615,7 @@ struct HttpServer::Handlers {
       g.running = b->scheduler->running();
       g.waiting = b->scheduler->waiting();
       g.sessions = b->scheduler->sessions();
+      g.kv_bytes = b->scheduler->kv_bytes();
       const runtime::PrefixCacheStats pc = b->scheduler->prefix_cache_stats();
       g.prefix_cache_entries = pc.entries;
       g.prefix_cache_bytes = pc.bytes;
