@@ -19,6 +19,7 @@
 #include "server/responses.h"
 #include "server/responses_output.h"
 #include "server/responses_request.h"
+#include "server/web_assets.h"
 #include "server/worker_pool.h"
 
 namespace strata::server {
@@ -609,6 +610,21 @@ struct HttpServer::Handlers {
     return json_response(R"({"status":"ok"})");
   }
 
+  // GET / (and /index.html, /chat.js, /chat.css): the chat page, embedded in the binary. The page
+  // loads nothing from elsewhere, which its Content-Security-Policy enforces; no-cache makes the
+  // browser ask again each time, so an upgraded binary's page is never mixed with an old script.
+  Response page(const Request& req) const {
+    const WebAsset* a = find_web_asset(req.path);
+    Response res;
+    res.content_type = a->content_type;
+    res.body = std::string(a->body);
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    res.headers.emplace_back("Content-Security-Policy", std::string(kWebContentSecurityPolicy));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    res.headers.emplace_back("Referrer-Policy", "no-referrer");
+    return res;
+  }
+
   Response metrics(const Request&) const {
     Gauges g;
     if (Backend* b = s.live_.load()) {
@@ -704,6 +720,8 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = &Handlers::health;
   } else if (p == "/metrics") {
     fn = &Handlers::metrics;
+  } else if (find_web_asset(p)) {
+    fn = &Handlers::page;
   }
   const ErrorDialect dialect = error_dialect(p);
   if (!fn)
