@@ -8,7 +8,7 @@
 // panel's tiering numbers come from real reads.
 // Usage: node chat_page_test.mjs STRATA_BINARY CHECKPOINT_DIR CHROMIUM SCREENSHOT_PNG [SERVE_ARGS...]
 // (docs/chat-page.png: the demo checkpoint with SERVE_ARGS --ram-budget 256MiB)
-// Bounded: every wait has a timeout, and the whole file must end within 90 s (node --test-timeout
+// Bounded: every wait has a timeout, and the whole file must end within 120 s (ASan builds run it too) (node --test-timeout
 // is not used: one watchdog below fails the run instead of hanging CI).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,7 +16,7 @@ import { chromium } from 'playwright-core';
 import { startServer, metric, waitMetric } from './serve_process.mjs';
 
 const [strata, ckpt, chromiumPath, screenshot, ...serveArgs] = process.argv.slice(2);
-const watchdog = setTimeout(() => { console.error('chat_page_test: FAIL: over 90 s'); process.exit(1); }, 90000);
+const watchdog = setTimeout(() => { console.error('chat_page_test: FAIL: over 120 s'); process.exit(1); }, 120000);
 watchdog.unref();
 
 let srv, browser, page, base;
