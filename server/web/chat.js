@@ -45,6 +45,8 @@ class Turn {
     this.details = null;
     this.meta = el('p', 'meta');
     box.append(this.meta);
+    // Screen readers announce the answer once, when it is complete, not token by token.
+    box.setAttribute('aria-busy', 'true');
   }
   addReasoning(t) {
     if (!this.details) {
@@ -173,6 +175,7 @@ async function send(text) {
     }
   } finally {
     conversation.push(turn.message());
+    turn.box.removeAttribute('aria-busy');
     controller = null;
     setBusy(false);
     $('prompt').focus();
@@ -266,6 +269,7 @@ document.addEventListener('DOMContentLoaded', () => {
     }
   });
   $('stop').addEventListener('click', () => { if (controller) controller.abort(); });
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && controller) controller.abort(); });
   $('clear').addEventListener('click', () => {
     if (controller) controller.abort();
     conversation.length = 0;

@@ -90,6 +90,7 @@ test('page: streamed turns, reasoning folded, tool call, history, stop, engine p
   assert.equal(await a1.locator('.content').textContent(), 'Hello from strata!');
   assert.equal(await a1.locator('details.thinking .reasoning').textContent(), 'Let me think about it.');
   assert.equal(await a1.locator('details.thinking').getAttribute('open'), null, 'reasoning starts folded');
+  assert.equal(await a1.getAttribute('aria-busy'), null, 'announced once complete');
   assert.match(await a1.locator('.meta').textContent(), /finish: stop · \d+ prompt \+ \d+ generated tokens/);
 
   // Turn 2: the history goes back (user, assistant with its reasoning, user); a tool call shows.
