@@ -435,7 +435,7 @@ struct HttpServer::Handlers {
     auto conversation = std::make_shared<std::vector<chat::Message>>(std::move(history));
     conversation->insert(conversation->end(), rr.input.begin(), rr.input.end());
     auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p,
-                                                                                    std::string response) {
+                                                                                     std::string response) {
       if (!keep) return;
       conversation->push_back(responses_output_message(p));
       store->put(id, std::move(*conversation), std::move(response));

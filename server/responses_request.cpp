@@ -258,11 +258,34 @@ ApiError check_responses_fields(const Json& body, const ServerOptions& o) {
   // Read below, or accepted without effect on the output: metadata is echoed; user,
   // safety_identifier, prompt_cache_key and service_tier are hints; include only asks for extra
   // fields (reasoning text is always returned in full); stream_options tunes event framing.
-  static const std::set<std::string> kKnown = {
-      "model", "input", "instructions", "previous_response_id", "store", "stream", "max_output_tokens",
-      "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
-      "parallel_tool_calls", "tools", "tool_choice", "text", "reasoning", "metadata", "background", "truncation",
-      "user", "safety_identifier", "prompt_cache_key", "service_tier", "include", "stream_options"};
+  static const std::set<std::string> kKnown = {"model",
+                                               "input",
+                                               "instructions",
+                                               "previous_response_id",
+                                               "store",
+                                               "stream",
+                                               "max_output_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "min_p",
+                                               "seed",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "parallel_tool_calls",
+                                               "tools",
+                                               "tool_choice",
+                                               "text",
+                                               "reasoning",
+                                               "metadata",
+                                               "background",
+                                               "truncation",
+                                               "user",
+                                               "safety_identifier",
+                                               "prompt_cache_key",
+                                               "service_tier",
+                                               "include",
+                                               "stream_options"};
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& k = it.key();
     if (kUnsupported.count(k))

@@ -172,8 +172,8 @@ TEST_F(Logprobs, LegacyCompletions) {
 TEST_F(Logprobs, LegacyCompletionsTextOffsetCountsCharacters) {
   start();
   const std::string answer = "a\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 b";  // "aé € 😀 b": 7 characters, 12 bytes
-  const json r = create(completion_req({{"logprobs", 0}, {"strata_test_output", answer + kEos}}), 200,
-                        "/v1/completions");
+  const json r =
+      create(completion_req({{"logprobs", 0}, {"strata_test_output", answer + kEos}}), 200, "/v1/completions");
   const json& ch = r["choices"][0];
   ASSERT_EQ(ch["text"], answer);
   const json& lp = ch["logprobs"];

@@ -1,9 +1,9 @@
 // Legacy completions logprobs: text_offset counts characters (Unicode code points), not bytes.
+#include "server/logprobs_json.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "server/logprobs_json.h"
 
 namespace strata::server {
 namespace {

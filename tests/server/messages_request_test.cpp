@@ -186,9 +186,11 @@ TEST(MessagesRequest, AnthropicRangesAndShapes) {
   EXPECT_EQ(err(body("", R"([{"role":"user","content":[]}])")).param, "messages[0].content");
   EXPECT_EQ(err(body("", R"([{"role":"user","content":[{"type":"text","text":""}]}])")).param,
             "messages[0].content[0].text");
-  EXPECT_EQ(err(body("", R"([{"role":"user","content":"x"},{"role":"assistant","content":""},{"role":"user","content":"y"}])"))
-                .param,
-            "messages[1].content");
+  EXPECT_EQ(
+      err(body("",
+               R"([{"role":"user","content":"x"},{"role":"assistant","content":""},{"role":"user","content":"y"}])"))
+          .param,
+      "messages[1].content");
   // The limits themselves pass, and a final assistant message (a prefill) may be empty.
   ok(body(R"("temperature":1,"top_k":0,"stop_sequences":[])"));
   ok(body("", R"([{"role":"user","content":"x"},{"role":"assistant","content":""}])"));

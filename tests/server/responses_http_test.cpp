@@ -132,11 +132,12 @@ TEST_F(Responses, RetrieveAndDeleteStoredResponses) {
   expect_404(c.Get("/v1/responses/" + r["id"].get<std::string>()));
   expect_404(c.Delete("/v1/responses/" + r["id"].get<std::string>()));
   expect_404(c.Get("/v1/responses/resp_nope"));
-  EXPECT_EQ(respond(req("y", {{"previous_response_id", r["id"]}}), 404)["error"]["code"],
-            "previous_response_not_found") << "deleted: nothing to continue from";
+  EXPECT_EQ(respond(req("y", {{"previous_response_id", r["id"]}}), 404)["error"]["code"], "previous_response_not_found")
+      << "deleted: nothing to continue from";
   // A streamed response is stored as its final object; store: false stores none.
-  auto s = post("/v1/responses", req("Hi", {{"stream", true}, {"reasoning", {{"effort", "none"}}},
-                                            {"strata_test_output", "Yo" + kEos}}));
+  auto s =
+      post("/v1/responses",
+           req("Hi", {{"stream", true}, {"reasoning", {{"effort", "none"}}}, {"strata_test_output", "Yo" + kEos}}));
   ASSERT_TRUE(s);
   const json streamed = parse_events(s->body).back().data["response"];
   got = c.Get("/v1/responses/" + streamed["id"].get<std::string>());
@@ -155,7 +156,8 @@ TEST_F(Responses, RetrieveAndDeleteStoredResponses) {
 // A message max_output_tokens cut is "incomplete", not "completed" (streamed and not).
 TEST_F(Responses, MessageCutByTheTokenLimitIsIncomplete) {
   start();
-  const json body = req("Hi", {{"reasoning", {{"effort", "none"}}}, {"max_output_tokens", 2},
+  const json body = req("Hi", {{"reasoning", {{"effort", "none"}}},
+                               {"max_output_tokens", 2},
                                {"strata_test_output", "Hello there, world, and more" + kEos}});
   const json r = respond(body);
   EXPECT_EQ(r["status"], "incomplete");
@@ -171,8 +173,8 @@ TEST_F(Responses, MessageCutByTheTokenLimitIsIncomplete) {
   EXPECT_EQ(ev.back().type, "response.incomplete");
   EXPECT_EQ(ev.back().data["response"]["output"][0]["status"], "incomplete");
   // A finished message stays completed.
-  EXPECT_EQ(respond(req("Hi", {{"reasoning", {{"effort", "none"}}}, {"strata_test_output", "Hi" + kEos}}))["output"][0]
-                ["status"],
+  EXPECT_EQ(respond(req("Hi", {{"reasoning", {{"effort", "none"}}},
+                               {"strata_test_output", "Hi" + kEos}}))["output"][0]["status"],
             "completed");
 }
 

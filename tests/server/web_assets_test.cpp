@@ -1,11 +1,11 @@
 // The chat page embedded in the binary (server/web_assets.h): every file is there with its type,
 // `/` is the page, and the page loads only its own script and style (the CSP allows nothing inline).
+#include "server/web_assets.h"
+
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <string>
-
-#include "server/web_assets.h"
 
 namespace strata::server {
 namespace {
