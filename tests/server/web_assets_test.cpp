@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 
 namespace strata::server {
@@ -25,6 +27,17 @@ TEST(WebAssets, EmbedsThePage) {
   EXPECT_STREQ(css->content_type, "text/css; charset=utf-8");
   for (const char* p : {"", "/chat", "/index.htm", "/web/chat.js", "/CHAT.JS", "/chat.js/"})
     EXPECT_EQ(find_web_asset(p), nullptr) << p;
+}
+
+// The embedded bytes are the files' bytes (cmake/embed_web.cmake's raw strings change nothing).
+TEST(WebAssets, BytesEqualTheSourceFiles) {
+  for (const WebAsset& a : web_assets()) {
+    std::ifstream f(std::string(STRATA_SOURCE_DIR) + "/server/web" + a.path, std::ios::binary);
+    ASSERT_TRUE(f) << a.path;
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EXPECT_EQ(ss.str(), a.body) << a.path;
+  }
 }
 
 TEST(WebAssets, NothingInlineOrExternal) {
