@@ -129,7 +129,7 @@ async function send(text) {
   setBusy(true);
   $('status').textContent = 'Generating…';
   const t0 = performance.now();
-  let tFirst = 0, finish = null, usage = null;
+  let tFirst = 0, finish = null, usage = null, failed = false;
   try {
     const res = await fetch('/v1/chat/completions', {
       method: 'POST', headers: headers(), body: JSON.stringify(body), signal: controller.signal,
@@ -169,12 +169,16 @@ async function send(text) {
       turn.meta.textContent = 'stopped';
       $('status').textContent = 'Stopped.';
     } else {
+      failed = true;
       turn.box.classList.add('error');
       turn.meta.textContent = 'error: ' + e.message;
       $('status').textContent = 'Error: ' + e.message;
     }
   } finally {
-    conversation.push(turn.message());
+    // A failed turn leaves the conversation as it was (the user may edit and resend); a stopped
+    // one keeps what was generated, as the assistant's answer.
+    if (failed) conversation.pop();
+    else conversation.push(turn.message());
     turn.box.removeAttribute('aria-busy');
     controller = null;
     setBusy(false);

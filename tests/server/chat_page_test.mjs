@@ -41,7 +41,10 @@ before(async () => {
   page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   page.setDefaultTimeout(20000);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
+  // Chromium logs every HTTP error response; the one 400 below is expected.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 400 \(Bad Request\)/.test(m.text())) pageErrors.push(m.text());
+  });
 });
 after(async () => {
   if (browser) await browser.close();
@@ -129,6 +132,25 @@ test('page: streamed turns, reasoning folded, tool call, history, stop, engine p
   await new Promise((r) => setTimeout(r, 500));
   assert.equal(await metric(srv.port, 'strata_generation_tokens_total'), after1, 'no tokens after the stop');
   assert.ok(after1 - before < 3000, `stopped before max_tokens (${after1 - before} tokens generated)`);
+
+  // A refused request (max_tokens beyond the context: 400) shows its error and leaves the history
+  // as it was; the stopped answer stays in it.
+  await page.fill('#max-tokens', '100000');
+  await page.fill('#prompt', 'Too long');
+  await page.click('#send');
+  await page.waitForFunction(() => document.body.dataset.state === 'idle' &&
+    document.querySelectorAll('.msg.assistant').length === 2);
+  assert.match(await page.locator('.msg.assistant.error .meta').textContent(), /^error: .*context/);
+  assert.match(await page.locator('#status').textContent(), /^Error: /);
+  await page.fill('#max-tokens', '1');
+  await page.fill('#prompt', 'Again');
+  await page.click('#send');
+  await page.waitForFunction(() => document.body.dataset.state === 'idle' &&
+    document.querySelectorAll('.msg.assistant .meta')[2]?.textContent.startsWith('finish'));
+  const last = bodies[bodies.length - 1];
+  assert.deepEqual(last.messages.map((m) => m.role), ['user', 'assistant', 'user']);
+  assert.deepEqual([last.messages[0].content, last.messages[2].content], ['Tell me a long story.', 'Again']);
+  assert.equal(last.messages[1].content, await a3.textContent(), 'the stopped answer is history');
 
   // The engine panel: numbers from /metrics (the page polls every second).
   const want = [['stat-prefill', '^\\d+\\.\\d tok/s$'], ['stat-decode', '^\\d+\\.\\d tok/s$'],
