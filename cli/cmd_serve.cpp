@@ -63,6 +63,11 @@ struct StoreMetrics {
         s.engram_cache_hit_rate());
     put("strata_store_io_wait_seconds_total", "counter", "Time the forward pass waited on reads.",
         double(s.io_wait_ns()) * 1e-9);
+    put("strata_engram_fetch_seconds_total", "counter",
+        "Engram row fetches, from start until their rows were in RAM, summed over fetches.",
+        double(s.engram_fetch_ns) * 1e-9);
+    put("strata_engram_wait_seconds_total", "counter", "Time the forward pass waited on Engram reads.",
+        double(s.engram_wait_ns) * 1e-9);
     return out;
   }
 };

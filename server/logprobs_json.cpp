@@ -49,6 +49,12 @@ Json chat_logprobs_json(std::span<const ApiTokenLogprob> content, std::span<cons
   return j;
 }
 
+int64_t text_offset_chars(std::string_view bytes) {
+  int64_t n = 0;
+  for (const char c : bytes) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 Json completion_logprobs_json(std::span<const ApiTokenLogprob> tokens, int64_t first_offset) {
   Json texts = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
   int64_t offset = first_offset;
@@ -59,7 +65,7 @@ Json completion_logprobs_json(std::span<const ApiTokenLogprob> tokens, int64_t f
     for (const auto& [text, lp] : t.top) top[text] = lp;
     tops.push_back(std::move(top));
     offsets.push_back(offset);
-    offset += static_cast<int64_t>(t.token.size());
+    offset += text_offset_chars(t.token);
   }
   return Json{{"tokens", std::move(texts)},
               {"token_logprobs", std::move(lps)},

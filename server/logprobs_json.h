@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,8 +36,15 @@ ApiTokenLogprob api_token_logprob(const tokenizer::Tokenizer& tok, const runtime
 // Chat: the choices[].logprobs object (`reasoning` listed only when non-empty).
 Json chat_logprobs_json(std::span<const ApiTokenLogprob> content, std::span<const ApiTokenLogprob> reasoning);
 
-// Legacy completions: the choices[].logprobs object; text_offset counts bytes of the generated text
-// from `first_offset` (the bytes of the tokens before these).
+// Legacy completions: the choices[].logprobs object; text_offset counts characters of the
+// generated text from `first_offset` (the characters of the tokens before these; see
+// text_offset_chars).
 Json completion_logprobs_json(std::span<const ApiTokenLogprob> tokens, int64_t first_offset);
+
+// The characters `bytes` adds to text_offset: Unicode code points, as OpenAI's "character offset"
+// is read by its Python client and computed by vLLM (len() of a Python str), not bytes and not
+// UTF-16 units. A character split across tokens counts at the token holding its first byte (every
+// byte but a UTF-8 continuation byte counts one), so the offsets sum to the text's code points.
+int64_t text_offset_chars(std::string_view bytes);
 
 }  // namespace strata::server

@@ -28,7 +28,9 @@ void append(std::string* joined, const std::string& text) {
 ApiError read_text_block(const Json& b, const std::string& path, std::string* out) {
   const Json* t = field(b, "text");
   if (!t) return bad_request(path + ".text: required for a text block", path + ".text");
-  return read_string(b, "text", path + ".text", out);
+  if (ApiError e = read_string(b, "text", path + ".text", out); !e.ok()) return e;
+  if (out->empty()) return bad_request(path + ".text: text content blocks must be non-empty", path + ".text");
+  return {};
 }
 
 std::string unsupported_block(const std::string& type) {
@@ -199,6 +201,11 @@ ApiError read_messages(const Json& body, std::vector<Message>* out) {
     if (ApiError e = read_string(m, "role", p + ".role", &role); !e.ok()) return e;
     const Json* content = field(m, "content");
     if (!content) return bad_request(p + ".content: required", p + ".content");
+    // As Anthropic: every message has content, but for a final assistant message (a prefill).
+    const bool may_be_empty = role == "assistant" && i + 1 == ms->size();
+    if (!may_be_empty && ((content->is_string() && content->get_ref<const std::string&>().empty()) ||
+                          (content->is_array() && content->empty())))
+      return bad_request(p + ".content: must not be empty (only a final assistant message may be)", p + ".content");
     if (role == "user") {
       if (ApiError e = read_user(*content, p + ".content", tool_ids, out); !e.ok()) return e;
     } else if (role == "assistant") {
@@ -224,6 +231,7 @@ ApiError read_tools(const Json& body, chat::RenderOptions* r) {
   const Json* ts = field(body, "tools");
   if (!ts) return {};
   if (!ts->is_array()) return bad_request("tools: expected an array", "tools");
+  std::set<std::string> names;
   for (size_t i = 0; i < ts->size(); ++i) {
     const Json& t = (*ts)[i];
     const std::string p = at("tools", i);
@@ -238,6 +246,8 @@ ApiError read_tools(const Json& body, chat::RenderOptions* r) {
     if (ApiError e = read_string(t, "name", p + ".name", &name); !e.ok()) return e;
     if (!chat::is_valid_tool_name(name))
       return bad_request(p + ".name: '" + name + "' must match ^[A-Za-z0-9_.:-]{1,64}$", p + ".name");
+    if (!names.insert(name).second)
+      return bad_request(p + ".name: tool names must be unique, '" + name + "' appears twice", p + ".name");
     if (ApiError e = read_string(t, "description", p + ".description", &description); !e.ok()) return e;
     const Json* schema = field(t, "input_schema");
     if (!schema) return bad_request(p + ".input_schema: required", p + ".input_schema");
@@ -327,6 +337,14 @@ ApiError parse_messages_request_json(const Json& body, const ServerOptions& o, M
     if (ApiError e = read_bool(body, "stream", "stream", &r.stream); !e.ok()) return e;
   }
   if (ApiError e = read_sampling(body, &r.sampling); !e.ok()) return e;
+  // Anthropic's ranges, narrower than the chat API's: temperature in [0, 1], top_k >= 0 (no -1),
+  // stop_sequences an array only.
+  if (const Json* t = field(body, "temperature"); t && t->get<double>() > 1)
+    return bad_request("temperature: must be between 0 and 1, got " + t->dump(), "temperature");
+  if (const Json* k = field(body, "top_k"); k && k->get<double>() < 0)
+    return bad_request("top_k: must be at least 0, got " + k->dump(), "top_k");
+  if (const Json* ss = field(body, "stop_sequences"); ss && !ss->is_array())
+    return bad_request("stop_sequences: expected an array of strings", "stop_sequences");
   if (ApiError e = read_stop(body, "stop_sequences", "stop_sequences", &r.stop); !e.ok()) return e;
   if (ApiError e = read_tools(body, &r.render); !e.ok()) return e;
   if (ApiError e = read_tool_choice(body, &r.render, &r.parallel_tool_calls); !e.ok()) return e;

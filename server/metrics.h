@@ -34,6 +34,7 @@ struct Gauges {
   int running = 0;   // requests generating
   int waiting = 0;   // requests queued for a slot
   int sessions = 0;  // slots holding a KV cache
+  uint64_t kv_bytes = 0;             // bytes those KV caches hold (as of the last engine step)
   int64_t prefix_cache_entries = 0;  // runtime::PrefixCache snapshots
   uint64_t prefix_cache_bytes = 0;
   int64_t prefix_cache_lookups = 0, prefix_cache_hits = 0;

@@ -15,15 +15,15 @@ uint64_t bytes_of(const std::vector<chat::Message>& conversation) {
 
 }  // namespace
 
-void ResponseStore::put(const std::string& id, std::vector<chat::Message> conversation) {
-  const uint64_t bytes = bytes_of(conversation);
+void ResponseStore::put(const std::string& id, std::vector<chat::Message> conversation, std::string response) {
+  const uint64_t bytes = bytes_of(conversation) + response.size();
   std::lock_guard<std::mutex> l(mu_);
   if (auto it = index_.find(id); it != index_.end()) {
     bytes_ -= it->second->bytes;
     lru_.erase(it->second);
     index_.erase(it);
   }
-  lru_.push_front(Entry{id, std::move(conversation), bytes});
+  lru_.push_front(Entry{id, std::move(conversation), std::move(response), bytes});
   index_[id] = lru_.begin();
   bytes_ += bytes;
   while (!lru_.empty() && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
@@ -39,6 +39,24 @@ std::optional<std::vector<chat::Message>> ResponseStore::get(const std::string& 
   if (it == index_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->conversation;
+}
+
+std::optional<std::string> ResponseStore::get_response(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = index_.find(id);
+  if (it == index_.end()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->response;
+}
+
+bool ResponseStore::erase(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = index_.find(id);
+  if (it == index_.end()) return false;
+  bytes_ -= it->second->bytes;
+  lru_.erase(it->second);
+  index_.erase(it);
+  return true;
 }
 
 size_t ResponseStore::size() const {

@@ -76,8 +76,10 @@ std::string responses_json(const ResponsesHeader& h, const chat::OutputParser& p
                            int64_t reasoning_tokens) {
   Json output = Json::array();
   if (!p.reasoning().empty()) output.push_back(reasoning_item(random_id("rs_"), p.reasoning()));
+  // A message the token limit cut is incomplete; one a (complete) tool call follows was finished.
+  const char* message_status = incomplete(p) && p.tool_calls().empty() ? "incomplete" : "completed";
   if (!p.content().empty())
-    output.push_back(message_item(random_id("msg_"), "completed", Json::array({output_text_part(p.content())})));
+    output.push_back(message_item(random_id("msg_"), message_status, Json::array({output_text_part(p.content())})));
   for (const chat::ParsedToolCall& c : p.tool_calls())
     output.push_back(function_call_item(random_id("fc_"), c.id, c.name, c.arguments, "completed"));
   return dump_json(response_object(h, incomplete(p) ? "incomplete" : "completed", std::move(output),
@@ -127,7 +129,7 @@ std::string ResponsesStream::open(Item kind, Json item) {
   return out;
 }
 
-std::string ResponsesStream::close() {
+std::string ResponsesStream::close(const char* status) {
   if (kind_ == Item::kNone) return "";
   const size_t index = output_.size();
   const std::string id = item_["id"];
@@ -152,7 +154,7 @@ std::string ResponsesStream::close() {
       out += event(
           "response.content_part.done",
           Json{{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", output_text_part(text_)}});
-      done = message_item(id, "completed", Json::array({output_text_part(text_)}));
+      done = message_item(id, status, Json::array({output_text_part(text_)}));
       break;
     }
     case Item::kFunctionCall:
@@ -202,10 +204,11 @@ std::string ResponsesStream::delta(const chat::Delta& d) {
 }
 
 std::string ResponsesStream::finish(const chat::OutputParser& p, const JobStats& st, int64_t reasoning_tokens) {
-  std::string out = close();
   const bool inc = incomplete(p);
+  std::string out = close(inc ? "incomplete" : "completed");
   const Json r =
       response_object(h_, inc ? "incomplete" : "completed", output_, responses_usage_json(st, reasoning_tokens));
+  final_ = dump_json(r);
   return out + event(inc ? "response.incomplete" : "response.completed", Json{{"response", r}});
 }
 

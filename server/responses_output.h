@@ -3,7 +3,8 @@
 //
 // Output items: `reasoning` (id rs_..., content [{type: reasoning_text, text}], summary []) when
 // reasoning was produced, `message` (id msg_..., content [{type: output_text, text, annotations}])
-// when there is text, and one `function_call` (id fc_..., call_id, name, arguments) per complete call.
+// when there is text (status incomplete when max_output_tokens cut it: the response is incomplete
+// and no call follows it), and one `function_call` (id fc_..., call_id, name, arguments) per complete call.
 // status: completed, or incomplete with incomplete_details.reason max_output_tokens (max_output_tokens
 // or the context ran out). usage: input_tokens (+ input_tokens_details.cached_tokens), output_tokens
 // (+ output_tokens_details.reasoning_tokens), total_tokens.
@@ -62,12 +63,15 @@ class ResponsesStream {
   std::string finish(const chat::OutputParser& parser, const JobStats& stats, int64_t reasoning_tokens);
   // An `error` event.
   std::string error(const ApiError& e);
+  // The response object of response.completed / response.incomplete (JSON; empty before finish()).
+  const std::string& final_response() const { return final_; }
 
  private:
   enum class Item { kNone, kReasoning, kMessage, kFunctionCall };
   std::string event(std::string_view type, Json data);
   std::string open(Item kind, Json item);
-  std::string close();
+  // Closes the open item with `status` (items closed before the end are complete).
+  std::string close(const char* status = "completed");
 
   ResponsesHeader h_;
   int64_t seq_ = 0;
@@ -75,6 +79,7 @@ class ResponsesStream {
   Item kind_ = Item::kNone;
   Json item_;         // the open item
   std::string text_;  // its text or arguments so far
+  std::string final_;
 };
 
 }  // namespace strata::server

@@ -246,6 +246,59 @@ ApiError read_text_format(const Json& body, chat::RenderOptions* r) {
   return {};
 }
 
+// Fields strata does not implement are refused by name rather than ignored: a client that relies
+// on one must not get an answer that silently differs from what it asked for.
+ApiError check_responses_fields(const Json& body, const ServerOptions& o) {
+  static const std::set<std::string> kUnsupported = {
+      "conversation",  // OpenAI's server-side conversations (previous_response_id is served)
+      "prompt",        // stored prompt templates
+      "top_logprobs",  // logprobs are served on /v1/chat/completions and /v1/completions
+      "max_tool_calls",
+  };
+  // Read below, or accepted without effect on the output: metadata is echoed; user,
+  // safety_identifier, prompt_cache_key and service_tier are hints; include only asks for extra
+  // fields (reasoning text is always returned in full); stream_options tunes event framing.
+  static const std::set<std::string> kKnown = {"model",
+                                               "input",
+                                               "instructions",
+                                               "previous_response_id",
+                                               "store",
+                                               "stream",
+                                               "max_output_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "top_k",
+                                               "min_p",
+                                               "seed",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "parallel_tool_calls",
+                                               "tools",
+                                               "tool_choice",
+                                               "text",
+                                               "reasoning",
+                                               "metadata",
+                                               "background",
+                                               "truncation",
+                                               "user",
+                                               "safety_identifier",
+                                               "prompt_cache_key",
+                                               "service_tier",
+                                               "include",
+                                               "stream_options"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& k = it.key();
+    if (kUnsupported.count(k))
+      return bad_request(k + ": not supported by strata's /v1/responses", k, "unsupported_parameter");
+    if (k == "strata_test_output" && o.test_scripted_output) continue;
+    if (!kKnown.count(k)) return bad_request(k + ": unknown parameter", k, "unknown_parameter");
+  }
+  // truncation "auto" would drop the conversation's start to fit the context; strata answers 400.
+  if (const Json* t = field(body, "truncation"); t && !(t->is_string() && t->get<std::string>() == "disabled"))
+    return bad_request("truncation: only \"disabled\" is supported", "truncation", "unsupported_parameter");
+  return {};
+}
+
 }  // namespace
 
 ApiError parse_responses_request(const std::string& body_text, const ServerOptions& o, ResponsesRequest* out) {
@@ -260,6 +313,7 @@ ApiError parse_responses_request(const std::string& body_text, const ServerOptio
   const bool alias_chat = c.model == "deepseek-chat", alias_reasoner = c.model == "deepseek-reasoner";
   if (!o.any_model && c.model != o.model_id && c.model != "deepseek-flash" && !alias_chat && !alias_reasoner)
     return model_not_found(c.model);
+  if (ApiError e = check_responses_fields(body, o); !e.ok()) return e;
   bool background = false;
   if (ApiError e = read_bool(body, "background", "background", &background); !e.ok()) return e;
   if (background) return bad_request("background: not supported", "background", "unsupported_parameter");
@@ -268,6 +322,9 @@ ApiError parse_responses_request(const std::string& body_text, const ServerOptio
   if (ApiError e = read_input(body, &r.input); !e.ok()) return e;
   if (ApiError e = read_string(body, "previous_response_id", "previous_response_id", &r.previous_response_id); !e.ok())
     return e;
+  if (field(body, "previous_response_id") && r.previous_response_id.empty())
+    return bad_request("previous_response_id: must not be empty (omit it to start a new conversation)",
+                       "previous_response_id");
   if (ApiError e = read_bool(body, "store", "store", &r.store); !e.ok()) return e;
   if (ApiError e = read_bool(body, "stream", "stream", &c.stream); !e.ok()) return e;
   if (ApiError e = read_int(body, "max_output_tokens", "max_output_tokens", 1, INT32_MAX, &c.max_tokens); !e.ok())

@@ -260,7 +260,14 @@ void Scheduler::run() {
     for (const auto& [slot, reused] : admitted) start(slot, reused);
     admitted.clear();
     // One batched forward over every active slot; slots join and leave between steps.
-    if (!engine_.idle()) observe(engine_.step());
+    if (!engine_.idle()) {
+      observe(engine_.step());
+      // Slots' sessions change on this thread only (admission, finish): summed here, read anywhere.
+      uint64_t kv = 0;
+      for (const Slot& slot : slots_)
+        if (slot.session) kv += slot.session->cache().bytes();
+      kv_bytes_.store(kv);
+    }
     if (opt_.tick && seconds(clock_type::now() - last_tick_) >= opt_.tick_interval_s) {
       opt_.tick();
       last_tick_ = clock_type::now();

@@ -127,6 +127,8 @@ class Scheduler {
   int running() const { return running_.load(); }
   int waiting() const;
   int sessions() const { return sessions_.load(); }  // slots holding a KV cache
+  // Bytes the slots' KV caches hold (model::KvCache::bytes), as of the last engine step.
+  uint64_t kv_bytes() const { return kv_bytes_.load(); }
   // Forwards that failed in the model (the server reports unhealthy after one).
   int64_t model_failures() const { return failures_.load(); }
   // The shared prefix cache's counters (zeros when disabled).
@@ -175,6 +177,7 @@ class Scheduler {
   std::chrono::steady_clock::time_point last_tick_;
   std::atomic<int> running_{0};
   std::atomic<int> sessions_{0};
+  std::atomic<uint64_t> kv_bytes_{0};
   std::atomic<int64_t> failures_{0};
   std::thread worker_;
 };

@@ -753,6 +753,8 @@ TEST_F(Serve, DisconnectCancels) {
     EXPECT_EQ(metric("strata_generation_tokens_total") - before, generated);
   }
   EXPECT_GE(metric("strata_kv_sessions"), 1);
+  // The slot's KV cache is held, and counted, after its request ended.
+  EXPECT_GT(metric("strata_kv_bytes"), 0);
 }
 
 // Stopping the server (SIGINT/SIGTERM in strata serve) ends running requests with a 503
@@ -908,7 +910,8 @@ TEST_F(Serve, Metrics) {
                         "strata_kv_sessions", "strata_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
                         "strata_inter_token_latency_seconds_count", "strata_request_duration_seconds_sum",
                         "strata_batch_size_bucket{le=\"1\"}", "strata_step_tokens_bucket{le=\"+Inf\"}",
-                        "strata_engine_steps_total"})
+                        "strata_engine_steps_total",
+                        "strata_kv_bytes"})
     EXPECT_NE(r->body.find(m), std::string::npos) << m;
   EXPECT_EQ(metric("strata_generation_tokens_total"), 2);
   // One request: its prompt in two chunks (cut where the assistant prefix begins, a prefix-cache

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "server/logprobs_json.h"
 #include "tests/server/api_serve_fixture.h"
 
 namespace strata::server {
@@ -127,9 +128,12 @@ TEST_F(Logprobs, LegacyCompletions) {
   ASSERT_EQ(lp["top_logprobs"].size(), n);
   ASSERT_EQ(lp["text_offset"].size(), n);
   std::string text;
+  bool exact = true;  // until a token shows U+FFFD (a split character): then the wire text is not the bytes
   for (size_t i = 0; i < n; ++i) {
-    EXPECT_EQ(lp["text_offset"][i], text.size()) << "byte offset of token " << i;
+    if (exact) EXPECT_EQ(lp["text_offset"][i], text_offset_chars(text)) << "character offset of token " << i;
+    if (i > 0) EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
     const std::string token = lp["tokens"][i];
+    exact = exact && token.find("\xEF\xBF\xBD") == std::string::npos;
     text += token;
     const double l = lp["token_logprobs"][i];
     EXPECT_LE(l, 0.0);
@@ -152,9 +156,8 @@ TEST_F(Logprobs, LegacyCompletions) {
     streamed_text += sch["text"].get<std::string>();
     if (sch["logprobs"].is_null()) continue;
     for (size_t i = 0; i < sch["logprobs"]["tokens"].size(); ++i) {
-      size_t offset = 0;
-      for (const std::string& t : tokens) offset += t.size();
-      EXPECT_EQ(sch["logprobs"]["text_offset"][i], offset);
+      // The stream's offsets continue each other: the same as the whole answer's.
+      EXPECT_EQ(sch["logprobs"]["text_offset"][i], lp["text_offset"][tokens.size()]);
       tokens.push_back(sch["logprobs"]["tokens"][i]);
     }
   }
@@ -162,6 +165,26 @@ TEST_F(Logprobs, LegacyCompletions) {
   EXPECT_EQ(streamed_text, text);
   // Not requested: null.
   EXPECT_TRUE(create(completion_req({}), 200, "/v1/completions")["choices"][0]["logprobs"].is_null());
+}
+
+// text_offset counts characters (code points), not bytes: a scripted answer with 2-, 3- and 4-byte
+// characters ends at its character count.
+TEST_F(Logprobs, LegacyCompletionsTextOffsetCountsCharacters) {
+  start();
+  const std::string answer = "a\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 b";  // "aé € 😀 b": 7 characters, 12 bytes
+  const json r =
+      create(completion_req({{"logprobs", 0}, {"strata_test_output", answer + kEos}}), 200, "/v1/completions");
+  const json& ch = r["choices"][0];
+  ASSERT_EQ(ch["text"], answer);
+  const json& lp = ch["logprobs"];
+  const size_t n = lp["tokens"].size();
+  ASSERT_GT(n, 1u) << r;
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  for (size_t i = 1; i < n; ++i) EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+  // The last token starts at most one character before the end, never at a byte offset.
+  const int64_t last = lp["text_offset"][n - 1];
+  EXPECT_LE(last, 7);
+  EXPECT_GE(last, 6);
 }
 
 }  // namespace

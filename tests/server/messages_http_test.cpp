@@ -51,6 +51,31 @@ TEST_F(Messages, NonStreamingShapeAndUsage) {
             u["input_tokens"].get<int>() + u["cache_read_input_tokens"].get<int>());
 }
 
+// The response names the model the request asked for (an alias stays the alias), as Anthropic does;
+// Anthropic's narrower ranges are 400 invalid_request_error in its envelope.
+TEST_F(Messages, EchoesTheModelAndChecksAnthropicsRanges) {
+  start();
+  json b = req("Hi", {{"strata_test_output", "Hello!" + kEos}});
+  b["model"] = "deepseek-chat";
+  EXPECT_EQ(create(b)["model"], "deepseek-chat");
+  b["stream"] = true;
+  auto r = post("/v1/messages", b);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(parse_events(r->body)[0].data["message"]["model"], "deepseek-chat");
+  for (const json& extra : {json{{"temperature", 1.5}}, json{{"top_k", -1}}, json{{"stop_sequences", "END"}}}) {
+    auto e = post("/v1/messages", req("Hi", extra));
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400) << extra;
+    const json j = json::parse(e->body);
+    EXPECT_EQ(j["type"], "error");
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(extra.begin().key()), std::string::npos) << j;
+  }
+  auto e = post("/v1/messages", req(""));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400) << "empty content";
+}
+
 TEST_F(Messages, StopReasons) {
   start();
   json m = create(req("Hi", {{"stop_sequences", {"END"}}, {"strata_test_output", "abc END def" + kEos}}));

@@ -170,6 +170,32 @@ TEST(MessagesRequest, SamplingStopAndStream) {
   EXPECT_EQ(err(body(R"("temperature":"hot")")).param, "temperature");
 }
 
+// Anthropic's own limits, narrower than the chat API's, answered 400 invalid_request_error.
+TEST(MessagesRequest, AnthropicRangesAndShapes) {
+  for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("stop_sequences":"END")", "stop_sequences"},
+           {R"("temperature":1.5)", "temperature"},
+           {R"("top_k":-1)", "top_k"},
+           {R"("tools":[{"name":"f","input_schema":{}},{"name":"f","input_schema":{}}])", "tools[1].name"}}) {
+    const ApiError e = err(body(extra));
+    EXPECT_EQ(e.status, 400) << extra;
+    EXPECT_EQ(e.type, "invalid_request_error") << extra;
+    EXPECT_EQ(e.param, param) << extra;
+  }
+  EXPECT_EQ(err(body("", R"([{"role":"user","content":""}])")).param, "messages[0].content");
+  EXPECT_EQ(err(body("", R"([{"role":"user","content":[]}])")).param, "messages[0].content");
+  EXPECT_EQ(err(body("", R"([{"role":"user","content":[{"type":"text","text":""}]}])")).param,
+            "messages[0].content[0].text");
+  EXPECT_EQ(
+      err(body("",
+               R"([{"role":"user","content":"x"},{"role":"assistant","content":""},{"role":"user","content":"y"}])"))
+          .param,
+      "messages[1].content");
+  // The limits themselves pass, and a final assistant message (a prefill) may be empty.
+  ok(body(R"("temperature":1,"top_k":0,"stop_sequences":[])"));
+  ok(body("", R"([{"role":"user","content":"x"},{"role":"assistant","content":""}])"));
+}
+
 TEST(MessagesRequest, BadRequestsNameTheField) {
   EXPECT_EQ(err(R"({"model":"deepseek-v4.1-flash","messages":[{"role":"user","content":"x"}]})").param, "max_tokens");
   EXPECT_EQ(err(body(R"("max_tokens":0)")).param, "max_tokens");

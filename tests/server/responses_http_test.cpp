@@ -111,6 +111,73 @@ TEST_F(Responses, StreamLifecycle) {
   EXPECT_EQ(next["object"], "response");
 }
 
+// GET /v1/responses/{id} returns the stored response object (streamed ones too); DELETE drops it.
+TEST_F(Responses, RetrieveAndDeleteStoredResponses) {
+  start();
+  const json r = respond(req("Hi", {{"reasoning", {{"effort", "none"}}}, {"strata_test_output", "Hello!" + kEos}}));
+  httplib::Client c("127.0.0.1", srv_->port());
+  auto got = c.Get("/v1/responses/" + r["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200) << got->body;
+  EXPECT_EQ(json::parse(got->body), r) << "the same object as the POST answered";
+  auto del = c.Delete("/v1/responses/" + r["id"].get<std::string>());
+  ASSERT_TRUE(del);
+  ASSERT_EQ(del->status, 200) << del->body;
+  EXPECT_EQ(json::parse(del->body), (json{{"id", r["id"]}, {"object", "response"}, {"deleted", true}}));
+  auto expect_404 = [](const httplib::Result& res) {
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 404) << res->body;
+    EXPECT_EQ(json::parse(res->body)["error"]["type"], "invalid_request_error");
+  };
+  expect_404(c.Get("/v1/responses/" + r["id"].get<std::string>()));
+  expect_404(c.Delete("/v1/responses/" + r["id"].get<std::string>()));
+  expect_404(c.Get("/v1/responses/resp_nope"));
+  EXPECT_EQ(respond(req("y", {{"previous_response_id", r["id"]}}), 404)["error"]["code"], "previous_response_not_found")
+      << "deleted: nothing to continue from";
+  // A streamed response is stored as its final object; store: false stores none.
+  auto s =
+      post("/v1/responses",
+           req("Hi", {{"stream", true}, {"reasoning", {{"effort", "none"}}}, {"strata_test_output", "Yo" + kEos}}));
+  ASSERT_TRUE(s);
+  const json streamed = parse_events(s->body).back().data["response"];
+  got = c.Get("/v1/responses/" + streamed["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->status, 200);
+  EXPECT_EQ(json::parse(got->body), streamed);
+  const json unstored = respond(req("x", {{"store", false}, {"max_output_tokens", 1}}));
+  got = c.Get("/v1/responses/" + unstored["id"].get<std::string>());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 404);
+  auto bad = c.Put("/v1/responses/" + r["id"].get<std::string>(), "{}", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 405);
+}
+
+// A message max_output_tokens cut is "incomplete", not "completed" (streamed and not).
+TEST_F(Responses, MessageCutByTheTokenLimitIsIncomplete) {
+  start();
+  const json body = req("Hi", {{"reasoning", {{"effort", "none"}}},
+                               {"max_output_tokens", 2},
+                               {"strata_test_output", "Hello there, world, and more" + kEos}});
+  const json r = respond(body);
+  EXPECT_EQ(r["status"], "incomplete");
+  ASSERT_EQ(r["output"].size(), 1u) << r;
+  EXPECT_EQ(r["output"][0]["type"], "message");
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  json sb = body;
+  sb["stream"] = true;
+  auto s = post("/v1/responses", sb);
+  ASSERT_TRUE(s);
+  const std::vector<Event> ev = parse_events(s->body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back().type, "response.incomplete");
+  EXPECT_EQ(ev.back().data["response"]["output"][0]["status"], "incomplete");
+  // A finished message stays completed.
+  EXPECT_EQ(respond(req("Hi", {{"reasoning", {{"effort", "none"}}},
+                               {"strata_test_output", "Hi" + kEos}}))["output"][0]["status"],
+            "completed");
+}
+
 TEST_F(Responses, ErrorsUseOpenAIsEnvelope) {
   ServerOptions o;
   o.ctx = 64;
@@ -123,6 +190,19 @@ TEST_F(Responses, ErrorsUseOpenAIsEnvelope) {
   EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(e["error"]["param"], "max_output_tokens");
   EXPECT_EQ(respond(req("Hi", {{"max_output_tokens", 1}}))["object"], "response");
+  // Fields strata does not serve: 400 naming them (never silently ignored).
+  e = respond(req("Hi", {{"previous_response_id", ""}}), 400);
+  EXPECT_EQ(e["error"]["param"], "previous_response_id");
+  for (const char* k : {"conversation", "top_logprobs", "max_tool_calls"}) {
+    e = respond(req("Hi", {{k, k == std::string("conversation") ? json("conv_1") : json(2)}}), 400);
+    EXPECT_EQ(e["error"]["param"], k);
+    EXPECT_EQ(e["error"]["code"], "unsupported_parameter");
+  }
+  e = respond(req("Hi", {{"prompt", {{"id", "pmpt_1"}}}}), 400);
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  e = respond(req("Hi", {{"no_such_field", 1}}), 400);
+  EXPECT_EQ(e["error"]["param"], "no_such_field");
+  EXPECT_EQ(e["error"]["code"], "unknown_parameter");
 }
 
 }  // namespace

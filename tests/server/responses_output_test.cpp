@@ -124,6 +124,10 @@ TEST(ResponsesStream, TextAndIncomplete) {
   EXPECT_EQ(ev.back().type, "response.incomplete");
   EXPECT_EQ(ev.back().data["response"]["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(ev.back().data["response"]["output"][0]["content"][0]["text"], "Hello there");
+  // The message max_output_tokens cut is incomplete, in its done event and in the response.
+  EXPECT_EQ(ev.back().data["response"]["output"][0]["status"], "incomplete");
+  for (const Event& e : ev)
+    if (e.type == "response.output_item.done") EXPECT_EQ(e.data["item"]["status"], "incomplete");
   // Non-streaming: the same shape.
   const Json r = Json::parse(responses_json({"resp_2", 100, "m", Json{{"store", false}}}, p, st, 0));
   EXPECT_EQ(r["object"], "response");
@@ -132,6 +136,7 @@ TEST(ResponsesStream, TextAndIncomplete) {
   ASSERT_EQ(r["output"].size(), 1u);
   EXPECT_EQ(r["output"][0]["type"], "message");
   EXPECT_EQ(r["output"][0]["role"], "assistant");
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
   EXPECT_EQ(r["output"][0]["content"][0],
             Json::parse(R"({"type":"output_text","text":"Hello there","annotations":[]})"));
   EXPECT_EQ(r["usage"]["total_tokens"], 5);

@@ -139,6 +139,25 @@ TEST(ResponsesRequest, BadRequestsNameTheField) {
   EXPECT_EQ(err(body(R"("background":true)")).param, "background");
   EXPECT_EQ(err(body(R"("temperature":5)")).param, "temperature");
   EXPECT_EQ(err("[1]").code, "invalid_json");
+  EXPECT_EQ(err(body(R"("previous_response_id":"")")).param, "previous_response_id");
+}
+
+// Fields strata does not serve are refused by name, never ignored; the harmless ones pass.
+TEST(ResponsesRequest, UnsupportedAndUnknownFieldsAreRefused) {
+  for (const char* k : {"conversation", "prompt", "top_logprobs", "max_tool_calls"}) {
+    const ApiError e = err(body("\"" + std::string(k) + "\":" + (std::string(k) == "prompt" ? "{\"id\":\"p\"}" : "3")));
+    EXPECT_EQ(e.status, 400) << k;
+    EXPECT_EQ(e.param, k);
+    EXPECT_EQ(e.code, "unsupported_parameter") << k;
+    EXPECT_NE(e.message.find(k), std::string::npos) << e.message;
+  }
+  const ApiError e = err(body(R"("temprature":0.5)"));
+  EXPECT_EQ(e.param, "temprature");
+  EXPECT_EQ(e.code, "unknown_parameter");
+  EXPECT_EQ(err(body(R"("truncation":"auto")")).param, "truncation");
+  EXPECT_EQ(err(body(R"("strata_test_output":"x")")).param, "strata_test_output") << "only with --test-scripted-output";
+  ok(body(R"("metadata":{"a":"b"},"user":"u","safety_identifier":"s","prompt_cache_key":"k","service_tier":"auto",)"
+          R"("include":["reasoning.encrypted_content"],"truncation":"disabled","top_k":5,"seed":1)"));
 }
 
 TEST(ResponsesRequest, RendersLikeTheEquivalentChatRequest) {
@@ -183,6 +202,21 @@ TEST(ResponseStore, BoundedLeastRecentlyUsed) {
   EXPECT_FALSE(small.get("x").has_value());
   EXPECT_TRUE(small.get("y").has_value());
   small.put("z", conv(std::string(5000, 'z')));
+  EXPECT_EQ(small.size(), 0u);
+}
+
+TEST(ResponseStore, KeepsTheResponseObjectAndErases) {
+  ResponseStore s(4, 1 << 20);
+  s.put("resp_a", {}, R"({"id":"resp_a"})");
+  EXPECT_EQ(s.get_response("resp_a"), std::optional<std::string>(R"({"id":"resp_a"})"));
+  EXPECT_FALSE(s.get_response("resp_b").has_value());
+  EXPECT_TRUE(s.erase("resp_a"));
+  EXPECT_FALSE(s.erase("resp_a"));
+  EXPECT_FALSE(s.get("resp_a").has_value());
+  EXPECT_EQ(s.size(), 0u);
+  // Its text counts against the byte bound.
+  ResponseStore small(10, 1000);
+  small.put("x", {}, std::string(2000, 'x'));
   EXPECT_EQ(small.size(), 0u);
 }
 
