@@ -23,20 +23,22 @@ namespace {
 
 constexpr int kTagHeader = 11, kTagRows = 12, kTagAnswer = 13, kTagError = 14;
 
-// Spins for the first ~200 us of a wait (a layer's answer usually comes that fast on one machine),
-// then sleeps 50 us between polls.
+// Polls by yielding the core for the first 2 ms of a wait (a layer's answer, or the next layer's
+// request during a decode step, usually comes within that: sched_yield hands the core to any other
+// runnable rank on an oversubscribed machine), then sleeps 20 us between polls (an idle rank
+// between requests).
 class Backoff {
  public:
   void wait() {
-    if (++polls_ < 2000) {
+    if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(2)) {
       std::this_thread::yield();
       return;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 
  private:
-  int polls_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 std::string mpi_error(int rc) {
@@ -221,6 +223,20 @@ void MpiJob::stop_peers() {
 
 Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& store, ThreadPool* pool) {
   if (rank_ == 0) return InvalidArgument("serve_experts runs on ranks 1.., not on rank 0");
+  // A store that keeps experts in RAM reads this rank's share now (one bulk pass, then per layer),
+  // so no request waits for a first use; tiered stores read on demand as usual.
+  auto mine = [&](int layer, int expert) {
+    return layer < c.n_layers && expert < c.n_routed_experts &&
+           model::expert_owner(expert, c.n_routed_experts, size_) == rank_;
+  };
+  STRATA_RETURN_IF_ERROR(store.load_resident(
+      [&](const io::TensorInfo& t) {
+        int l = -1, e = -1;
+        return model::routed_expert_tensor(t.name, &l, &e) && mine(l, e);
+      },
+      {}));
+  for (int l = 0; l < c.n_layers; ++l)
+    STRATA_RETURN_IF_ERROR(store.preload_layer(l, c.n_routed_experts, [&](int e) { return mine(l, e); }));
   model::MoeScratch scratch;
   std::vector<int64_t> header;
   std::vector<float> rows, y;

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <span>
+#include <string>
 
 #include "core/status.h"
 
@@ -30,6 +32,16 @@ struct ExpertTask {
 inline int expert_owner(int32_t expert, int n_experts, int n_ranks) {
   // The largest r with floor(r * E / N) <= expert.
   return static_cast<int>(((static_cast<int64_t>(expert) + 1) * n_ranks - 1) / n_experts);
+}
+
+// True when `name` is a routed-expert tensor of a main layer, "layers.L.ffn.experts.E.<part>",
+// with *layer = L and *expert = E (the checkpoint's names; model/weights.cpp binds them).
+inline bool routed_expert_tensor(const std::string& name, int* layer, int* expert) {
+  int l = -1, e = -1, n = 0;
+  if (std::sscanf(name.c_str(), "layers.%d.ffn.experts.%d.%n", &l, &e, &n) != 2 || n == 0 || l < 0 || e < 0) return false;
+  *layer = l;
+  *expert = e;
+  return true;
 }
 
 class ExpertPeers {

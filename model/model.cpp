@@ -67,7 +67,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
   auto m = std::unique_ptr<Model>(new Model(c, std::move(s), opt));
   Status st = c.validate();
   if (!st.ok()) return st;
-  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress));
+  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress, opt.expert_peers));
   if (!c.engram_layer_ids.empty()) {
     if (static_cast<int64_t>(vocab.n_classes) != c.engram_compressed_vocab_size)
       return InvalidArgument("tokenizer.json yields " + std::to_string(vocab.n_classes) +

@@ -76,6 +76,32 @@ for dir in "${dirs[@]}"; do
   done
 done
 
+# strata serve --mpi: a greedy chat completion answers as a one-process server does (on a synthesized
+# tiny checkpoint: serve needs the V4.1 chat tokens, which the fixture's tokenizer lacks).
+"$strata" synth --preset tiny --out "$tmp/tiny" > /dev/null 2>&1 || { echo "FAIL synth --preset tiny"; fail=1; }
+serve_answer() {  # serve_answer OUT [launcher...]: starts the server, asks once, stops it
+  local out="$1"; shift
+  local port=$((20000 + RANDOM % 20000))
+  "$@" "$strata" serve -m "$tmp/tiny" --port "$port" -t 1 ${MPI_FLAG:-} > "$tmp/$out.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 300); do
+    grep -q "ready in" "$tmp/$out.log" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"deepseek-v4.1-flash","messages":[{"role":"user","content":"Hello there"}],"max_tokens":8,"temperature":0}' \
+    | python3 -c 'import json,sys; m=json.load(sys.stdin)["choices"][0]["message"]; print(json.dumps([m.get("reasoning_content"), m.get("content")]))' > "$tmp/$out.txt" 2>/dev/null
+  kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+}
+serve_answer serve-one
+MPI_FLAG=--mpi serve_answer serve-np2 "${mpi[@]}" -np 2
+if grep -q '[A-Za-z]' "$tmp/serve-one.txt" 2>/dev/null && cmp -s "$tmp/serve-one.txt" "$tmp/serve-np2.txt"; then
+  echo "ok   serve --mpi: np 2 answers as one process: $(head -c 60 "$tmp/serve-one.txt")"
+else
+  echo "FAIL serve --mpi: answers differ or are empty"; tail -5 "$tmp/serve-np2.log"; fail=1
+fi
+
 # A rank that does not answer in time: the run fails naming the rank, it does not hang. Rank 1 is
 # stopped (SIGSTOP) 2 s after it starts, while rank 0 is decoding; rank 0 waits --mpi-timeout 3 s for
 # its answer, reports the rank and aborts the job (MPI_Abort), which ends the stopped rank too.
