@@ -19,6 +19,7 @@
 #include "cli/placement_flags.h"
 #include "cli/stats_report.h"
 #include "cli/dump_observer.h"
+#include "cli/mpi_flags.h"
 #include "io/file.h"
 #include "runtime/sampler.h"
 
@@ -31,6 +32,7 @@ struct LogitsOptions {
   int decode = 0;
   int threads = 0;
   PlacementFlags placement;
+  MpiFlags mpi;
   bool stats = false;
   std::string stats_json;
 };
@@ -91,7 +93,10 @@ int run_logits(const LogitsOptions& o) {
   Logger log = stderr_logger(LogLevel::kWarn);
   auto popt = placement_options(o.placement);
   if (!popt.ok()) return fail_flag_value(popt.error());
-  auto lm = load_model(o.model_dir, o.threads, &log, *popt);
+  auto role = start_mpi(o.mpi, o.model_dir, o.threads, *popt);  // before the model: it must outlive it
+  if (!role.ok()) return fail(role.error());
+  if (role->served) return 0;
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt, {}, role->peers);
   if (!lm.ok()) return fail(lm.error());
   model::Model& m = *lm->model;
   const int64_t V = m.config().vocab_size;
@@ -221,6 +226,7 @@ Command register_logits(CLI::App& app) {
   app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR; with DSpark stages and --decode, also each step's draft (dspark_*.npy)");
   app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   add_placement_flags(app, &o->placement);
+  add_mpi_flags(app, &o->mpi);
   app.add_flag("--stats", o->stats, "print per-phase (prefill, decode) placement stats to stderr");
   app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
   return [o]() { return run_logits(*o); };

@@ -29,7 +29,7 @@ namespace {
 struct PlanCliOptions {
   tools::PlanOptions plan;
   std::string model_dir, config, probe = default_probe_cache();
-  std::string ram, vram, reserve, prefill = "exact", hot;
+  std::string ram, vram, reserve, prefill = "exact", hot, hosts;
   tools::RoutingCounts routing;
   std::vector<int64_t> prompts;
   bool json = false, direct_io = false, buffered_io = false, no_overlap = false, reprobe = false;
@@ -75,6 +75,11 @@ int run_plan(PlanCliOptions& o) {
     if (!r.ok()) return fail(r.error());
     o.routing = std::move(*r);
     po.routing = &o.routing;
+  }
+  if (!o.hosts.empty()) {
+    auto h = tools::read_hosts(o.hosts);
+    if (!h.ok()) return fail(h.error());
+    po.hosts = std::move(*h);
   }
   if (Status v = po.validate(); !v.ok()) return fail(v);
 
@@ -151,6 +156,9 @@ Command register_plan(CLI::App& app) {
                  "per step, for each N, comma separated (e.g. 1,2,4,8)")
       ->delimiter(',')
       ->check(in_range(1, 4096));
+  app.add_option("--hosts", o->hosts,
+                 "also predict decode with expert parallelism over MPI on the hosts in FILE (one per line: NAME "
+                 "ram=SIZE link_gbps=X latency_us=X [disk_gbps=X]; the first is rank 0), for the first 1..N of them");
   app.add_option("--chunk", o->plan.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
   app.add_option("--load-mode", o->plan.load_mode, "auto, resident, stream or mmap")->capture_default_str();
   app.add_option("--prefill", o->prefill, "exact (every layer for every token) or replay (encoder only)")

@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/mpi_flags.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/spec_flags.h"
@@ -50,6 +51,7 @@ struct RunOptions {
   int64_t ctx = 0;
   bool verbose = false;
   PlacementFlags placement;
+  MpiFlags mpi;
   bool stats = false;
   std::string stats_json;
   std::string prefill = "exact";
@@ -136,8 +138,11 @@ int run_run(const RunOptions& o) {
   Logger log = stderr_logger(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
   auto popt = placement_options(o.placement);
   if (!popt.ok()) return fail_flag_value(popt.error());
+  auto role = start_mpi(o.mpi, o.model_dir, o.threads, *popt);  // before the model: it must outlive it
+  if (!role.ok()) return fail(role.error());
+  if (role->served) return 0;
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
-  auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn());
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn(), role->peers);
   if (!lm.ok()) return fail(lm.error());
   if (interrupt.interrupted()) return kExitInterrupted;  // nothing generated yet: nothing to report
   g.cancel = interrupt.flag_ptr();
@@ -272,6 +277,7 @@ Command register_run(CLI::App& app) {
   app.add_option("-c,--ctx,--ctx-size", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
   add_placement_flags(app, &o->placement);
+  add_mpi_flags(app, &o->mpi);
   add_spec_flags(app, &o->spec);
   app.add_flag("--stats", o->stats, "print per-phase placement stats (bytes read, hit rates, I/O wait) to stderr");
   app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");

@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/mpi_flags.h"
 #include "cli/placement_flags.h"
 #include "cli/spec_flags.h"
 #include "server/http_server.h"
@@ -35,6 +36,7 @@ struct ServeFlags {
   int threads = 0;
   bool verbose = false;
   PlacementFlags placement;
+  MpiFlags mpi;
   SpecFlags spec;
 };
 
@@ -97,6 +99,10 @@ int run_serve(ServeFlags& f) {
   if (Status s = f.opt.validate(); !s.ok()) return fail(s);
   auto placement = placement_options(f.placement);
   if (!placement.ok()) return fail_flag_value(placement.error());
+  // With --mpi, ranks 1.. serve experts here until rank 0 ends; rank 0's job outlives the server.
+  auto role = start_mpi(f.mpi, f.model_dir, f.threads, *placement);
+  if (!role.ok()) return fail(role.error());
+  if (role->served) return 0;
 
   // SIGINT/SIGTERM are blocked in every thread and taken by sigwait below.
   sigset_t sigs;
@@ -114,7 +120,7 @@ int run_serve(ServeFlags& f) {
   auto store_metrics = std::make_shared<StoreMetrics>();
   std::atomic<bool> loaded{false}, load_failed{false};
   std::thread loader([&] {
-    auto lm = load_model(f.model_dir, f.threads, &log, *placement);
+    auto lm = load_model(f.model_dir, f.threads, &log, *placement, {}, role->peers);
     if (!lm.ok()) {
       std::fprintf(stderr, "strata: error: %s\n", lm.error().to_string().c_str());
       srv.set_failed(lm.error().to_string());
@@ -222,6 +228,7 @@ Command register_serve(CLI::App& app) {
   app.add_option("-t,--threads", f->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
   app.add_flag("-v,--verbose", f->verbose, "log every request and the load to stderr");
   add_placement_flags(app, &f->placement);
+  add_mpi_flags(app, &f->mpi);
   add_spec_flags(app, &f->spec);
   app.add_flag("--test-scripted-output", o.test_scripted_output,
                "TEST ONLY: honour a request field \"strata_test_output\" whose text replaces sampling (protocol tests "

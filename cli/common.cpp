@@ -66,7 +66,8 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& 
 }
 
 Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
-                               const store::PlacementOptions& placement, const ProgressFn& progress) {
+                               const store::PlacementOptions& placement, const ProgressFn& progress,
+                               model::ExpertPeers* peers) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
   STRATA_ASSIGN_OR_RETURN(lm.tok, load_tokenizer(dir));
@@ -77,6 +78,7 @@ Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logg
   opt.logger = logger;
   opt.placement = placement;
   opt.progress = progress;
+  opt.expert_peers = peers;
   STRATA_ASSIGN_OR_RETURN(lm.model, model::Model::load(dir, map, opt));
   lm.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lm;

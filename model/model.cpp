@@ -38,11 +38,13 @@ int64_t LogitsRequest::count(int64_t n_tokens) const {
 }
 
 Model::Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt)
-    : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger) {}
+    : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger),
+      peers_(opt.expert_peers) {}
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const CompressedVocabMap& vocab,
-                                           const ModelOptions& opt) {
-  STRATA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfig::load(dir));
+Result<OpenedCheckpoint> open_checkpoint(const std::string& dir, const store::PlacementOptions& placement) {
+  OpenedCheckpoint o;
+  STRATA_ASSIGN_OR_RETURN(o.config, ModelConfig::load(dir));
+  const ModelConfig& c = o.config;
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
   store::StoreShape shape;
   shape.n_layers = c.n_layers;
@@ -50,8 +52,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const Compres
     shape.max_active = std::max(shape.max_active, c.n_active(l));
     if (l < c.n_layers) shape.active_per_token += c.n_active(l);
   }
-  STRATA_ASSIGN_OR_RETURN(auto store, store::open_store(std::move(ck), shape, opt.placement));
-  return create(c, std::move(store), vocab, opt);
+  STRATA_ASSIGN_OR_RETURN(o.store, store::open_store(std::move(ck), shape, placement));
+  return o;
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const CompressedVocabMap& vocab,
+                                           const ModelOptions& opt) {
+  STRATA_ASSIGN_OR_RETURN(OpenedCheckpoint o, open_checkpoint(dir, opt.placement));
+  return create(o.config, std::move(o.store), vocab, opt);
 }
 
 Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_ptr<store::WeightStore> s,
@@ -59,7 +67,7 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
   auto m = std::unique_ptr<Model>(new Model(c, std::move(s), opt));
   Status st = c.validate();
   if (!st.ok()) return st;
-  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress));
+  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress, opt.expert_peers));
   if (!c.engram_layer_ids.empty()) {
     if (static_cast<int64_t>(vocab.n_classes) != c.engram_compressed_vocab_size)
       return InvalidArgument("tokenizer.json yields " + std::to_string(vocab.n_classes) +
@@ -142,7 +150,8 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   hc_mixes(c_, bw.hc_ffn, x, n, &s.ffn_mix, pool_.get(), bitexact);
   hc_pre(c_, x, s.attn_mix.pre.data(), n, u);
   for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u + t * dim);
-  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u, rows, f, pool_.get(), obs, ahead, prof, &s.moe));
+  STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u, rows, f, pool_.get(), obs, ahead, prof, &s.moe,
+                                     layer < c_.n_layers ? peers_ : nullptr));
   hc_post(c_, f, s.ffn_mix, n, x);
   std::swap(pre_mix, s.ffn_mix.pre);  // the next sublayer's pre-mix; the old buffer is reused
   if (obs) {

@@ -43,6 +43,9 @@ struct ModelOptions {
   const Logger* logger = nullptr;  // load progress and summaries; null = silent
   ProgressFn progress;             // load progress in layers bound (core/progress.h); may be empty
   store::PlacementOptions placement;  // how load() places the weights (resident, stream, mmap)
+  // Expert parallelism (model/expert_peers.h): routed experts of the main layers that peers own
+  // are computed there (the DSpark stages' stay here). Not owned; must outlive the model. Null: all here.
+  ExpertPeers* expert_peers = nullptr;
 };
 
 // Engram's compressed vocabulary, computed by the tokenizer floor from tokenizer.json.
@@ -55,6 +58,15 @@ struct CompressedVocabMap {
 // (kNotSupported, naming the layer): no such layer, or a KV source after it (bounded replay could
 // not build that source's cache). Implemented in model/prefill_replay.cpp.
 [[nodiscard]] Result<int> ced_decoder_boundary(const ModelConfig& c);
+
+// A checkpoint's config and weight store, the weights not yet bound (Model::load's first half; an
+// expert-parallel peer uses only this: dist/mpi_job.h). Errors: config.json's, the shards', the
+// store's (store/open_store.h).
+struct OpenedCheckpoint {
+  ModelConfig config;
+  std::unique_ptr<store::WeightStore> store;
+};
+[[nodiscard]] Result<OpenedCheckpoint> open_checkpoint(const std::string& dir, const store::PlacementOptions& placement);
 
 class Model {
  public:
@@ -148,6 +160,7 @@ class Model {
   std::vector<uint32_t> class_of_token_;
   uint32_t pad_class_ = 0;
   std::unique_ptr<EngramHasher> hasher_;
+  ExpertPeers* peers_ = nullptr;  // ModelOptions::expert_peers
 };
 
 }  // namespace strata::model

@@ -65,7 +65,8 @@ void swiglu(const ModelConfig& c, const float* gate, const float* up, const floa
 // layer's input (its router applied to x: the residual stream changes little in one layer) and
 // names them to the store, which reads them while this layer computes.
 void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, int64_t n,
-               const RouterOutput& r, MoeLookahead* ahead, ThreadPool* pool, kernels::RowPath path) {
+               const RouterOutput& r, MoeLookahead* ahead, ThreadPool* pool, kernels::RowPath path,
+               const ExpertPeers* peers) {
   const int k = w.n_active;
   if (ahead->layer == w.layer && ahead->n == n && static_cast<int64_t>(ahead->ids.size()) == n * k) {
     uint64_t correct = 0;
@@ -84,22 +85,132 @@ void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& st
   std::vector<char> seen(static_cast<size_t>(nw.n_experts), 0);
   for (int32_t e : pr.ids) seen[static_cast<size_t>(e)] = 1;
   std::vector<int32_t> predicted;
-  for (int e = 0; e < nw.n_experts; ++e)
-    if (seen[static_cast<size_t>(e)]) predicted.push_back(e);
+  for (int e = 0; e < nw.n_experts; ++e)  // only experts this process computes
+    if (seen[static_cast<size_t>(e)] && (!peers || peers->owner(nw.layer, e) == 0)) predicted.push_back(e);
   store.prefetch_experts(nw.layer, predicted, store::PrefetchKind::kPredict);
   ahead->layer = nw.layer;
   ahead->n = n;
   ahead->ids = std::move(pr.ids);
 }
 
+// One expert of a batch: its rows (gathered, or `x` itself when they are all tokens in order).
+struct Batched {
+  int e;
+  std::unique_ptr<store::ExpertLease> lease;
+  const float* x;  // the expert's token rows
+  int64_t row, m;  // first row in the batch buffers, rows
+  Rows regime;     // its rows' regimes: the decode rows come first (slots are in token order)
+};
+
+// The regime of an expert's rows: how many of its slots (token-ordered) are decode rows.
+Rows regime_of(const std::vector<int64_t>& slots, int k, Rows rows) {
+  const int64_t m = static_cast<int64_t>(slots.size());
+  Rows regime{m, -1};
+  if (!rows.by_size()) {
+    regime.n_decode = 0;
+    while (regime.n_decode < m && slots[static_cast<size_t>(regime.n_decode)] / k < rows.n_decode) ++regime.n_decode;
+  }
+  return regime;
+}
+
+// Routed experts of one batch: each batch's w1/w3 products share one pass over the pool, then its
+// w2 products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer
+// instead of three per expert. sc.scale rows [b.row, b.row + b.m) hold the routing weights; the
+// outputs land in sc.y rows [b.row, b.row + b.m). Each job's rows are computed independently of
+// the other jobs, so a row's bits do not depend on the batch it is in.
+Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store, std::vector<Batched>& batch,
+                     int64_t rows_taken, MoeScratch& sc, ThreadPool* pool) {
+  const int64_t dim = c.dim, inter = c.moe_inter_dim;
+  sc.g.resize(static_cast<size_t>(rows_taken * inter));
+  sc.u.resize(static_cast<size_t>(rows_taken * inter));
+  sc.act.resize(static_cast<size_t>(rows_taken * inter));
+  sc.y.resize(static_cast<size_t>(rows_taken * dim));
+  for (Batched& b : batch) {
+    auto lease = store.acquire_expert(layer, b.e);
+    if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(layer) + " expert " + std::to_string(b.e));
+    b.lease = std::move(*lease);
+  }
+  std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
+  for (const Batched& b : batch) {
+    const store::ExpertView& ev = b.lease->view();
+    add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim},
+                    sc.g.data() + b.row * inter);
+    add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim},
+                    sc.u.data() + b.row * inter);
+  }
+  kernels::linear_fp4_batch(jobs, pool);
+  // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
+  swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+  jobs.clear();
+  for (const Batched& b : batch) {
+    const store::ExpertView& ev = b.lease->view();
+    add_linear_jobs(&jobs, sc.act.data() + b.row * inter, b.regime,
+                    kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter},
+                    sc.y.data() + b.row * dim);
+  }
+  kernels::linear_fp4_batch(jobs, pool);
+  return Status();
+}
+
+// out[token of slot i] += y row i, for an expert's slots in token order.
+void add_expert_rows(const std::vector<int64_t>& slots, int k, const float* y, int64_t dim, float* out) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    float* o = out + (slots[i] / k) * dim;
+    const float* yi = y + static_cast<int64_t>(i) * dim;
+    for (int64_t d = 0; d < dim; ++d) o[d] += yi[d];
+  }
+}
+
 }  // namespace
+
+Status run_expert_tasks(const ModelConfig& c, int layer, store::WeightStore& store, std::span<const ExpertTask> tasks,
+                        const float* x, const float* scale, float* y, ThreadPool* pool, MoeScratch* scratch) {
+  const int64_t dim = c.dim;
+  int64_t total = 0;
+  std::vector<int32_t> ids;
+  std::vector<uint32_t> uses;
+  for (const ExpertTask& t : tasks) {
+    if (t.expert < 0 || t.expert >= c.n_routed_experts || t.m <= 0 || t.n_decode < -1 || t.n_decode > t.m ||
+        (!ids.empty() && t.expert <= ids.back()))
+      return InvalidArgument("expert task (layer " + std::to_string(layer) + ", expert " + std::to_string(t.expert) +
+                             ", rows " + std::to_string(t.m) + ", decode rows " + std::to_string(t.n_decode) +
+                             "): expected ascending experts in [0, " + std::to_string(c.n_routed_experts) +
+                             "), rows > 0, decode rows in [-1, rows]");
+    ids.push_back(t.expert);
+    uses.push_back(static_cast<uint32_t>(t.m));
+    total += t.m;
+  }
+  store.prefetch_experts(layer, ids, store::PrefetchKind::kDemand, uses);
+  MoeScratch local;
+  MoeScratch& sc = scratch ? *scratch : local;
+  const int k = std::max(1, c.n_activated_experts);
+  const int64_t cap_rows = std::max<int64_t>(total, 64);
+  std::vector<Batched> batch;
+  size_t next = 0;
+  int64_t row0 = 0;
+  while (next < tasks.size()) {
+    batch.clear();
+    int64_t rows_taken = 0;
+    for (; next < tasks.size() && static_cast<int>(batch.size()) < k; ++next) {
+      const ExpertTask& t = tasks[next];
+      if (!batch.empty() && rows_taken + t.m > cap_rows) break;
+      batch.push_back({t.expert, nullptr, x + (row0 + rows_taken) * dim, rows_taken, t.m, Rows{t.m, t.n_decode}});
+      rows_taken += t.m;
+    }
+    sc.scale.assign(scale + row0, scale + row0 + rows_taken);
+    STRATA_RETURN_IF_ERROR(compute_batch(c, layer, store, batch, rows_taken, sc, pool));
+    std::copy_n(sc.y.data(), rows_taken * dim, y + row0 * dim);
+    row0 += rows_taken;
+  }
+  return Status();
+}
 
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, Rows rows,
                    float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead, ForwardProfile* prof,
-                   MoeScratch* scratch) {
+                   MoeScratch* scratch, ExpertPeers* peers) {
   ScopedNs timer(prof ? &prof->moe_ns : nullptr);
   const int64_t n = rows.n;
-  const int64_t dim = c.dim, inter = c.moe_inter_dim;
+  const int64_t dim = c.dim;
   const int k = w.n_active;
   RouterOutput r;
   // A decode-only batch takes the matvec for the bit-exact gate too (faster at these sizes).
@@ -117,7 +228,8 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   for (int64_t t = 0; t < n; ++t)
     for (int i = 0; i < k; ++i) by_expert[static_cast<size_t>(r.ids[static_cast<size_t>(t * k + i)])].push_back(t * k + i);
 
-  // Name the layer's experts before computing any, so the store reads every miss at queue depth.
+  MoeScratch local;
+  MoeScratch& sc = scratch ? *scratch : local;
   std::vector<int32_t> used;
   std::vector<uint32_t> uses;  // tokens per expert: a frequency-based cache weighs by them
   for (int e = 0; e < w.n_experts; ++e) {
@@ -125,97 +237,103 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     used.push_back(e);
     uses.push_back(static_cast<uint32_t>(by_expert[static_cast<size_t>(e)].size()));
   }
-  store.prefetch_experts(w.layer, used, store::PrefetchKind::kDemand, uses);
-  if (ahead) lookahead(c, w, store, x, n, r, ahead, pool, path);
 
-  // Routed experts in batches: each batch's w1/w3 products share one pass over the pool, then its w2
-  // products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer
-  // instead of three per expert. A batch holds at most top-k leases (the store guarantees one layer's
-  // working set) and at most max(n, 64) token rows (prefill keeps the buffers of one expert at a time).
-  // Results are added to `out` in expert order, as before batching: bit-identical.
-  struct Batched {
-    int e;
-    std::unique_ptr<store::ExpertLease> lease;
-    const float* x;  // the expert's token rows: `x` itself when they are all tokens in order
-    int64_t row, m;  // first row in the batch buffers, rows
-    Rows regime;     // its rows' regimes: the decode rows come first (slots are in token order)
-  };
+  // Experts other processes own (model/expert_peers.h) go out first, one message per peer, so they
+  // compute while this process computes its own; `remote_row` is each such expert's first row in
+  // its peer's answer.
+  std::vector<int> owner(used.size(), 0);
+  std::vector<int64_t> remote_row(used.size(), 0);
+  if (peers) {
+    for (PeerBuffers& pb : sc.peers) pb.clear();
+    for (size_t i = 0; i < used.size(); ++i) {
+      const int p = owner[i] = peers->owner(w.layer, used[i]);
+      if (p == 0) continue;
+      if (static_cast<size_t>(p) >= sc.peers.size()) sc.peers.resize(static_cast<size_t>(p) + 1);
+      PeerBuffers& pb = sc.peers[static_cast<size_t>(p)];
+      const auto& slots = by_expert[static_cast<size_t>(used[i])];
+      const Rows regime = regime_of(slots, k, rows);
+      pb.tasks.push_back({used[i], regime.n, regime.n_decode});
+      remote_row[i] = pb.rows;
+      pb.rows += regime.n;
+      for (int64_t s : slots) {
+        pb.x.insert(pb.x.end(), x + (s / k) * dim, x + (s / k + 1) * dim);
+        pb.scale.push_back(r.weights[static_cast<size_t>(s)]);
+      }
+    }
+    for (size_t p = 1; p < sc.peers.size(); ++p) {
+      PeerBuffers& pb = sc.peers[p];
+      if (pb.tasks.empty()) continue;
+      STRATA_RETURN_IF_ERROR(peers->submit(static_cast<int>(p), w.layer, pb.tasks, pb.x, pb.scale));
+    }
+  }
+
+  // Name the layer's (own) experts before computing any, so the store reads every miss at queue depth.
+  {
+    std::vector<int32_t> mine;
+    std::vector<uint32_t> mine_uses;
+    for (size_t i = 0; i < used.size(); ++i)
+      if (owner[i] == 0) {
+        mine.push_back(used[i]);
+        mine_uses.push_back(uses[i]);
+      }
+    store.prefetch_experts(w.layer, mine, store::PrefetchKind::kDemand, mine_uses);
+  }
+  if (ahead) lookahead(c, w, store, x, n, r, ahead, pool, path, peers);
+
+  // Routed experts in batches of consecutive own experts (compute_batch). A batch holds at most
+  // top-k leases (the store guarantees one layer's working set) and at most max(n, 64) token rows
+  // (prefill keeps the buffers of one expert at a time). Every expert's rows, own or a peer's, are
+  // added to `out` in ascending expert id, as one process without batching would: bit-identical.
   const int64_t cap_rows = std::max<int64_t>(n, 64);
   std::vector<Batched> batch;
-  MoeScratch local;
-  MoeScratch& sc = scratch ? *scratch : local;
-  std::vector<float>&xs = sc.xs, &g = sc.g, &u = sc.u, &act = sc.act, &y = sc.y, &scale = sc.scale;
-  std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
   size_t next = 0;
   while (next < used.size()) {
-    // Take experts while they fit.
+    if (owner[next] != 0) {
+      PeerBuffers& pb = sc.peers[static_cast<size_t>(owner[next])];
+      if (!pb.collected) {
+        pb.y.resize(static_cast<size_t>(pb.rows * dim));
+        STRATA_RETURN_IF_ERROR(peers->collect(owner[next], pb.y));
+        pb.collected = true;
+      }
+      add_expert_rows(by_expert[static_cast<size_t>(used[next])], k, pb.y.data() + remote_row[next] * dim, dim, out);
+      ++next;
+      continue;
+    }
+    // Take own experts while they fit.
     batch.clear();
     int64_t rows_taken = 0, gathered = 0;
-    for (; next < used.size() && static_cast<int>(batch.size()) < k; ++next) {
+    for (; next < used.size() && owner[next] == 0 && static_cast<int>(batch.size()) < k; ++next) {
       const auto& slots = by_expert[static_cast<size_t>(used[next])];
       const int64_t m = static_cast<int64_t>(slots.size());
       if (!batch.empty() && rows_taken + m > cap_rows) break;
       bool in_order = m == n;
       for (int64_t i = 0; in_order && i < m; ++i) in_order = slots[static_cast<size_t>(i)] / k == i;
-      Rows regime{m, -1};
-      if (!rows.by_size()) {
-        regime.n_decode = 0;
-        while (regime.n_decode < m && slots[static_cast<size_t>(regime.n_decode)] / k < rows.n_decode) ++regime.n_decode;
-      }
-      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows_taken, m, regime});
+      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows_taken, m, regime_of(slots, k, rows)});
       if (!in_order) gathered += m;
       rows_taken += m;
     }
-    xs.resize(static_cast<size_t>(gathered * dim));
-    scale.resize(static_cast<size_t>(rows_taken));
-    g.resize(static_cast<size_t>(rows_taken * inter));
-    u.resize(static_cast<size_t>(rows_taken * inter));
-    act.resize(static_cast<size_t>(rows_taken * inter));
-    y.resize(static_cast<size_t>(rows_taken * dim));
+    sc.xs.resize(static_cast<size_t>(gathered * dim));
+    sc.scale.resize(static_cast<size_t>(rows_taken));
     int64_t xs_row = 0;
     for (Batched& b : batch) {
-      auto lease = store.acquire_expert(w.layer, b.e);
-      if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(w.layer) + " expert " + std::to_string(b.e));
-      b.lease = std::move(*lease);
       const auto& slots = by_expert[static_cast<size_t>(b.e)];
       if (b.x == nullptr) {
-        float* dst = xs.data() + xs_row * dim;
+        float* dst = sc.xs.data() + xs_row * dim;
         for (int64_t i = 0; i < b.m; ++i) std::copy_n(x + (slots[static_cast<size_t>(i)] / k) * dim, dim, dst + i * dim);
         b.x = dst;
         xs_row += b.m;
       }
       for (int64_t i = 0; i < b.m; ++i)
-        scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
+        sc.scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
     }
-    jobs.clear();
-    for (const Batched& b : batch) {
-      const store::ExpertView& ev = b.lease->view();
-      add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim},
-                      g.data() + b.row * inter);
-      add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim},
-                      u.data() + b.row * inter);
-    }
-    kernels::linear_fp4_batch(jobs, pool);
-    // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
-    swiglu(c, g.data(), u.data(), scale.data(), rows_taken, inter, act.data());
-    jobs.clear();
-    for (const Batched& b : batch) {
-      const store::ExpertView& ev = b.lease->view();
-      add_linear_jobs(&jobs, act.data() + b.row * inter, b.regime,
-                      kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter}, y.data() + b.row * dim);
-    }
-    kernels::linear_fp4_batch(jobs, pool);
-    for (const Batched& b : batch) {
-      const auto& slots = by_expert[static_cast<size_t>(b.e)];
-      for (int64_t i = 0; i < b.m; ++i) {
-        float* o = out + (slots[static_cast<size_t>(i)] / k) * dim;
-        const float* yi = y.data() + (b.row + i) * dim;
-        for (int64_t d = 0; d < dim; ++d) o[d] += yi[d];
-      }
-    }
+    STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool));
+    for (const Batched& b : batch)
+      add_expert_rows(by_expert[static_cast<size_t>(b.e)], k, sc.y.data() + b.row * dim, dim, out);
   }
 
   // Shared expert: every token, no routing weight.
+  const int64_t inter = c.moe_inter_dim;
+  std::vector<float>&g = sc.g, &u = sc.u, &act = sc.act, &y = sc.y;
   g.resize(static_cast<size_t>(n * inter));
   u.resize(static_cast<size_t>(n * inter));
   act.resize(static_cast<size_t>(n * inter));

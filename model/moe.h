@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/config.h"
+#include "model/expert_peers.h"
 #include "model/observer.h"
 #include "model/profile.h"
 #include "model/weights.h"
@@ -50,18 +51,47 @@ struct MoeLookahead {
   }
 };
 
+// One peer's message of one layer (model/expert_peers.h): its tasks, their rows and routing
+// weights, and its answer.
+struct PeerBuffers {
+  std::vector<ExpertTask> tasks;
+  std::vector<float> x, scale, y;
+  int64_t rows = 0;
+  bool collected = false;
+  void clear() {
+    tasks.clear();
+    x.clear();
+    scale.clear();
+    rows = 0;
+    collected = false;
+  }
+};
+
 // Reused buffers of the MoE sublayer (owned by model::Activations).
 struct MoeScratch {
   std::vector<float> xs, g, u, act, y, scale;
+  std::vector<PeerBuffers> peers;  // [peer]: expert parallelism only (index 0 unused)
 };
 
 // `ahead` (may be null) enables the layer-ahead prefetch when the store wants it and scores the
 // previous prediction (store::WeightStore::record_prediction). `prof` (may be null) gets the time.
 // Batches: `rows` gives each row's regime (model/weights.h Rows): an expert's decode rows and its
 // prompt rows run as separate jobs, so a row's result does not depend on which other rows picked
-// the same expert. `scratch` (may be null) holds the buffers between calls.
+// the same expert. `scratch` (may be null) holds the buffers between calls. `peers` (may be null):
+// the routed experts other processes own are computed there (model/expert_peers.h); errors then
+// include the transport's, naming the peer.
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,
                                  Rows rows, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
-                                 ForwardProfile* prof = nullptr, MoeScratch* scratch = nullptr);
+                                 ForwardProfile* prof = nullptr, MoeScratch* scratch = nullptr,
+                                 ExpertPeers* peers = nullptr);
+
+// A peer's half of expert parallelism: runs routed experts of layer `layer` over given rows with
+// the arithmetic moe_forward uses. tasks: ascending expert ids (model/expert_peers.h); x [sum m,
+// dim] float32 rows in task order; scale [sum m] routing weights; y [sum m, dim] the outputs (the
+// routing weight applied before w2, as model.py Expert.forward). Errors: a malformed task
+// (kInvalidArgument naming layer and expert), a store read failure (naming layer and expert).
+[[nodiscard]] Status run_expert_tasks(const ModelConfig& c, int layer, store::WeightStore& store,
+                                      std::span<const ExpertTask> tasks, const float* x, const float* scale, float* y,
+                                      ThreadPool* pool, MoeScratch* scratch = nullptr);
 
 }  // namespace strata::model

@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <initializer_list>
@@ -50,7 +51,8 @@ std::string dtype_list(std::initializer_list<DType> ds) {
 // Binds tensors by name, checking each against what the config implies.
 class Binder {
  public:
-  Binder(const ModelConfig& c, store::WeightStore& s) : c_(c), s_(s) {}
+  Binder(const ModelConfig& c, store::WeightStore& s, const ExpertPeers* peers = nullptr)
+      : c_(c), s_(s), peers_(peers) {}
 
   uint64_t bytes() const { return bytes_; }
 
@@ -132,6 +134,7 @@ class Binder {
 
   const ModelConfig& c_;
   store::WeightStore& s_;
+  const ExpertPeers* peers_ = nullptr;  // expert parallelism: experts owned elsewhere are not preloaded
 
  private:
   uint64_t bytes_ = 0;
@@ -279,7 +282,8 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
   // for a first use. DSpark stages (layer >= n_layers) are not run yet (no speculative decoding), so
   // their routed experts stay on disk (6.3 GiB of MXFP4 on the release).
   if (layer >= c.n_layers) return Status();
-  return b.s_.preload_layer(layer, m.n_experts);
+  if (b.peers_ == nullptr) return b.s_.preload_layer(layer, m.n_experts);
+  return b.s_.preload_layer(layer, m.n_experts, [&](int e) { return b.peers_->owner(layer, e) == 0; });
 }
 
 // The tensors binding will ask the store for: the backbone's layers [0, n_layers), the embedding,
@@ -297,11 +301,20 @@ bool binds(const ModelConfig& c, const std::string& name) {
 
 }  // namespace
 
-Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store, const ProgressFn& progress) {
+// "layers.L.ffn.experts.E.*" of a main layer L whose expert E another process owns.
+static bool peers_expert(const ModelConfig& c, const ExpertPeers* peers, const std::string& name) {
+  int l = -1, e = -1;
+  if (peers == nullptr || !routed_expert_tensor(name, &l, &e)) return false;
+  return l < c.n_layers && e < c.n_routed_experts && peers->owner(l, e) != 0;
+}
+
+Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store, const ProgressFn& progress,
+                                  const ExpertPeers* peers) {
   // Every tensor kept in RAM is read first, in one parallel pass over the shards (issue 15 item 2);
   // binding then checks and wraps them layer by layer.
-  STRATA_RETURN_IF_ERROR(store.load_resident([&c](const io::TensorInfo& t) { return binds(c, t.name); }, progress));
-  Binder b(c, store);
+  STRATA_RETURN_IF_ERROR(store.load_resident(
+      [&c, peers](const io::TensorInfo& t) { return binds(c, t.name) && !peers_expert(c, peers, t.name); }, progress));
+  Binder b(c, store, peers);
   const uint64_t n_blocks = static_cast<uint64_t>(c.n_layers + (c.dspark_block_size > 0 ? c.n_mtp_layers : 0));
   auto bound = [&](uint64_t done) { report_progress(progress, ProgressEvent{"load", "layers", done, n_blocks, "", false}); };
   ModelWeights w;

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
 #include "model/config.h"
+#include "model/expert_peers.h"
 #include "store/weight_store.h"
 
 namespace strata::model {
@@ -140,7 +141,9 @@ struct ModelWeights {
 // Binds and validates every tensor (see file comment). Errors name the tensor, e.g.
 //   "tensor 'layers.3.attn.wq_a.weight': shape [1024, 64], expected [64, 64] (q_lora_rank, dim)".
 // `progress` (may be empty) gets task "load" in layers (backbone + DSpark stages) as each binds.
+// `peers` (may be null; model/expert_peers.h): the main layers' routed experts other processes own
+// are neither read nor preloaded here.
 [[nodiscard]] Result<ModelWeights> bind_weights(const ModelConfig& cfg, store::WeightStore& store,
-                                                const ProgressFn& progress = {});
+                                                const ProgressFn& progress = {}, const ExpertPeers* peers = nullptr);
 
 }  // namespace strata::model

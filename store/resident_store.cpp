@@ -35,8 +35,9 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
   return std::make_unique<ExpertLease>(it->second);
 }
 
-Status ResidentStore::preload_layer(int layer, int n_experts) {
-  for (int e = 0; e < n_experts; ++e) STRATA_RETURN_IF_ERROR(acquire_expert(layer, e).status());
+Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep) {
+  for (int e = 0; e < n_experts; ++e)
+    if (!keep || keep(e)) STRATA_RETURN_IF_ERROR(acquire_expert(layer, e).status());
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   if (ck_->find(p + "weight") != nullptr) {
     STRATA_RETURN_IF_ERROR(resident(p + "weight").status());

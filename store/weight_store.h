@@ -91,8 +91,11 @@ class WeightStore {
   // Called once per layer while binding, after the experts' headers were validated: a store that
   // holds every routed expert and Engram table in RAM reads experts [0, n_experts) of `layer` and
   // the layer's Engram table (if any) now, so generation never waits for a first use
-  // (ResidentStore). Default: nothing (tiered stores read on demand).
-  [[nodiscard]] virtual Status preload_layer(int layer, int n_experts) { return Status(); }
+  // (ResidentStore); with `keep`, only the experts it returns true for (expert parallelism: the
+  // ones this process computes). Default: nothing (tiered stores read on demand).
+  [[nodiscard]] virtual Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {}) {
+    return Status();
+  }
   // Called once before binding: reads every tensor this store keeps in RAM for which `wanted` is
   // true (the model's choice: e.g. no DSpark tensors when it does not run DSpark) in one parallel,
   // near-sequential pass (ResidentTensors::read_all), so binding finds them in RAM. The resident

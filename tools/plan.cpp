@@ -337,6 +337,11 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   }
   if (!p.speeds.empty())
     for (int n : o.parallel) p.batched.push_back(batched_decode(p.speeds.front().decode, c, f, n, io.overlap));
+  if (!p.speeds.empty())
+    for (size_t n = 1; n <= o.hosts.size(); ++n)
+      p.expert_parallel.push_back(plan_expert_parallel(
+          c, f, p.speeds.front().decode, pl.dense_ram_bytes,
+          std::vector<Host>(o.hosts.begin(), o.hosts.begin() + static_cast<std::ptrdiff_t>(n))));
   return p;
 }
 
@@ -491,6 +496,23 @@ std::string plan_text(const Plan& p) {
       o << line;
     }
   }
+  if (!p.expert_parallel.empty() && !p.speeds.front().disk_unknown) {
+    o << "  expert parallel over MPI (--hosts; decode at " << tokens_str(p.speeds.front().prompt)
+      << ", every host computing at this machine's rates):\n";
+    std::snprintf(line, sizeof line, "  %6s %10s %12s %14s %14s %12s  %s\n", "ranks", "decode t/s", "vs 1 rank",
+                  "msgs/layer", "bytes/layer", "comm/token", "expert RAM hit rate per host");
+    o << line;
+    for (const ExpertParallelPlan& e : p.expert_parallel) {
+      std::string hits;
+      for (const HostShare& h : e.hosts) hits += (hits.empty() ? "" : ", ") + h.name + " " + fmt("%.2f", h.hit_rate);
+      std::snprintf(line, sizeof line, "  %6d %10s %11.2fx %14.1f %14s %12s", e.ranks, rate_str(e.tok_s).c_str(),
+                    p.expert_parallel.front().tok_s > 0 ? e.tok_s / p.expert_parallel.front().tok_s : 0.0,
+                    e.messages_per_layer,
+                    format_bytes(e.bytes_per_layer).c_str(), seconds_str(e.comm_s_per_token).c_str());
+      o << line << "  " << hits << "\n";
+    }
+    for (const std::string& n : p.expert_parallel.back().notes) o << "  note: " << n << "\n";
+  }
   return o.str();
 }
 
@@ -595,6 +617,22 @@ std::string plan_json(const Plan& p) {
                   {"per_stream_decode_tok_s", unknown ? ojson(nullptr) : ojson(b.per_stream_tok_s)},
                   {"distinct_experts", b.distinct_experts}});
   j["batched_decode"] = bj;
+  ojson ej = ojson::array();
+  for (const ExpertParallelPlan& e : p.expert_parallel) {
+    ojson hj = ojson::array();
+    for (const HostShare& h : e.hosts)
+      hj.push_back({{"name", h.name}, {"experts", h.experts}, {"expert_bytes", h.expert_bytes}, {"hit_rate", h.hit_rate}});
+    ej.push_back({{"ranks", e.ranks},
+                  {"decode_tok_s", unknown ? ojson(nullptr) : ojson(e.tok_s)},
+                  {"single_decode_tok_s", unknown ? ojson(nullptr) : ojson(e.single_tok_s)},
+                  {"messages_per_layer", e.messages_per_layer},
+                  {"bytes_per_layer", e.bytes_per_layer},
+                  {"comm_s_per_token", e.comm_s_per_token},
+                  {"token_s", unknown ? ojson(nullptr) : ojson(e.token_s)},
+                  {"hosts", hj},
+                  {"notes", e.notes}});
+  }
+  j["expert_parallel"] = ej;
   return j.dump(2) + "\n";
 }
 

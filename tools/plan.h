@@ -29,6 +29,7 @@
 #include "model/config.h"
 #include "store/placement_options.h"
 #include "tools/plan_cost.h"
+#include "tools/plan_hosts.h"
 #include "tools/plan_sizes.h"
 #include "tools/probe.h"
 
@@ -73,6 +74,9 @@ struct PlanOptions {
   // --parallel N,...: aggregate decode of N concurrent streams batched per step, at the first
   // prompt length's decode context (tools/plan_cost.h batched_decode). Empty: none.
   std::vector<int> parallel;
+  // --hosts FILE: expert parallelism over these machines, at the first prompt length's decode
+  // context (tools/plan_hosts.h). Empty: none.
+  std::vector<Host> hosts;
 
   [[nodiscard]] Status validate() const;
 };
@@ -126,6 +130,7 @@ struct Plan {
   Placement placement;
   std::vector<SpeedPrediction> speeds;
   std::vector<BatchedDecode> batched;  // one per PlanOptions::parallel entry
+  std::vector<ExpertParallelPlan> expert_parallel;  // with PlanOptions::hosts: 1..N of them (first n hosts)
 };
 
 // Builds the plan. Errors: bad options (kInvalidArgument naming the flag), a config that fails

@@ -1,0 +1,64 @@
+// ExpertPeers: routed experts computed by other processes (expert parallelism, issue 18).
+//
+// The model floor only defines the contract; a transport above it implements it (dist/mpi_peers.h:
+// MPI). Process 0 runs the whole forward pass; in each MoE sublayer it sends every peer the rows of
+// the tokens that picked one of the peer's experts (one message per peer and layer), computes its
+// own experts meanwhile, and adds every expert's output into the sum in ascending expert id, as one
+// process does. A peer computes an expert's rows with the same code (run_expert_tasks) and the same
+// row regimes, and a row's result does not depend on which other rows share its batch, so the
+// logits are bit-identical to one process whatever the partition.
+// Source: issue 18 item 1; model.py MoE.forward (the sum over experts).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+
+#include "core/status.h"
+
+namespace strata::model {
+
+// One routed expert's share of a message: `m` token rows, the first `n_decode` of them decode rows
+// and the rest prompt rows (model/weights.h Rows; n_decode -1: rows by size).
+struct ExpertTask {
+  int32_t expert = 0;
+  int64_t m = 0;
+  int64_t n_decode = 0;
+};
+
+// The partition every rank agrees on: `n_ranks` contiguous id ranges of near-equal size, rank r
+// owning experts [r * E / n_ranks, (r + 1) * E / n_ranks). REQUIRES n_ranks >= 1, 0 <= expert < E.
+inline int expert_owner(int32_t expert, int n_experts, int n_ranks) {
+  // The largest r with floor(r * E / N) <= expert.
+  return static_cast<int>(((static_cast<int64_t>(expert) + 1) * n_ranks - 1) / n_experts);
+}
+
+// True when `name` is a routed-expert tensor of a main layer, "layers.L.ffn.experts.E.<part>",
+// with *layer = L and *expert = E (the checkpoint's names; model/weights.cpp binds them).
+inline bool routed_expert_tensor(const std::string& name, int* layer, int* expert) {
+  int l = -1, e = -1, n = 0;
+  if (std::sscanf(name.c_str(), "layers.%d.ffn.experts.%d.%n", &l, &e, &n) != 2 || n == 0 || l < 0 || e < 0) return false;
+  *layer = l;
+  *expert = e;
+  return true;
+}
+
+class ExpertPeers {
+ public:
+  virtual ~ExpertPeers() = default;
+  // The peer that computes expert `expert` of layer `layer`: 0 = this process, 1.. = peers.
+  virtual int owner(int layer, int32_t expert) const = 0;
+  // Sends peer `peer` (>= 1) one layer's work: tasks in ascending expert id, x [sum m, dim] their
+  // rows in task order (float32, the MoE input after its norm), scale [sum m] each row's routing
+  // weight. Returns when the data is handed to the transport (the spans may then be reused).
+  // Errors: the transport's, naming the peer.
+  [[nodiscard]] virtual Status submit(int peer, int layer, std::span<const ExpertTask> tasks, std::span<const float> x,
+                                      std::span<const float> scale) = 0;
+  // Waits for the answer to the last submit() to `peer`: y [sum m, dim], each task's rows' expert
+  // outputs (routing weight applied), in task order. Errors: a peer that failed or did not answer
+  // in time (kIOError naming the peer and the layer).
+  [[nodiscard]] virtual Status collect(int peer, std::span<float> y) = 0;
+};
+
+}  // namespace strata::model

@@ -1,0 +1,156 @@
+// Expert parallelism's model half (model/expert_peers.h) without MPI: a loopback ExpertPeers that
+// answers each message with run_expert_tasks on a second copy of the store. A forward with peers
+// must give logits bit-identical to one without, at every partition over 1..5 "ranks", for prompt
+// chunks, decode steps and a mixed batch; the partition function covers every expert once in
+// contiguous near-equal ranges; malformed tasks and peer errors come back as errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "model/expert_peers.h"
+#include "model/moe.h"
+#include "runtime/sampler.h"
+#include "tests/support/tiny_suite.h"
+
+namespace strata::model {
+namespace {
+
+TEST(ExpertOwner, ContiguousNearEqualRangesCoverEveryExpert) {
+  for (int E : {1, 3, 8, 384})
+    for (int N = 1; N <= 9; ++N) {
+      std::vector<int> count(static_cast<size_t>(N), 0);
+      int prev = 0;
+      for (int e = 0; e < E; ++e) {
+        const int r = expert_owner(e, E, N);
+        ASSERT_GE(r, prev) << "E " << E << " N " << N << " e " << e;  // contiguous, ascending
+        ASSERT_LT(r, N);
+        prev = r;
+        ++count[static_cast<size_t>(r)];
+      }
+      for (int r = 0; r < N; ++r) {
+        EXPECT_GE(count[static_cast<size_t>(r)], E / N) << "E " << E << " N " << N << " r " << r;
+        EXPECT_LE(count[static_cast<size_t>(r)], (E + N - 1) / N) << "E " << E << " N " << N << " r " << r;
+      }
+    }
+}
+
+// Peers in this process: each "rank" r >= 1 computes its experts with run_expert_tasks on `store`.
+class LoopbackPeers : public ExpertPeers {
+ public:
+  LoopbackPeers(const ModelConfig& c, store::WeightStore* s, int n_ranks) : c_(c), store_(s), n_(n_ranks) {}
+  int owner(int, int32_t expert) const override { return expert_owner(expert, c_.n_routed_experts, n_); }
+  Status submit(int peer, int layer, std::span<const ExpertTask> tasks, std::span<const float> x,
+                std::span<const float> scale) override {
+    ++messages;
+    for (const ExpertTask& t : tasks)
+      if (owner(layer, t.expert) != peer) return Internal("task for expert " + std::to_string(t.expert) + " sent to the wrong rank");
+    answer_[peer].assign(x.size(), 0.0f);  // [sum m, dim]
+    if (fail_rank == peer) return Status();
+    return run_expert_tasks(c_, layer, *store_, tasks, x.data(), scale.data(), answer_[peer].data(), nullptr);
+  }
+  Status collect(int peer, std::span<float> y) override {
+    if (fail_rank == peer) return IOError("rank " + std::to_string(peer) + " is gone");
+    if (y.size() != answer_[peer].size()) return Internal("answer size");
+    std::memcpy(y.data(), answer_[peer].data(), y.size() * sizeof(float));
+    return Status();
+  }
+  int messages = 0;
+  int fail_rank = -1;
+
+ private:
+  ModelConfig c_;
+  store::WeightStore* store_;
+  int n_;
+  std::vector<float> answer_[16];
+};
+
+class ExpertPeersTiny : public testing::TinyModelSuite<ExpertPeersTiny> {
+ protected:
+  // Logits of the fixture prompt in two chunks then 4 greedy decode steps, all rows concatenated.
+  static std::vector<float> run(Model& m) {
+    Activations act = m.new_activations();
+    KvCache cache = m.new_cache();
+    const int64_t V = m.config().vocab_size;
+    std::vector<float> out, row(static_cast<size_t>(V));
+    const int64_t half = static_cast<int64_t>(ids_.size()) / 2;
+    auto step = [&](std::span<const int32_t> toks, RowKind kind) {
+      ForwardEntry e;
+      e.cache = &cache;
+      e.tokens = toks;
+      e.kind = kind;
+      e.logits_out = row.data();
+      Status s = m.forward(ForwardRequest{std::span<ForwardEntry>(&e, 1), nullptr}, act);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      out.insert(out.end(), row.begin(), row.end());
+    };
+    step(std::span<const int32_t>(ids_).subspan(0, static_cast<size_t>(half)), RowKind::kPrompt);
+    step(std::span<const int32_t>(ids_).subspan(static_cast<size_t>(half)), RowKind::kPrompt);
+    for (int i = 0; i < 4; ++i) {
+      const int32_t t[1] = {runtime::argmax(row)};
+      step(t, RowKind::kDecode);
+    }
+    return out;
+  }
+};
+
+TEST_F(ExpertPeersTiny, LogitsBitIdenticalAtEveryPartition) {
+  const std::vector<float> want = run(*model_);
+  auto second = testing::load_model(testing::tiny_dir() + "/checkpoint", 1);  // the peers' own store
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  for (int n = 1; n <= 5; ++n) {
+    LoopbackPeers peers(model_->config(), &(*second)->store(), n);
+    auto v = testing::vocab_of(testing::tiny_dir() + "/checkpoint");
+    ASSERT_TRUE(v.ok());
+    ModelOptions opt;
+    opt.n_threads = 2;
+    opt.expert_peers = &peers;
+    auto m = Model::load(testing::tiny_dir() + "/checkpoint", *v, opt);
+    ASSERT_TRUE(m.ok()) << m.error().to_string();
+    const std::vector<float> got = run(**m);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << n << " ranks: logits differ";
+    if (n == 1) EXPECT_EQ(peers.messages, 0);
+    else EXPECT_GT(peers.messages, 0) << n << " ranks: no expert went to a peer";
+  }
+}
+
+TEST_F(ExpertPeersTiny, PeerErrorEndsTheForwardNamingIt) {
+  auto v = testing::vocab_of(testing::tiny_dir() + "/checkpoint");
+  ASSERT_TRUE(v.ok());
+  LoopbackPeers peers(model_->config(), &model_->store(), 2);
+  peers.fail_rank = 1;
+  ModelOptions opt;
+  opt.expert_peers = &peers;
+  auto m = Model::load(testing::tiny_dir() + "/checkpoint", *v, opt);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  Activations act = (*m)->new_activations();
+  KvCache cache = (*m)->new_cache();
+  std::vector<float> row(static_cast<size_t>((*m)->config().vocab_size));
+  ForwardEntry e;
+  e.cache = &cache;
+  e.tokens = ids_;
+  e.kind = RowKind::kPrompt;
+  e.logits_out = row.data();
+  Status s = (*m)->forward(ForwardRequest{std::span<ForwardEntry>(&e, 1), nullptr}, act);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("rank 1 is gone"), std::string::npos) << s.to_string();
+}
+
+TEST_F(ExpertPeersTiny, MalformedTasksAreRefused) {
+  const ModelConfig& c = model_->config();
+  std::vector<float> x(static_cast<size_t>(c.dim), 0.5f), scale(1, 1.0f), y(static_cast<size_t>(c.dim));
+  const ExpertTask bad[] = {{c.n_routed_experts, 1, 1}, {0, 0, 0}, {0, 1, 2}, {0, 1, -2}};
+  for (const ExpertTask& t : bad) {
+    Status s = run_expert_tasks(c, 0, model_->store(), std::span<const ExpertTask>(&t, 1), x.data(), scale.data(),
+                                y.data(), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << t.expert << " " << t.m << " " << t.n_decode;
+  }
+  const ExpertTask unordered[] = {{2, 1, 1}, {1, 1, 1}};
+  std::vector<float> x2(2 * static_cast<size_t>(c.dim), 0.5f), s2(2, 1.0f), y2(2 * static_cast<size_t>(c.dim));
+  EXPECT_EQ(run_expert_tasks(c, 0, model_->store(), unordered, x2.data(), s2.data(), y2.data(), nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata::model
