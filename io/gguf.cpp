@@ -196,7 +196,8 @@ std::optional<double> GgufValue::float_at(uint64_t i) const {
 std::string GgufValue::to_string() const {
   switch (type_) {
     case GgufType::kString: {
-      std::string s(1, '"');  // built by appends: GCC 12 warns (-Wrestrict, a false positive) on "\"" + str_
+      // Built by appends: GCC 12 warns (-Wrestrict, a false positive) on const char* + std::string.
+      std::string s(1, '"');
       s += str_;
       s += '"';
       return s;
@@ -204,7 +205,14 @@ std::string GgufValue::to_string() const {
     case GgufType::kBool: return bits_ ? "true" : "false";
     case GgufType::kF32: case GgufType::kF64: return std::to_string(*as_float());
     case GgufType::kArray:
-      return "[" + std::string(gguf_type_name(elem_)) + " x " + std::to_string(array_size()) + "]";
+    {
+      std::string s(1, '[');
+      s += gguf_type_name(elem_);
+      s += " x ";
+      s += std::to_string(array_size());
+      s += ']';
+      return s;
+    }
     case GgufType::kU64: return std::to_string(bits_);
     default: return std::to_string(*as_int());
   }
