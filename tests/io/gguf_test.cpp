@@ -465,6 +465,51 @@ struct Bytes {
   }
 };
 
+// ---- reads that fail -----------------------------------------------------------------------------
+
+TEST(GgufRead, OsErrorsAndShortReadsArePassedOn) {
+  testing::TempDir dir;
+  const std::string p = dir.file("r.gguf");
+  ASSERT_TRUE(write_gguf(p, every_type_metadata(), every_type_tensors()).ok());
+  for (uint64_t at : {0ull, 40ull, 2000ull}) {
+    SCOPED_TRACE(at);
+    for (int err : {5 /*EIO*/, 0 /*short read*/}) {
+      auto f = open_file(p);
+      ASSERT_TRUE(f.ok());
+      auto faulty = make_faulty_file(std::move(f).value(), FaultSpec{.fail_offset = at, .error = err});
+      auto g = parse_gguf(*faulty);
+      ASSERT_FALSE(g.ok());
+      EXPECT_EQ(g.error().code(), err ? StatusCode::kIOError : StatusCode::kCorruption) << g.error().to_string();
+      EXPECT_NE(g.error().message().find("r.gguf"), std::string::npos) << g.error().message();
+    }
+  }
+  // A tensor read through the model after the header parsed (the header is read in a 1 MiB window:
+  // the fault sits in the data of a 2 MiB tensor, past it).
+  const std::string q = dir.file("big.gguf");
+  ASSERT_TRUE(write_gguf(q, {}, {{"small", GgmlType::kF32, Shape{4}}, {"big", GgmlType::kF32, Shape{1 << 19}}}, 1 << 20).ok());
+  auto f = open_file(q);
+  ASSERT_TRUE(f.ok());
+  const uint64_t size = (*f)->size();
+  std::vector<std::unique_ptr<File>> files;
+  files.push_back(make_faulty_file(std::move(f).value(), FaultSpec{.fail_offset = size - 40, .error = 5}));
+  auto m = GgufModel::open_files(std::move(files));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  const GgufTensorInfo& big = *(*m)->find("big");
+  float v = 0;
+  EXPECT_TRUE((*m)->read_range(big, 0, 4, &v).ok());
+  std::vector<uint8_t> tail(64);
+  EXPECT_EQ((*m)->read_range(big, big.nbytes - 64, 64, tail.data()).code(), StatusCode::kIOError);
+}
+
+TEST(GgufRead, Version2HasTheSameLayout) {
+  Bytes b = Bytes::header(1, 1, 2).str("general.name").u32(8).str("v2");
+  b.tensor("a", {4}, 0, 0).pad(32).zeros(16);
+  auto g = parse_gguf(MemFile(b.s));
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  EXPECT_EQ(g->version, 2u);
+  EXPECT_EQ(g->tensors[0].nbytes, 16u);
+}
+
 Status parse(const std::string& bytes) { return parse_gguf(MemFile(bytes)).error(); }
 
 void expect_error(const std::string& bytes, StatusCode code, const std::string& needle) {
