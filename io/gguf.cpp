@@ -549,7 +549,8 @@ Result<std::unique_ptr<GgufModel>> GgufModel::open(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(GgufFile head, parse_gguf(*first, 0));
   STRATA_ASSIGN_OR_RETURN(auto count, split_key(head, "split.count"));
   const auto name = parse_gguf_split_path(path);
-  if ((!count || *count <= 1) && !name) {
+  // A single file: no split count above 1, and no split name (or "-00001-of-00001").
+  if ((!count || *count <= 1) && (!name || name->count == 1)) {
     std::vector<std::unique_ptr<File>> files;
     files.push_back(std::move(first));
     return open_files(std::move(files));

@@ -113,6 +113,7 @@ class GgufValue {
   static GgufValue string(std::string v);
   // Arrays: `elem` is a fixed-size type and `raw` its elements' little-endian bytes
   // (raw.size() == n * gguf_type_size(elem)); or an array of strings.
+  // (A bool array's bytes must be 0 or 1: GgufWriter refuses others, as the reader does.)
   static GgufValue array(GgufType elem, std::vector<uint8_t> raw);
   static GgufValue string_array(std::vector<std::string> v);
   template <typename T>
@@ -157,6 +158,7 @@ class GgufValue {
 
 template <typename T>
 GgufValue GgufValue::array_of(GgufType elem, const std::vector<T>& v) {
+  STRATA_CHECK(sizeof(T) == gguf_type_size(elem), "GgufValue::array_of: element size differs from the GGUF type's");
   std::vector<uint8_t> raw(v.size() * sizeof(T));
   if (!raw.empty()) std::memcpy(raw.data(), v.data(), raw.size());  // x86-64 and aarch64: little-endian
   return array(elem, std::move(raw));

@@ -56,6 +56,9 @@ Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
   for (const auto& [k, v] : metadata) {
     if (k.empty()) return InvalidArgument(who + ": an empty metadata key");
     if (!keys.insert(k).second) return InvalidArgument(who + ": metadata key '" + k + "' given twice");
+    if (v.is_array() && v.elem_type() == GgufType::kBool)
+      for (uint8_t b : v.raw())
+        if (b > 1) return InvalidArgument(who + ": key '" + k + "': bool array byte " + std::to_string(b) + ", expected 0 or 1");
     if (k == "general.alignment") {
       const auto a = v.as_uint();
       if (v.type() != GgufType::kU32 || !a || *a == 0 || !std::has_single_bit(*a) || *a > kMaxGgufAlignment)

@@ -52,8 +52,8 @@ inline constexpr size_t kGgmlMaxName = 64;
 class GgufWriter {
  public:
   // Plans the file and opens its temp file. `metadata` is written in the order given.
-  // Errors: kInvalidArgument (PATH exists; an empty or repeated key; general.alignment not a u32
-  // power of two <= kMaxGgufAlignment; an empty, repeated or too long tensor name; a shape of rank
+  // Errors: kInvalidArgument (PATH exists; an empty or repeated key; a bool array byte other than 0/1;
+  // general.alignment not a u32 power of two <= kMaxGgufAlignment; an empty, repeated or too long tensor name; a shape of rank
   // 0 or > 4, a negative dim, or ne[0] not a multiple of the type's block), kIOError /
   // kResourceExhausted creating the temp file (a missing directory is kIOError ENOENT).
   [[nodiscard]] static Result<std::unique_ptr<GgufWriter>> create(

@@ -252,6 +252,7 @@ TEST(GgufWriter, RefusesBadDeclarations) {
   EXPECT_EQ(code({}, {{"n", GgmlType::kF32, Shape{-1}}}), StatusCode::kInvalidArgument);         // negative
   EXPECT_EQ(code({{"k", GgufValue::u8(1)}, {"k", GgufValue::u8(2)}}, {}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({{"", GgufValue::u8(1)}}, {}), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code({{"b", GgufValue::array(GgufType::kBool, {0, 2})}}, {}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({{"general.alignment", GgufValue::u32(48)}}, {}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({{"general.alignment", GgufValue::u64(64)}}, {}), StatusCode::kInvalidArgument);
   EXPECT_EQ(code({{"general.alignment", GgufValue::u32(0)}}, {}), StatusCode::kInvalidArgument);
@@ -392,6 +393,24 @@ TEST(GgufSplit, OpensTheWholeSetFromAnySplit) {
     ASSERT_TRUE((*m)->read_range(d, 0, d.nbytes, got.data()).ok());
     EXPECT_EQ(got, tensor_bytes(d.nbytes, 0));  // first tensor of its file
   }
+}
+
+TEST(GgufSplit, OneOfOneIsASingleFile) {
+  testing::TempDir dir;
+  const std::string p = gguf_split_path(dir.file("m"), 1, 1);
+  ASSERT_TRUE(write_gguf(p, {}, {{"a", GgmlType::kF32, Shape{4}}}).ok());
+  auto m = GgufModel::open(p);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  EXPECT_EQ((*m)->files().size(), 1u);
+  // A file that says it is one of two but is not named like a split cannot find its partner.
+  const std::string q = dir.file("lonely.gguf");
+  ASSERT_TRUE(write_gguf(q, {{"split.no", GgufValue::u16(0)}, {"split.count", GgufValue::u16(2)},
+                             {"split.tensors.count", GgufValue::i32(1)}},
+                         {{"a", GgmlType::kF32, Shape{4}}})
+                  .ok());
+  auto l = GgufModel::open(q);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.error().message().find("PREFIX-0000N-of-0000M.gguf"), std::string::npos) << l.error().message();
 }
 
 TEST(GgufSplit, MissingSplitIsNotFound) {
