@@ -17,12 +17,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_FUZZ_BUILD:-$ROOT/build-fuzz}"
-TARGETS=(safetensors config tokenizer session chat_request completion_request api_request output_parser http_request)
+TARGETS=(safetensors gguf config tokenizer session chat_request completion_request api_request output_parser http_request)
 
 # Largest input per target: a few times the largest seed, small enough to keep runs fast.
 max_len() {
   case "$1" in
     safetensors) echo 16384 ;;
+    gguf) echo 16384 ;;
     config) echo 8192 ;;
     tokenizer) echo 32768 ;;
     session) echo 65536 ;;

