@@ -13,6 +13,10 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
   app.add_option("--mpi-timeout", f->answer_timeout_s,
                  "with --mpi: seconds to wait for one rank's answer to one layer before failing (default 120)")
       ->check(in_range(0.001, 86400));
+  app.add_option("--mpi-spin-us", f->spin_us,
+                 "with --mpi: microseconds a waiting rank polls before it sleeps between polls (default 500; 0 when "
+                 "there are more ranks than cores on a machine)")
+      ->check(in_range(0, 1e6));
 }
 
 Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threads,
@@ -21,6 +25,7 @@ Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threa
   if (!f.on) return role;
   dist::MpiOptions o;
   o.answer_timeout_s = f.answer_timeout_s;
+  o.spin_us = f.spin_us;
   STRATA_ASSIGN_OR_RETURN(role.job, dist::MpiJob::init(o));
   if (role.job->rank() == 0) {
     STRATA_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::load(dir));

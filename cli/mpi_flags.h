@@ -19,6 +19,7 @@ namespace strata::cli {
 struct MpiFlags {
   bool on = false;
   double answer_timeout_s = 120.0;
+  double spin_us = 500.0;
 };
 
 void add_mpi_flags(CLI::App& app, MpiFlags* f);

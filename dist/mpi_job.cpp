@@ -23,21 +23,21 @@ namespace {
 
 constexpr int kTagHeader = 11, kTagRows = 12, kTagAnswer = 13, kTagError = 14;
 
-// Polls by yielding the core for the first 2 ms of a wait (a layer's answer, or the next layer's
-// request during a decode step, usually comes within that: sched_yield hands the core to any other
-// runnable rank on an oversubscribed machine), then sleeps 20 us between polls (an idle rank
-// between requests).
+// Polls without giving up the core for the first MpiOptions::spin_us of a wait (a layer's answer, or the next
+// layer's request during a decode step, usually comes within that; sched_yield would hand the core
+// to any other runnable process for a whole time slice, milliseconds on a busy machine), then
+// sleeps 20 us between polls, so an idle rank (between requests, or one more rank than cores)
+// leaves the core to others.
 class Backoff {
  public:
+  explicit Backoff(double spin_us) : spin_(std::chrono::duration<double, std::micro>(spin_us)) {}
   void wait() {
-    if (std::chrono::steady_clock::now() - start_ < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-      return;
-    }
+    if (std::chrono::steady_clock::now() - start_ < spin_) return;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 
  private:
+  std::chrono::duration<double, std::micro> spin_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -140,7 +140,7 @@ class MpiJob::Peers : public model::ExpertPeers {
   Status receive(int peer, int layer, std::span<float> y) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.answer_timeout_s);
     const std::string who = "MPI rank " + std::to_string(peer) + " (layer " + std::to_string(layer) + " experts)";
-    Backoff backoff;
+    Backoff backoff(o_.spin_us);
     for (;;) {
       int flag = 0;
       MPI_Status st;
@@ -244,7 +244,7 @@ Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& st
   for (;;) {
     MPI_Status st;
     int flag = 0;
-    Backoff backoff;
+    Backoff backoff(o_.spin_us);
     for (;;) {
       int rc = MPI_Iprobe(0, kTagHeader, MPI_COMM_WORLD, &flag, &st);
       if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + " waiting for rank 0: " + mpi_error(rc));

@@ -36,6 +36,11 @@ struct MpiOptions {
   // experts on a rank that streams them from disk take well under a second; the default leaves
   // room for a cold first read of a large checkpoint.
   double answer_timeout_s = 120.0;
+  // Microseconds a waiting rank polls without giving up its core before it sleeps 20 us between
+  // polls. A rank with a core of its own answers fastest spinning (bench/mpi_overhead.sh: np 2 on
+  // 2 cores, 0.96x of one process at 500 us, 0.63x at 100 us); with more ranks than cores on one
+  // machine a spinning rank takes the core from a computing one: set 0 there.
+  double spin_us = 500.0;
 };
 
 class MpiJob {
