@@ -428,6 +428,13 @@ void OutputParser::end(FinishReason r) {
 
 void OutputParser::finish(bool length, std::vector<Delta>* out) {
   if (done()) return;
+  if (length && mode_ == Mode::kTools) {
+    // §5 / §7: max_tokens cut the block: the open call is dropped, the complete ones stay, and the
+    // cut token's incomplete UTF-8 (U+FFFD once flushed) is markup or a value cut short, not a
+    // reason to call the block unparseable and show it raw as content (break-in finding 5).
+    end(FinishReason::kLength);
+    return;
+  }
   const std::string tail = decoder_.flush();
   if (!tail.empty()) push_text(tail, out);
   if (done()) return;

@@ -25,6 +25,10 @@ Status SequenceOptions::validate() const {
     return InvalidArgument("presence_penalty " + std::to_string(presence_penalty) + " must be in [-2, 2]");
   if (!(std::isfinite(frequency_penalty) && frequency_penalty >= -2 && frequency_penalty <= 2))
     return InvalidArgument("frequency_penalty " + std::to_string(frequency_penalty) + " must be in [-2, 2]");
+  for (const auto& [id, bias] : logit_bias)
+    if (id < 0 || !(std::isfinite(bias) && bias >= -100 && bias <= 100))
+      return InvalidArgument("logit_bias: id " + std::to_string(id) + " bias " + std::to_string(bias) +
+                             " (ids >= 0, biases in [-100, 100])");
   for (const std::string& s : stop_strings)
     if (!s.empty() && !token_text) return InvalidArgument("stop strings need a token_text hook");
   if (logprobs < -1 || logprobs > kMaxTopLogprobs)
@@ -132,6 +136,12 @@ Engine::Handout Engine::hand_out(Seq& s, std::span<const float> logits, int64_t 
   if (penalized && (!s.o.use_script || s.o.logprobs >= 0)) {
     apply_penalties(dist, s.generated, s.o.presence_penalty, s.o.frequency_penalty, &penalized_);
     dist = penalized_;
+  }
+  if (!s.o.logit_bias.empty() && !s.o.use_script) {
+    biased_.assign(dist.begin(), dist.end());
+    for (const auto& [id, bias] : s.o.logit_bias)
+      if (static_cast<size_t>(id) < biased_.size()) biased_[static_cast<size_t>(id)] += bias;
+    dist = biased_;
   }
   const bool constrained = s.o.constraint && !s.o.use_script;
   if (constrained) {

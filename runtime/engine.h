@@ -93,6 +93,9 @@ struct SequenceOptions {
   int64_t max_context = 0;  // 0 = the engine's limit; otherwise the smaller of both
   SamplerOptions sampler;
   float presence_penalty = 0, frequency_penalty = 0;  // OpenAI penalties over this sequence's generated tokens
+  // OpenAI logit_bias: (id, bias in [-100, 100]) added to the id's logit after the penalties and
+  // before the constraint's mask, on every step (ids outside the vocabulary are refused at validate).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // Log-probability reports (the API's logprobs): -1 = off (nothing computed: the default path
   // costs one branch per token); N in 0..kMaxTopLogprobs = each token's logprob and its N most
   // likely alternatives, through SequenceCallbacks::on_logprob (runtime/logprobs.h: the sampled
@@ -288,6 +291,7 @@ class Engine {
   SequenceId next_id_ = 1;
   std::vector<float> penalized_;  // scratch for penalties
   std::vector<float> masked_;     // scratch for a constraint's mask
+  std::vector<float> biased_;     // scratch for logit_bias
   TokenLogprob logprob_;          // scratch for logprob reports
 };
 

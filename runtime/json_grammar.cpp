@@ -1,6 +1,7 @@
 #include "runtime/json_grammar.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace strata::runtime {
@@ -40,6 +41,35 @@ constexpr int kMaxIntDigits = 15, kMaxFracDigits = 15, kMaxExpDigits = 2;  // 1e
 constexpr int64_t kAnyStringMax = 512, kAnyMembersMax = 64;
 constexpr int32_t kAnyDepth = 8;
 constexpr size_t kMaxProperties = 62;  // candidate masks are 64 bits; one bit is the closing tag
+
+// The JSON text of an enum/const value or a key. In a DSML call (`dsml`) '<' is written \u003c, so
+// no JSON text can hold a closing tag such as `</｜DSML｜parameter>` (chat-and-api.md §5: a value
+// runs to the closing tag, taken raw; a '<' inside a JSON string is the only way one could appear).
+std::string json_text(const Json& v, bool dsml) {
+  std::string t = v.dump();
+  if (!dsml) return t;
+  std::string out;
+  for (const char ch : t) {
+    if (ch == '<')
+      out += "\\u003c";
+    else
+      out += ch;
+  }
+  return out;
+}
+
+// Whether enum/const value `v` is of JSON Schema type `t`.
+bool of_type(const Json& v, const std::string& t) {
+  if (t == "string") return v.is_string();
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>());
+  if (t == "number") return v.is_number();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "null") return v.is_null();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  return false;
+}
 
 Status bad(const std::string& path, const std::string& what) { return InvalidArgument(path + ": " + what); }
 
@@ -168,6 +198,16 @@ int32_t JsonGrammar::any_value(int32_t max_depth) {
 
 Status JsonGrammar::compile(const Json& s, const std::string& path, bool raw_string_ok, int32_t* out, bool* raw) {
   *raw = false;
+  // Limits (header): checked before the subschema is compiled, so the cost of a request is bounded.
+  if (++n_schemas_ > kMaxSchemas)
+    return bad(path, "more than " + std::to_string(kMaxSchemas) + " subschemas in one schema (the limit)");
+  if (depth_ >= kMaxDepth)
+    return bad(path, "nested deeper than " + std::to_string(kMaxDepth) + " levels (the limit)");
+  struct DepthGuard {
+    int32_t* d;
+    explicit DepthGuard(int32_t* x) : d(x) { ++*d; }
+    ~DepthGuard() { --*d; }
+  } guard(&depth_);
   if (s.is_boolean() && s.get<bool>()) {
     *out = any_value(kAnyDepth);
     return Status();
@@ -187,18 +227,39 @@ Status JsonGrammar::compile(const Json& s, const std::string& path, bool raw_str
       if (s.contains("const")) return bad(path + ".enum", "enum and const together are not supported");
       for (const Json& v : e) values.push_back(v);
     }
+    const std::string vpath = path + (s.contains("const") ? ".const" : ".enum");
+    // A value outside the schema's `type` could never be valid: 400 rather than generate it.
+    if (auto t = s.find("type"); t != s.end() && (t->is_string() || t->is_array())) {
+      const std::vector<std::string> types =
+          t->is_string() ? std::vector<std::string>{t->get<std::string>()} : std::vector<std::string>{};
+      for (size_t i = 0; i < values.size(); ++i) {
+        bool ok = false;
+        if (t->is_string()) ok = of_type(values[i], types[0]);
+        for (const Json& x : t->is_array() ? *t : Json::array()) ok = ok || (x.is_string() && of_type(values[i], x));
+        if (!ok)
+          return bad(s.contains("const") ? vpath : vpath + "[" + std::to_string(i) + "]",
+                     "value " + values[i].dump() + " is not of the schema's type " + t->dump());
+      }
+    }
     bool all_raw = raw_string_ok;
     for (const Json& v : values)
       all_raw = all_raw && v.is_string() && v.get_ref<const std::string&>().find('<') == std::string::npos;
     std::vector<std::string> lits;
-    for (const Json& v : values) lits.push_back(all_raw ? v.get<std::string>() : v.dump());
+    for (const Json& v : values) lits.push_back(all_raw ? v.get<std::string>() : json_text(v, dsml_));
     if (all_raw)
       for (const std::string& l : lits)
         if (l.empty()) all_raw = false;  // an empty raw value has no first byte to dispatch on; write JSON
     if (!all_raw) {
       lits.clear();
-      for (const Json& v : values) lits.push_back(v.dump());
+      for (const Json& v : values) lits.push_back(json_text(v, dsml_));
     }
+    n_literals_ += lits.size();
+    for (const std::string& l : lits) literal_bytes_ += l.size();
+    if (n_literals_ > kMaxEnumValues)
+      return bad(vpath, "more than " + std::to_string(kMaxEnumValues) + " enum/const values in one schema (the limit)");
+    if (literal_bytes_ > kMaxEnumBytes)
+      return bad(vpath, "enum/const values longer than " + std::to_string(kMaxEnumBytes) +
+                            " bytes of JSON text in one schema (the limit)");
     *raw = all_raw;
     *out = add_literals(std::move(lits));
     return Status();
@@ -319,7 +380,7 @@ Status JsonGrammar::compile_object(const Json& s, const std::string& path, int32
       int32_t v = 0;
       bool r = false;
       STRATA_RETURN_IF_ERROR(compile(it.value(), path + ".properties." + it.key(), false, &v, &r));
-      o.keys.push_back(Json(it.key()).dump() + ":");
+      o.keys.push_back(json_text(Json(it.key()), dsml_) + ":");
       o.values.push_back(v);
       o.required.push_back(required.count(it.key()) > 0);
     }
@@ -345,6 +406,7 @@ JsonGrammar JsonGrammar::any_object() {
 Result<JsonGrammar> JsonGrammar::dsml_call(std::span<const DsmlTool> tools, bool named, const std::string& path) {
   if (tools.empty()) return InvalidArgument(path + ": no tools to call");
   JsonGrammar g;
+  g.dsml_ = true;
   std::vector<int32_t> bodies;
   for (size_t t = 0; t < tools.size(); ++t) {
     const DsmlTool& tool = tools[t];
@@ -490,15 +552,32 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
     const Node& n = nodes_[static_cast<size_t>(f.node)];
     switch (n.kind) {
       case Kind::kLiterals: {
-        int32_t nlo = -1, nhi = -1;
-        for (int32_t k = f.lo; k < f.hi; ++k) {
+        // The literals in [lo, hi) share their first `pos` bytes and are sorted, so those with byte b
+        // at `pos` are one run (a literal that ends at `pos` sorts first): two binary searches, not a
+        // scan, so a step costs O(log values) however long the enum (docs/serving.md#structured-output).
+        const auto byte_at = [&](int32_t k) -> int {
           const std::string& l = n.literals[static_cast<size_t>(k)];
-          if (l.size() > f.pos && static_cast<uint8_t>(l[f.pos]) == b) {
-            if (nlo < 0) nlo = k;
-            nhi = k + 1;
-          }
+          return l.size() > f.pos ? static_cast<uint8_t>(l[f.pos]) : -1;
+        };
+        int32_t a = f.lo, z = f.hi;
+        while (a < z) {  // first k with byte_at(k) >= b
+          const int32_t m = a + (z - a) / 2;
+          if (byte_at(m) < b)
+            a = m + 1;
+          else
+            z = m;
         }
-        if (nlo >= 0) {
+        const int32_t nlo = a;
+        z = f.hi;
+        while (a < z) {  // first k with byte_at(k) > b
+          const int32_t m = a + (z - a) / 2;
+          if (byte_at(m) <= b)
+            a = m + 1;
+          else
+            z = m;
+        }
+        const int32_t nhi = a;
+        if (nlo < nhi) {
           f.lo = static_cast<uint16_t>(nlo);
           f.hi = static_cast<uint16_t>(nhi);
           ++f.pos;
@@ -605,7 +684,7 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
               f.st = 2;
               return true;
             }
-            if (b < 0x20) return false;
+            if (b < 0x20 || (b == '<' && dsml_)) return false;  // DSML: '<' is written \u003c (json_text)
             return step_utf8(&f, b);
           case 2:
             if (b == '"' || b == '\\' || b == '/' || b == 'b' || b == 'f' || b == 'n' || b == 'r' || b == 't') {

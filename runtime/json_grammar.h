@@ -11,6 +11,11 @@
 //   enum, const (values matched as their compact JSON text), anyOf whose alternatives start with
 //   different bytes (e.g. a type or null), nesting; annotations (title, description, default,
 //   examples, $schema, $id, $comment) are ignored.
+// Limits (so that compiling a request and masking each token stay cheap; a schema over one is
+// kInvalidArgument naming the schema path where it was crossed, which the server answers with 400):
+//   kMaxEnumValues enum/const values and kMaxEnumBytes bytes of their JSON text in one schema (all
+//   enums together; OpenAI's structured outputs allow 1000 enum values), kMaxSchemas subschemas and
+//   kMaxDepth levels of nesting. An enum/const value that is not of the schema's `type` is refused.
 // The grammar accepts one spelling of each document: compact JSON with at most one optional space
 // after ':' and ',' and none elsewhere. DECISION: whitespace is bounded so that a model cannot pad
 // forever; a value then always ends within max_tokens when the schema bounds its strings and arrays.
@@ -23,7 +28,9 @@
 // schemas: after the forced prefix, `<｜DSML｜ parameter name="K" string="true|false">V</｜DSML｜
 // parameter>\n` per property, then `</｜DSML｜ invoke>\n</｜DSML｜ calls>`. A property whose schema
 // is {"type": "string"} (or a string enum/const) is written raw with string="true" (its value never
-// holds '<', so it cannot end early); any other property is JSON with string="false".
+// holds '<', so it cannot end early); any other property is JSON with string="false", in which '<'
+// is only ever written as the escape \u003c (an enum value "x</｜DSML｜parameter>y" included), so a
+// value can never hold a closing tag either.
 //
 // The automaton: a stack of Frames, one per open value (object, array, string, number, literal).
 // A Cursor holds the top frame by value; the frames below it live in an arena (a vector the caller
@@ -54,6 +61,11 @@ struct DsmlTool {
 
 class JsonGrammar {
  public:
+  static constexpr size_t kMaxEnumValues = 1000;
+  static constexpr size_t kMaxEnumBytes = 32768;  // also keeps a literal's byte position in Frame::pos
+  static constexpr int32_t kMaxSchemas = 5000;
+  static constexpr int32_t kMaxDepth = 16;
+
   // Compiles a JSON schema. Errors (kInvalidArgument) name the path from `path` and the keyword:
   // "schema.properties.tags.uniqueItems: unsupported keyword ...".
   [[nodiscard]] static Result<JsonGrammar> from_schema(const nlohmann::ordered_json& schema, const std::string& path = "schema");
@@ -163,6 +175,11 @@ class JsonGrammar {
 
   std::vector<Node> nodes_;
   int32_t root_ = 0;
+  // DSML call: JSON texts write '<' as \u003c and JSON strings refuse a raw '<' (json_grammar.cpp).
+  bool dsml_ = false;
+  // Compile-time counts against the limits.
+  size_t n_literals_ = 0, literal_bytes_ = 0;
+  int32_t n_schemas_ = 0, depth_ = 0;
 };
 
 }  // namespace strata::runtime

@@ -30,6 +30,7 @@ void token_logprob(std::span<const float> logits, float temperature, int32_t id,
   best.reserve(n + 1);
   for (size_t i = 0; i < logits.size(); ++i) {
     const auto k = static_cast<int32_t>(i);
+    if (logits[i] == -INFINITY) continue;  // masked (constrained decoding): never an alternative
     if (best.size() == n && !better(k, best.back())) continue;
     best.insert(std::upper_bound(best.begin(), best.end(), k, better), k);
     if (best.size() > n) best.pop_back();

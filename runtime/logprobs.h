@@ -25,7 +25,9 @@ inline constexpr int kMaxTopLogprobs = 20;
 struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0;  // <= 0
-  // The `top_n` most likely tokens (id, logprob), most likely first, lower id first on ties.
+  // The `top_n` most likely tokens (id, logprob), most likely first, lower id first on ties; only
+  // tokens with a finite logit, so under a grammar's mask only allowed tokens (fewer than top_n
+  // when fewer are allowed), and never a -infinity logprob.
   std::vector<std::pair<int32_t, float>> top;
 };
 

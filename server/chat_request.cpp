@@ -201,6 +201,11 @@ ApiError read_response_format(const Json& body, chat::RenderOptions* r) {
   if (type != "json_object" && type != "json_schema")
     return bad_request("response_format.type: '" + type + "' is not one of text, json_object, json_schema",
                        "response_format.type");
+  if (type == "json_schema") {
+    const Json* js = field(*rf, "json_schema");
+    if (js && js->is_object())
+      if (ApiError e = check_json_schema_name(*js, "response_format.json_schema.name"); !e.ok()) return e;
+  }
   r->response_format = *rf;
   return {};
 }

@@ -21,8 +21,9 @@ std::string response_head(const Response& r, int64_t content_length, bool close)
   std::string h = "HTTP/1.1 " + std::to_string(r.status) + " " + std::string(reason.data(), reason.size()) + "\r\n";
   if (!r.content_type.empty()) h += "Content-Type: " + r.content_type + "\r\n";
   for (const auto& [k, v] : r.headers) h += k + ": " + v + "\r\n";
-  h += content_length < 0 ? std::string("Transfer-Encoding: chunked\r\n")
-                          : "Content-Length: " + std::to_string(content_length) + "\r\n";
+  if (r.status != 204)  // a 204 has no body and no Content-Length (RFC 9110 §8.6)
+    h += content_length < 0 ? std::string("Transfer-Encoding: chunked\r\n")
+                            : "Content-Length: " + std::to_string(content_length) + "\r\n";
   h += close ? "Connection: close\r\n\r\n" : "Connection: keep-alive\r\n\r\n";
   return h;
 }

@@ -288,6 +288,7 @@ struct HttpServer::Handlers {
                           std::function<std::string()> make_call_id, ChatJob* out) const {
     RequestGrammar rg;
     if (ApiError e = request_grammar(cr.render, &rg); !e.ok()) return e;
+    if (ApiError e = check_logit_bias(cr.sampling, b.tok->vocab_size()); !e.ok()) return e;
     auto rendered = chat::render_conversation(*b.tok, cr.messages, cr.render);
     if (!rendered.ok()) return from_status(rendered.error());
     int64_t max_tokens = 0;
@@ -300,7 +301,10 @@ struct HttpServer::Handlers {
     po.start = rendered->start;
     po.tools = rendered->tools_rendered;
     po.forced_tool = rendered->forced_tool;
-    po.stop = cr.stop;
+    // DECISION: with a grammar (response_format json_schema / json_object, a forced tool call) stop
+    // strings are not applied: the grammar ends the output, and a stop string could only cut the
+    // document short and return invalid JSON with finish_reason "stop" (docs/serving.md#structured-output).
+    if (!rg.grammar) po.stop = cr.stop;
     po.parallel_tool_calls = cr.parallel_tool_calls;
     po.make_call_id = std::move(make_call_id);
     auto job = std::make_shared<GenerationJob>(*b.tok, std::move(po));
@@ -309,6 +313,7 @@ struct HttpServer::Handlers {
     job->max_tokens = max_tokens;
     job->sampler = sampler_options(cr.sampling);
     job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
+    job->logit_bias = cr.sampling.logit_bias;
     job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
     job->logprobs = cr.logprobs;
     job->eos_id = b.eos_id;
@@ -532,6 +537,7 @@ struct HttpServer::Handlers {
       ids = b->tok->encode(cr.prompt_text, /*allow_special=*/true);
       if (ids.empty() || ids.front() != b->bos_id) ids.insert(ids.begin(), b->bos_id);
     }
+    if (ApiError e = check_logit_bias(cr.sampling, b->tok->vocab_size()); !e.ok()) return error_response(e);
     int64_t max_tokens = 0;
     if (ApiError e = fit_context(static_cast<int64_t>(ids.size()), cr.max_tokens_explicit ? cr.max_tokens : 0, 16,
                                  b->scheduler->context_limit(), &max_tokens);
@@ -548,6 +554,7 @@ struct HttpServer::Handlers {
     job->max_tokens = max_tokens;
     job->sampler = sampler_options(cr.sampling);
     job->presence_penalty = static_cast<float>(cr.sampling.presence_penalty);
+    job->logit_bias = cr.sampling.logit_bias;
     job->frequency_penalty = static_cast<float>(cr.sampling.frequency_penalty);
     job->logprobs = cr.logprobs;
     job->eos_id = b->eos_id;
@@ -743,11 +750,18 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
     fn = &Handlers::page;
   }
   const ErrorDialect dialect = error_dialect(p);
+  if (p == "/favicon.ico" && (req.method == "GET" || req.method == "HEAD")) {  // browsers ask; no icon: 204
+    Response none;
+    none.status = 204;
+    none.content_type.clear();
+    return ex->respond(std::move(none));
+  }
   if (!fn)
     return ex->respond(error_response(
         ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}, dialect));
   // A known path with the wrong method: 405 (§6.6).
-  if (req.method != method)
+  // HEAD is answered as GET; the transport leaves the body out (RFC 9110 §9.3.2).
+  if (req.method != method && !(req.method == "HEAD" && std::string_view(method) == "GET"))
     return ex->respond(error_response(ApiError{405, "invalid_request_error",
                                                "Method " + req.method + " is not allowed on " + p, "",
                                                "method_not_allowed"},

@@ -163,7 +163,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public Excha
       return;
     }
     auto bytes = std::make_shared<std::string>(response_head(r, static_cast<int64_t>(r.body.size()), close));
-    bytes->append(r.body);
+    if (request_.method != "HEAD") bytes->append(r.body);  // HEAD: GET's head, no body (RFC 9110 §9.3.2)
     asio::post(t_.io, [self = shared_from_this(), bytes, close] { self->write(bytes, close, false); });
   }
 

@@ -139,6 +139,39 @@ ApiError read_sampling(const Json& body, SamplingFields* out) {
   if (ApiError e = read_number(body, "frequency_penalty", "frequency_penalty", -2, 2, false, &out->frequency_penalty);
       !e.ok())
     return e;
+  if (const Json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object())
+      return bad_request("logit_bias: expected an object mapping token ids (strings) to biases in [-100, 100]",
+                         "logit_bias");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& k = it.key();
+      const std::string p = "logit_bias." + k;
+      const bool digits = !k.empty() && k.size() <= 9 && k.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) return bad_request(p + ": '" + k + "' is not a token id (a non-negative integer)", "logit_bias");
+      if (!it->is_number() || !(it->get<double>() >= -100 && it->get<double>() <= 100))
+        return bad_request(p + ": expected a number in [-100, 100], got " + it->dump(), "logit_bias");
+      out->logit_bias.emplace_back(std::stoi(k), static_cast<float>(it->get<double>()));
+    }
+  }
+  return {};
+}
+
+ApiError check_json_schema_name(const Json& obj, const std::string& param) {
+  const Json* n = field(obj, "name");
+  if (!n) return bad_request(param + ": required (1 to 64 characters a-z, A-Z, 0-9, _ or -)", param);
+  static constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+  const std::string* s = n->is_string() ? &n->get_ref<const std::string&>() : nullptr;
+  const bool ok = s && !s->empty() && s->size() <= 64 && s->find_first_not_of(kNameChars) == std::string::npos;
+  if (!ok) return bad_request(param + ": expected 1 to 64 characters a-z, A-Z, 0-9, _ or -, got " + n->dump(), param);
+  return {};
+}
+
+ApiError check_logit_bias(const SamplingFields& s, int32_t vocab_size) {
+  for (const auto& [id, bias] : s.logit_bias)
+    if (id >= vocab_size)
+      return bad_request("logit_bias." + std::to_string(id) + ": token id out of range (vocabulary size " +
+                             std::to_string(vocab_size) + ")",
+                         "logit_bias");
   return {};
 }
 

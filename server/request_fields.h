@@ -43,8 +43,16 @@ struct SamplingFields {
   int64_t seed = 0;
   double presence_penalty = 0.0;   // -2..2
   double frequency_penalty = 0.0;  // -2..2
+  // logit_bias: {"token id": bias in [-100, 100]}; ids are checked against the vocabulary by the
+  // handler (check_logit_bias), which knows it.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 [[nodiscard]] ApiError read_sampling(const Json& body, SamplingFields* out);
+// OpenAI's json_schema `name`: required, 1..64 of a-z A-Z 0-9 _ - ; `param` is its field path
+// ("response_format.json_schema.name", "text.format.name"); `obj` is the object that holds it.
+[[nodiscard]] ApiError check_json_schema_name(const Json& obj, const std::string& param);
+// 400 when a logit_bias id is not below `vocab_size`.
+[[nodiscard]] ApiError check_logit_bias(const SamplingFields& s, int32_t vocab_size);
 
 // Checks that fields strata does not implement are absent or harmless: n (must be 1), and for chat
 // modalities/audio, for completions echo, suffix and best_of.

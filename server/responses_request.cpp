@@ -235,6 +235,7 @@ ApiError read_text_format(const Json& body, chat::RenderOptions* r) {
   if (type == "json_object") {
     r->response_format = chat::Json{{"type", "json_object"}};
   } else if (type == "json_schema") {
+    if (ApiError e = check_json_schema_name(*f, "text.format.name"); !e.ok()) return e;
     chat::Json schema = chat::Json::object();
     for (const char* k : {"name", "description", "schema", "strict"})
       if (const Json* v = field(*f, k)) schema[k] = *v;

@@ -180,6 +180,7 @@ void Scheduler::start(size_t i, int64_t reused) {
   so.sampler = j.sampler;
   so.presence_penalty = j.presence_penalty;
   so.frequency_penalty = j.frequency_penalty;
+  so.logit_bias = j.logit_bias;
   so.logprobs = j.logprobs;
   so.use_script = j.use_script;
   so.scripted = j.scripted;

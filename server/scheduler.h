@@ -74,6 +74,7 @@ class Job {
   int64_t max_tokens = 1;               // >= 1, already clipped to the free context
   runtime::SamplerOptions sampler;
   float presence_penalty = 0, frequency_penalty = 0;  // OpenAI penalties over the generated tokens
+  std::vector<std::pair<int32_t, float>> logit_bias;  // OpenAI logit_bias (runtime::SequenceOptions)
   int logprobs = -1;                    // -1 = off; else alternatives per token (on_logprob reports)
   std::vector<int32_t> scripted;        // TEST ONLY: emit these ids (then EOS) instead of sampling
   bool use_script = false;

@@ -369,6 +369,33 @@ TEST(OutputParser, ForcedNamedToolStartsInsideInvoke) {
   EXPECT_EQ(p.finish_reason(), FinishReason::kToolCalls);
 }
 
+// Break-in finding 5 (issue 20): max_tokens cutting a forced call right after a token that holds
+// only the first byte of a multi-byte character (the '｜' of a DSML tag): no raw markup and no
+// U+FFFD in content, finish_reason length, the open call dropped.
+TEST(OutputParser, LengthAfterAPartialCharacterInsideAForcedCallLeaksNothing) {
+  REQUIRE_TOKENIZER();
+  const tokenizer::Tokenizer& tok = *testing::v41_tokenizer();
+  const auto lead = tok.token_to_id("\u00ef");  // byte-level BPE: the token of the single byte 0xEF
+  ASSERT_TRUE(lead.has_value());
+  ASSERT_EQ(tok.token_bytes(*lead), "\xef");
+  for (const char* before : {"<｜DSML｜ parameter name=\"location\" string=\"true\">Oslo</｜DSML｜ parameter>\n<",
+                             "<｜DSML｜ parameter name=\"location\" string=\"true\">Os", ""}) {
+    ParserOptions o = opts(ParseStart::kTools, true);
+    o.forced_tool = "get_weather";
+    OutputParser p(tok, o);
+    std::vector<Delta> out;
+    p.push_text(before, &out);
+    p.push_token(*lead, &out);
+    p.finish(/*length=*/true, &out);
+    Seen s;
+    collect(out, &s);
+    EXPECT_EQ(s.content, "") << before;
+    EXPECT_EQ(p.content(), "") << before;
+    EXPECT_TRUE(p.tool_calls().empty());
+    EXPECT_EQ(p.finish_reason(), FinishReason::kLength);
+  }
+}
+
 TEST(OutputParser, EosInsideBlockWithoutCallFallsBackToContent) {
   REQUIRE_TOKENIZER();
   OutputParser p(*testing::v41_tokenizer(), opts(ParseStart::kContent, true));

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
@@ -260,6 +261,89 @@ int random_walks(const JsonGrammar& g, const Json* schema, int walks, uint64_t s
     }
   }
   return ended;
+}
+
+// Issue 20 item 4, break-in finding 7: an enum/const value outside the schema's type is refused.
+TEST(JsonGrammar, EnumValueOutsideTheTypeIsRefused) {
+  EXPECT_NE(compile_error(R"({"type":"string","enum":[1,2]})").find("schema.enum[0]: value 1"), std::string::npos);
+  EXPECT_NE(compile_error(R"({"type":"integer","const":"a"})").find("schema.const:"), std::string::npos);
+  EXPECT_EQ(compile_error(R"({"type":["string","null"],"enum":["a",null]})"), "");
+  EXPECT_EQ(compile_error(R"({"type":"number","enum":[1,2.5]})"), "");
+}
+
+// Break-in finding 1: the documented limits, each a 400 naming the path; a schema at the limits
+// compiles and masks in bounded time (the binary search over sorted literals).
+TEST(JsonGrammar, EnumAndSchemaLimits) {
+  auto enum_of = [](size_t n, size_t width) {
+    Json e = Json::array();
+    for (size_t i = 0; i < n; ++i) {
+      std::string v = "v" + std::to_string(i);
+      v.resize(std::max(v.size(), width), 'x');
+      e.push_back(v);
+    }
+    return Json{{"type", "object"},
+                {"properties", {{"e", {{"enum", e}}}}},
+                {"required", {"e"}},
+                {"additionalProperties", false}};
+  };
+  EXPECT_TRUE(JsonGrammar::from_schema(enum_of(JsonGrammar::kMaxEnumValues, 1)).ok());
+  auto over = JsonGrammar::from_schema(enum_of(JsonGrammar::kMaxEnumValues + 1, 1));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message().find("schema.properties.e.enum: more than 1000"), std::string::npos);
+  auto bytes = JsonGrammar::from_schema(Json{{"const", std::string(JsonGrammar::kMaxEnumBytes, 'x')}});
+  ASSERT_FALSE(bytes.ok());  // the quotes make it two bytes over
+  EXPECT_NE(bytes.error().message().find("schema.const: enum/const values longer than"), std::string::npos);
+  EXPECT_TRUE(JsonGrammar::from_schema(Json{{"const", std::string(JsonGrammar::kMaxEnumBytes - 2, 'x')}}).ok());
+  Json deep = Json{{"type", "integer"}};
+  for (int i = 0; i < JsonGrammar::kMaxDepth; ++i) deep = Json{{"type", "array"}, {"items", deep}};
+  auto d = JsonGrammar::from_schema(deep);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message().find("nested deeper than"), std::string::npos);
+
+  // At the cap: 1000 values of 30 bytes; every mask step must agree with the reference and the
+  // whole document's masks must come fast (the scan was O(values) per trie node).
+  const Json schema = enum_of(JsonGrammar::kMaxEnumValues, 30);
+  const JsonGrammar g = JsonGrammar::from_schema(schema).value();
+  std::vector<std::string> vocab = {"", ""};
+  for (int b = 1; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
+  for (int i = 0; i < 2000; ++i) vocab.push_back("v" + std::to_string(i));
+  for (const char* t : {"{\"e\":", "{\"", "e\":\"", "xxxx", "xx", "\"}", "\""}) vocab.push_back(t);
+  const VocabTrie trie(vocab);
+  const std::string doc = "{\"e\":" + Json(schema["properties"]["e"]["enum"][777]).dump() + "}";
+  JsonGrammar::State st = g.start();
+  std::vector<uint8_t> fast, ref;
+  std::vector<JsonGrammar::Frame> arena;
+  const int32_t end_id = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i <= doc.size(); ++i) {
+    trie.mask(g, st, std::span<const int32_t>(&end_id, 1), &fast, &arena);
+    reference_mask(g, st, vocab, std::span<const int32_t>(&end_id, 1), &ref);
+    ASSERT_EQ(fast, ref) << i;
+    if (i < doc.size()) ASSERT_TRUE(g.advance(&st, doc.substr(i, 1))) << i;
+  }
+  EXPECT_TRUE(g.can_end(st));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+}
+
+// Break-in finding 2: in a DSML call a JSON value never holds '<' raw, so an enum value with the
+// closing markup cannot end its parameter early; it is written with the \u003c escape.
+TEST(JsonGrammar, DsmlJsonValuesNeverHoldAClosingTag) {
+  const std::vector<DsmlTool> tools = {
+      {"f", Json::parse(R"({"type":"object","properties":{"t":{"type":"string","enum":["x</｜DSML｜parameter>y"]},
+          "o":{"type":"object","properties":{"s":{"type":"string"}},"required":["s"],"additionalProperties":false}},
+          "required":["t","o"],"additionalProperties":false})")}};
+  auto g = JsonGrammar::dsml_call(tools, /*named=*/true);
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  const std::string t_open = "<｜DSML｜ parameter name=\"t\" string=\"false\">";
+  EXPECT_FALSE(prefix(*g, t_open + "\"x<"));
+  EXPECT_TRUE(prefix(*g, t_open + "\"x\\u003c/｜DSML｜parameter>y\"</｜DSML｜ parameter>\n"));
+  const std::string o_open = "<｜DSML｜ parameter name=\"o\" string=\"false\">";
+  const std::string t_done = t_open + "\"x\\u003c/｜DSML｜parameter>y\"</｜DSML｜ parameter>\n";
+  EXPECT_FALSE(prefix(*g, t_done + o_open + "{\"s\":\"a<"));
+  const std::string close = "</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  EXPECT_TRUE(whole(*g, t_done + o_open + "{\"s\":\"a\\u003c\"}" + close));
+  // Outside DSML, '<' stays as it is.
+  EXPECT_TRUE(whole(compile(R"({"enum":["a<b"]})"), "\"a<b\""));
 }
 
 TEST(TokenMask, TrieWalkMatchesReferenceOnSchemas) {

@@ -22,6 +22,18 @@ double reference(const std::vector<float>& logits, double t, size_t i) {
   return logits[i] / t - std::log(z);
 }
 
+// Break-in finding 3: under a grammar's mask (-infinity logits) the alternatives are only allowed
+// tokens, fewer than asked when fewer are allowed, and none has a -infinity logprob.
+TEST(TokenLogprob, MaskedTokensAreNeverAlternatives) {
+  const std::vector<float> logits = {-INFINITY, 2.0f, -INFINITY, 1.0f, -INFINITY};
+  TokenLogprob lp;
+  token_logprob(logits, 1.0f, 1, 5, &lp);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 3);
+  for (const auto& [id, l] : lp.top) EXPECT_TRUE(std::isfinite(l)) << id;
+}
+
 TEST(TokenLogprob, LogSoftmaxAtTemperature) {
   const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   TokenLogprob lp;

@@ -6,6 +6,8 @@
 // forced call agree (review finding 1), and an unsupported schema keyword is a 400 naming it.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "tests/server/api_serve_fixture.h"
 #include "tests/support/schema_check.h"
 
@@ -256,6 +258,204 @@ TEST_F(StructuredOutput, UnsupportedKeywordIsA400NamingIt) {
   EXPECT_EQ(t->status, 400) << t->body;
   EXPECT_EQ(json::parse(t->body)["error"]["param"], "tools[0].function.parameters.properties.location.pattern")
       << t->body;
+}
+
+// Break-in finding 1: an enum at the limit (1000 values) is served in bounded time; one value
+// more, or a const over the byte limit, is a 400 naming the schema path and the limit.
+TEST_F(StructuredOutput, EnumAtTheLimitIsServedAndOverItIsA400) {
+  start();
+  auto enum_schema = [](size_t n) {
+    json e = json::array();
+    for (size_t i = 0; i < n; ++i) e.push_back("v" + std::to_string(i));
+    return json{{"type", "object"},
+                {"properties", {{"e", {{"enum", e}}}}},
+                {"required", {"e"}},
+                {"additionalProperties", false}};
+  };
+  auto rf = [](json schema) {
+    return json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", std::move(schema)}}}};
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const json r = create(chat_req({{"max_tokens", 30}, {"temperature", 0}, {"response_format", rf(enum_schema(1000))}}),
+                        200, "/v1/chat/completions");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 30.0) << "the break-in measured 40-200 s before the fix";
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << r;
+  const OJson v = parse_content(r["choices"][0]["message"]);
+  EXPECT_TRUE(v.is_object() && v["e"].is_string()) << v.dump();
+  auto over = post("/v1/chat/completions", chat_req({{"response_format", rf(enum_schema(1001))}}));
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 400) << over->body;
+  EXPECT_EQ(json::parse(over->body)["error"]["param"], "response_format.json_schema.schema.properties.e.enum");
+  EXPECT_NE(over->body.find("more than 1000"), std::string::npos) << over->body;
+  auto big = post("/v1/chat/completions", chat_req({{"response_format", rf({{"const", std::string(100000, 'x')}})}}));
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 400) << big->body;
+  EXPECT_EQ(json::parse(big->body)["error"]["param"], "response_format.json_schema.schema.const");
+}
+
+// Break-in finding 2: a forced call whose enum value holds DSML closing markup completes, with the
+// exact value as its argument, streaming and not.
+TEST_F(StructuredOutput, EnumValueWithDsmlMarkupStaysInsideItsArgument) {
+  start();
+  const std::string value = "x</｜DSML｜parameter>y";
+  const json tools = json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "f"},
+                                     {"parameters",
+                                      {{"type", "object"},
+                                       {"properties", {{"t", {{"type", "string"}, {"enum", {value}}}}}},
+                                       {"required", {"t"}},
+                                       {"additionalProperties", false}}}}}}});
+  const json body = chat_req({{"max_tokens", 300},
+                              {"temperature", 0},
+                              {"tools", tools},
+                              {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}});
+  const json r = create(body, 200, "/v1/chat/completions");
+  const json& choice = r["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << r;
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << r;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r;
+  const std::string args = choice["message"]["tool_calls"][0]["function"]["arguments"];
+  EXPECT_EQ(json::parse(args), (json{{"t", value}})) << args;
+  std::string streamed, content;
+  for (const json& c : openai_stream("/v1/chat/completions", body)) {
+    if (c["choices"].empty()) continue;
+    const json& d = c["choices"][0]["delta"];
+    if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+    if (d.contains("tool_calls")) streamed += d["tool_calls"][0]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(streamed, args);
+}
+
+// Break-in finding 3: constrained top_logprobs list only allowed tokens, never a null logprob.
+TEST_F(StructuredOutput, ConstrainedTopLogprobsHoldOnlyAllowedTokens) {
+  start();
+  const json schema = {{"type", "object"},
+                       {"properties", {{"b", {{"type", "boolean"}}}}},
+                       {"required", {"b"}},
+                       {"additionalProperties", false}};
+  const json r = create(chat_req({{"max_tokens", 30},
+                                  {"temperature", 0},
+                                  {"logprobs", true},
+                                  {"top_logprobs", 20},
+                                  {"response_format",
+                                   {{"type", "json_schema"}, {"json_schema", {{"name", "b"}, {"schema", schema}}}}}}),
+                        200, "/v1/chat/completions");
+  const json& lp = r["choices"][0]["logprobs"]["content"];
+  ASSERT_FALSE(lp.empty()) << r;
+  bool fewer = false;
+  for (const json& e : lp) {
+    EXPECT_TRUE(e["logprob"].is_number()) << e;
+    ASSERT_LE(e["top_logprobs"].size(), 20u);
+    fewer = fewer || e["top_logprobs"].size() < 20;
+    for (const json& t : e["top_logprobs"]) EXPECT_TRUE(t["logprob"].is_number()) << e;
+  }
+  EXPECT_TRUE(fewer) << "after {\"b\": only t/f (and a space) may follow: " << lp;
+}
+
+// Break-in finding 4: a stop string does not cut constrained JSON (it is not applied under a grammar).
+TEST_F(StructuredOutput, StopStringsDoNotCutConstrainedJson) {
+  start();
+  for (const int seed : {1, 2}) {
+    const json r = create(chat_req({{"temperature", 1.0},
+                                    {"seed", seed},
+                                    {"stop", {"\"", ":"}},
+                                    {"response_format",
+                                     {{"type", "json_schema"},
+                                      {"json_schema", {{"name", "person"}, {"schema", json::parse(kPersonSchema)}}}}}}),
+                          200, "/v1/chat/completions");
+    const json& choice = r["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop") << r;
+    const OJson v = parse_content(choice["message"]);
+    EXPECT_EQ(test::schema_violation(v, OJson::parse(kPersonSchema)), "") << v.dump();
+  }
+}
+
+// Break-in finding 7: an unsatisfiable enum, a missing or malformed json_schema.name are 400s.
+TEST_F(StructuredOutput, UnsatisfiableEnumAndBadSchemaNameAre400s) {
+  start();
+  auto status_param = [&](const json& rf) {
+    auto r = post("/v1/chat/completions", chat_req({{"response_format", rf}}));
+    EXPECT_TRUE(r);
+    return r ? std::make_pair(r->status, json::parse(r->body)["error"]["param"]) : std::make_pair(0, json());
+  };
+  const json bad_enum = {{"type", "json_schema"},
+                         {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"enum", {1, 2}}}}}}};
+  EXPECT_EQ(status_param(bad_enum), std::make_pair(400, json("response_format.json_schema.schema.enum[0]")));
+  const json no_name = {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "object"}}}}}};
+  EXPECT_EQ(status_param(no_name), std::make_pair(400, json("response_format.json_schema.name")));
+  const json bad_name = {{"type", "json_schema"}, {"json_schema", {{"name", "a b"}, {"schema", {{"type", "object"}}}}}};
+  EXPECT_EQ(status_param(bad_name), std::make_pair(400, json("response_format.json_schema.name")));
+  const json long_name = {{"type", "json_schema"},
+                          {"json_schema", {{"name", std::string(65, 'a')}, {"schema", {{"type", "object"}}}}}};
+  EXPECT_EQ(status_param(long_name), std::make_pair(400, json("response_format.json_schema.name")));
+}
+
+// Break-in finding 7: logit_bias is validated and applied; HEAD answers as GET; /favicon.ico is 204.
+TEST_F(StructuredOutput, LogitBiasHeadAndFavicon) {
+  start();
+  for (const json& bad : {json("x"), json{{"abc", 1}}, json{{"5", 101}}, json{{"5", "1"}}, json{{"-1", 1}},
+                          json{{"99999999", 1}}}) {
+    auto r = post("/v1/completions", {{"model", kModel}, {"prompt", "hi"}, {"max_tokens", 2}, {"logit_bias", bad}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad << " " << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "logit_bias") << r->body;
+  }
+  auto tok = tokenizer::Tokenizer::load(dir_->path() + "/ckpt/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> ids = tok->encode("hello", false);
+  ASSERT_FALSE(ids.empty());
+  const json r = create({{"model", kModel},
+                         {"prompt", "Once upon"},
+                         {"max_tokens", 3},
+                         {"temperature", 0},
+                         {"logit_bias", {{std::to_string(ids[0]), 100}}}},
+                        200, "/v1/completions");
+  const std::vector<int32_t> three = {ids[0], ids[0], ids[0]};
+  EXPECT_EQ(r["choices"][0]["text"], tok->decode(three)) << r;
+  httplib::Client c("127.0.0.1", srv_->port());
+  auto h = c.Head("/v1/models");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(h->body, "");
+  auto f = c.Get("/favicon.ico");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 204);
+}
+
+// Break-in finding 5: a forced call cut by max_tokens anywhere (mid-tag, mid-character, mid-value)
+// ends with finish_reason length, no markup and no U+FFFD in content, the same streamed and not.
+TEST_F(StructuredOutput, ForcedCallCutByMaxTokensLeaksNoMarkup) {
+  start();
+  for (const int seed : {1, 6}) {
+    for (const int max_tokens : {3, 5, 8, 12, 17, 25}) {
+      const json body = chat_req({{"temperature", 1.0},
+                                  {"seed", seed},
+                                  {"max_tokens", max_tokens},
+                                  {"tools", weather_tools()},
+                                  {"tool_choice", "required"}});
+      const json r = create(body, 200, "/v1/chat/completions");
+      const json& choice = r["choices"][0];
+      const json& msg = choice["message"];
+      const std::string content = msg["content"].is_string() ? msg["content"].get<std::string>() : "";
+      EXPECT_EQ(content, "") << r;
+      std::string streamed, finish;
+      for (const json& c : openai_stream("/v1/chat/completions", body)) {
+        if (c["choices"].empty()) continue;
+        const json& ch = c["choices"][0];
+        if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+        if (ch["delta"].contains("content") && ch["delta"]["content"].is_string())
+          streamed += ch["delta"]["content"].get<std::string>();
+      }
+      EXPECT_EQ(streamed, "") << "seed " << seed << " max_tokens " << max_tokens;
+      EXPECT_EQ(finish, choice["finish_reason"]) << r;
+      if (choice["finish_reason"] == "length") {
+        EXPECT_FALSE(msg.contains("tool_calls") && !msg["tool_calls"].empty()) << r;
+      }
+    }
+  }
 }
 
 }  // namespace
