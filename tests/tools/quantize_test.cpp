@@ -14,7 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "kernels/kquant.h"
+#include "kernels/linear.h"
 #include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
@@ -164,6 +167,39 @@ TEST(Quantize, KQuantOnTinyRowsIsKeptAndSaid) {
   auto again = quantize_checkpoint(o);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.error().message().find("exists"), std::string::npos);
+}
+
+// The GGUF view's slice of a stacked Q8_0 expert dequantises to the source MXFP4 matrix within Q8_0's
+// error (a wrong stride, shape or name mapping would not).
+TEST(Quantize, Q8ExpertSliceMatchesSource) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  const std::string g = quantize(d, "q8.gguf", DType::kQ8_0);
+  auto src = io::Checkpoint::open(ckpt());
+  auto q = io::Checkpoint::open(g);
+  ASSERT_TRUE(src.ok() && q.ok());
+  for (const std::string m : {"w1", "w2", "w3"}) {
+    for (int e : {0, 5}) {
+      const std::string p = "layers.3.ffn.experts." + std::to_string(e) + "." + m;
+      const io::TensorInfo* sw = (*src)->find(p + ".weight");
+      const io::TensorInfo* ss = (*src)->find(p + ".scale");
+      const io::TensorInfo* qw = (*q)->find(p + ".weight");
+      ASSERT_TRUE(sw && ss && qw) << p;
+      EXPECT_EQ(qw->dtype, DType::kQ8_0);
+      const int64_t out = sw->shape[0], in = sw->shape[1] * 2;
+      ASSERT_EQ(qw->shape, (Shape{out, in})) << p;
+      std::vector<uint8_t> wb(sw->nbytes), sb(ss->nbytes), qb(qw->nbytes);
+      ASSERT_TRUE((*src)->read(*sw, wb.data()).ok());
+      ASSERT_TRUE((*src)->read(*ss, sb.data()).ok());
+      ASSERT_TRUE((*q)->read(*qw, qb.data()).ok());
+      std::vector<float> ref(static_cast<size_t>(out * in)), got(ref.size());
+      kernels::dequant_fp4(kernels::Fp4Weight{wb.data(), sb.data(), out, in}, ref.data());
+      kernels::dequantize_row(kernels::QuantType::kQ8_0, qb.data(), got.data(), out * in);
+      double err = 0, sig = 0;
+      for (size_t i = 0; i < ref.size(); ++i) err += (ref[i] - got[i]) * (ref[i] - got[i]), sig += ref[i] * ref[i];
+      EXPECT_LT(std::sqrt(err / sig), 0.01) << p;  // Q8_0 on E2M1 values: ~0.5% RMS
+    }
+  }
 }
 
 TEST(Quantize, ParseChoice) {
