@@ -16,6 +16,7 @@
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "io/gguf_writer.h"
 #include "kernels/kquant.h"
 #include "kernels/linear.h"
 #include "tests/support/forward_one.h"
@@ -200,6 +201,43 @@ TEST(Quantize, Q8ExpertSliceMatchesSource) {
       EXPECT_LT(std::sqrt(err / sig), 0.01) << p;  // Q8_0 on E2M1 values: ~0.5% RMS
     }
   }
+}
+
+// A GGUF whose tensors disagree with its config fails at load with the tensor named: the keep GGUF
+// rewritten with moe_intermediate_size doubled in its embedded config.json.
+TEST(Quantize, MismatchedGgufNamesTheTensor) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  const std::string g = quantize(d, "keep.gguf", std::nullopt);
+  auto m = io::GgufModel::open(g);
+  ASSERT_TRUE(m.ok());
+  std::vector<std::pair<std::string, io::GgufValue>> meta = (*m)->header().metadata;
+  for (auto& [k, v] : meta) {
+    if (k != "strata.config_json") continue;
+    auto j = nlohmann::json::parse(*v.as_string());
+    auto& tc = j.contains("text_config") ? j["text_config"] : j;
+    tc["moe_intermediate_size"] = tc["moe_intermediate_size"].get<int>() * 2;
+    v = io::GgufValue::string(j.dump());
+  }
+  std::vector<io::GgufTensorDecl> decls;
+  for (const io::GgufTensorInfo& t : (*m)->header().tensors) decls.push_back({t.name, t.type, t.shape});
+  io::GgufWriterOptions wo;
+  wo.fsync = false;
+  auto w = io::GgufWriter::create(d.file("bad.gguf"), meta, decls, wo);
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  for (const io::GgufTensorInfo& t : (*m)->header().tensors) {
+    std::vector<uint8_t> b(t.nbytes);
+    ASSERT_TRUE((*m)->read_range(t, 0, t.nbytes, b.data()).ok());
+    ASSERT_TRUE((*w)->write(b.data(), b.size()).ok());
+  }
+  ASSERT_TRUE((*w)->finish().ok());
+  auto v = testing::vocab_of(ckpt());
+  ASSERT_TRUE(v.ok());
+  auto bad = model::Model::load(d.file("bad.gguf"), *v, model::ModelOptions{});
+  ASSERT_FALSE(bad.ok());
+  const std::string msg = bad.error().to_string();
+  EXPECT_NE(msg.find("tensor 'layers.0."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("moe_inter"), std::string::npos) << msg;
 }
 
 TEST(Quantize, ParseChoice) {
