@@ -20,6 +20,7 @@
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
 #include "cli/spec_flags.h"
+#include "io/checkpoint.h"
 #include "io/file.h"
 #include "tools/bench.h"
 #include "tools/bench_svg.h"
@@ -106,7 +107,7 @@ int run_bench_cmd(BenchCliOptions& o) {
                    machine.error().to_string().c_str(), b.model_dir.c_str(), o.probe.c_str());
     } else {
       const std::string cfg_path = (std::filesystem::path(b.model_dir) / "config.json").string();
-      auto text = io::read_file_to_string(cfg_path, 16u << 20);
+      auto text = io::read_checkpoint_text(b.model_dir, "config.json", 16u << 20);
       if (!text.ok()) return fail(text.error());
       auto cfg = model::ModelConfig::parse(*text, cfg_path);
       if (!cfg.ok()) return fail(cfg.error());

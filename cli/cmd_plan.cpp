@@ -19,6 +19,7 @@
 #include "cli/common.h"
 #include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
+#include "io/checkpoint.h"
 #include "io/file.h"
 #include "tools/plan.h"
 
@@ -41,7 +42,8 @@ int run_plan(PlanCliOptions& o) {
   if (!o.model_dir.empty())
     if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
   const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;
-  auto text = io::read_file_to_string(path, 16u << 20);
+  auto text = o.config.empty() ? io::read_checkpoint_text(o.model_dir, "config.json", 16u << 20)
+                              : io::read_file_to_string(path, 16u << 20);
   if (!text.ok()) return fail(text.error());
   auto cfg = model::ModelConfig::parse(*text, path);
   if (!cfg.ok()) return fail(cfg.error());

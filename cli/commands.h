@@ -21,6 +21,7 @@ Command register_run(CLI::App& app);
 Command register_tokenize(CLI::App& app);
 Command register_logits(CLI::App& app);
 Command register_synth(CLI::App& app);
+Command register_quantize(CLI::App& app);
 Command register_calibrate(CLI::App& app);
 Command register_probe(CLI::App& app);
 Command register_plan(CLI::App& app);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "io/checkpoint.h"
 #include "io/file.h"
 #include "model/kv_cache.h"
 #include "tokenizer/compressed_vocab.h"
@@ -46,6 +47,7 @@ Status flush_stdout() {
 }
 
 Status check_checkpoint_dir(const std::string& dir) {
+  if (io::is_gguf_path(dir)) return Status();  // a GGUF from `strata quantize` (docs/gguf.md)
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
@@ -60,6 +62,12 @@ Status check_checkpoint_dir(const std::string& dir) {
 
 Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& dir) {
   STRATA_RETURN_IF_ERROR(check_checkpoint_dir(dir));
+  if (io::is_gguf_path(dir)) {
+    STRATA_ASSIGN_OR_RETURN(std::string json, io::read_checkpoint_text(dir, "tokenizer.json", 1ull << 30));
+    STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer t,
+                            tokenizer::Tokenizer::from_json(json, dir + ":" + io::gguf_text_key("tokenizer.json")));
+    return std::make_unique<tokenizer::Tokenizer>(std::move(t));
+  }
   const std::string path = (std::filesystem::path(dir) / "tokenizer.json").string();
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::load(path));
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));
@@ -111,7 +119,7 @@ std::string kv_note_for_args(int argc, char** argv) {
     if (std::string_view(argv[i]).rfind("--model=", 0) == 0) dir = argv[i] + 8;
   if (dir.empty()) return "";
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  auto text = io::read_file_to_string(path, 16u << 20);
+  auto text = io::read_checkpoint_text(dir, "config.json", 16u << 20);
   if (!text.ok()) return "";
   auto cfg = model::ModelConfig::parse(*text, path);
   if (!cfg.ok()) return "";

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add("tokenize", "print the token ids of a text as a JSON array", strata::cli::register_tokenize);
   add("logits", "prefill token ids and write float32 logits (fixture checks)", strata::cli::register_logits);
   add("synth", "write a random-weight V4.1-architecture checkpoint", strata::cli::register_synth);
+  add("quantize", "re-quantise a checkpoint into a GGUF (q8_0 .. q2_k experts/dense/head)", strata::cli::register_quantize);
   add("calibrate", "rank routed experts by routing frequency on a text (hot file for run --hot)",
       strata::cli::register_calibrate);
   add("probe", "measure this machine (cores, memory and disk bandwidth, kernel rates, GPU)", strata::cli::register_probe);

@@ -16,12 +16,30 @@ constexpr NameEntry kNames[] = {
     {DType::kU8, "U8", 1},         {DType::kI32, "I32", 4},   {DType::kI64, "I64", 8},
     {DType::kF64, "F64", 8},       {DType::kBool, "BOOL", 1},
 };
+// ggml block formats (names as ggml prints them, upper-cased like the safetensors names).
+struct BlockEntry {
+  DType type;
+  std::string_view name;
+  DTypeBlock block;
+};
+constexpr BlockEntry kBlocks[] = {
+    {DType::kQ8_0, "Q8_0", {32, 34}},   {DType::kQ2_K, "Q2_K", {256, 84}},   {DType::kQ3_K, "Q3_K", {256, 110}},
+    {DType::kQ4_K, "Q4_K", {256, 144}}, {DType::kQ6_K, "Q6_K", {256, 210}}, {DType::kIQ4_NL, "IQ4_NL", {32, 18}},
+};
 }  // namespace
 
 std::string_view dtype_name(DType t) {
   for (const auto& e : kNames)
     if (e.type == t) return e.name;
+  for (const auto& e : kBlocks)
+    if (e.type == t) return e.name;
   return "?";
+}
+
+DTypeBlock dtype_block(DType t) {
+  for (const auto& e : kBlocks)
+    if (e.type == t) return e.block;
+  return DTypeBlock{1, static_cast<int64_t>(dtype_size(t))};
 }
 
 std::optional<DType> dtype_from_name(std::string_view name) {

@@ -28,14 +28,35 @@ enum class DType : uint8_t {
   kI64,
   kF64,
   kBool,
+  // ggml block formats (kernels/kquant.h), as read from a GGUF: an [out, in] tensor is `out` rows of
+  // in / block_elems blocks (dtype_block). Never in safetensors (dtype_from_name does not parse them).
+  kQ8_0,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ6_K,
+  kIQ4_NL,
 };
 
 // safetensors name ("F32", "BF16", "F8_E4M3", ...) of a dtype.
 std::string_view dtype_name(DType t);
 // Parses a safetensors dtype name; nullopt for names strata does not know.
 std::optional<DType> dtype_from_name(std::string_view name);
-// Bytes per stored element (1 for I8 even when it holds two E2M1 codes).
+// Bytes per stored element (1 for I8 even when it holds two E2M1 codes); 0 for the block formats.
 size_t dtype_size(DType t);
+// Storage geometry: `elems` consecutive elements of the innermost dim take `bytes` bytes
+// ({1, dtype_size} for the element types; {32, 34} for Q8_0, {256, 144} for Q4_K, ...).
+struct DTypeBlock {
+  int64_t elems = 1, bytes = 0;
+};
+DTypeBlock dtype_block(DType t);
+// Whether t is one of the ggml block formats (kQ8_0 .. kIQ4_NL).
+inline bool dtype_is_block_quant(DType t) { return t >= DType::kQ8_0 && t <= DType::kIQ4_NL; }
+// Bytes of `numel` elements of t (numel a whole number of blocks).
+inline uint64_t dtype_nbytes(DType t, int64_t numel) {
+  const DTypeBlock b = dtype_block(t);
+  return static_cast<uint64_t>(numel / b.elems) * static_cast<uint64_t>(b.bytes);
+}
 
 // ---- bf16 ----------------------------------------------------------------------------------------
 inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }

@@ -52,7 +52,7 @@ struct TensorView {
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const { return shape.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const { return static_cast<size_t>(dtype_nbytes(dtype, numel())); }
   template <typename T>
   const T* as() const {
     return static_cast<const T*>(data);

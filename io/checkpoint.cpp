@@ -11,6 +11,7 @@ namespace strata::io {
 namespace fs = std::filesystem;
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::open(const std::string& dir) {
+  if (is_gguf_path(dir)) return open_gguf(dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json and *.safetensors)");

@@ -4,6 +4,9 @@
 //   model.safetensors.index.json     {"weight_map": {tensor: shard file}}   (or one model.safetensors,
 //   *.safetensors                    or every *.safetensors in the directory when there is no index)
 //   tokenizer.json                   read by tokenizer::Tokenizer
+// Or a GGUF written by `strata quantize` (io/gguf_checkpoint.cpp, docs/gguf.md "Running a GGUF"):
+// its tensors appear under their strata names (io/gguf_names.h), stacked experts as per-expert
+// slices, config.json and tokenizer.json come from its metadata (read_checkpoint_text).
 // Opening reads only headers; tensor bytes are read later by a store. Every shard stays open.
 // Thread safety: const methods are safe to call concurrently.
 #pragma once
@@ -23,7 +26,17 @@ class Checkpoint {
  public:
   // Opens `dir`: the index (if any), every shard header, and checks that the index and the headers
   // agree (each indexed tensor is in the named shard, no tensor is in two shards).
+  // A path naming a regular file that ends in ".gguf" opens that GGUF (open_gguf).
   [[nodiscard]] static Result<std::unique_ptr<Checkpoint>> open(const std::string& dir);
+  // Opens a GGUF (or a gguf-split set) as a checkpoint. Each GGUF tensor becomes a TensorInfo under
+  // its strata name: ggml F32/F16/BF16 as such, the block formats as DType::kQ8_0..kIQ4_NL, ggml I8
+  // as the dtype listed for it in `strata.raw_dtypes` (F8_E4M3, F8_E8M0, I8 = packed E2M1, U8); a
+  // stacked expert tensor [n, out, in] as n slices; a block-quantised routed expert, which has no
+  // scales, gets an empty U8 [0] ".scale" so every expert keeps the six parts the stores expect.
+  // Errors: those of GgufModel::open; kNotSupported for a tensor type strata cannot bind (MXFP4,
+  // an I8 tensor without a raw dtype) naming the tensor; kCorruption for a stacked tensor whose
+  // bytes do not divide by its expert count.
+  [[nodiscard]] static Result<std::unique_ptr<Checkpoint>> open_gguf(const std::string& path);
 
   const std::string& dir() const { return dir_; }
   // nullptr when the checkpoint has no tensor of that name.
@@ -48,5 +61,17 @@ class Checkpoint {
   std::vector<std::unique_ptr<File>> shards_;
   std::map<std::string, TensorInfo> tensors_;
 };
+
+// Whether `path` is a regular file named *.gguf (a model given as one file rather than a directory).
+bool is_gguf_path(const std::string& path);
+
+// Reads a checkpoint's text file `name` ("config.json", "tokenizer.json"): DIR/name for a
+// directory; for a GGUF, the metadata string "strata.<name with '.' as '_'>" (strata.config_json,
+// strata.tokenizer_json). Errors: those of reading the file; kNotFound naming the key for a GGUF
+// without it; kResourceExhausted above max_bytes.
+[[nodiscard]] Result<std::string> read_checkpoint_text(const std::string& model, const std::string& name,
+                                                      size_t max_bytes);
+// The GGUF metadata key that carries checkpoint file `name`.
+std::string gguf_text_key(const std::string& name);
 
 }  // namespace strata::io

@@ -16,6 +16,7 @@ const std::vector<GgmlTypeInfo>& ggml_supported_types() {
       {GgmlType::kQ8_0, "q8_0", 32, 34},     {GgmlType::kQ2_K, "q2_K", 256, 84},
       {GgmlType::kQ3_K, "q3_K", 256, 110},   {GgmlType::kQ4_K, "q4_K", 256, 144},
       {GgmlType::kQ6_K, "q6_K", 256, 210},   {GgmlType::kIq4Nl, "iq4_nl", 32, 18},
+      {GgmlType::kI8, "i8", 1, 1},
       {GgmlType::kBf16, "bf16", 1, 2},       {GgmlType::kMxfp4, "mxfp4", 32, 17},
   };
   return kTypes;

@@ -45,6 +45,7 @@ enum class GgmlType : uint32_t {
   kQ4_K = 12,
   kQ6_K = 14,
   kIq4Nl = 20,
+  kI8 = 24,  // raw bytes: strata writes the official FP8/E8M0/packed-E2M1 tensors as I8 (docs/gguf.md)
   kBf16 = 30,
   kMxfp4 = 39,
 };

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include "io/checkpoint.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -266,8 +268,10 @@ Result<ModelConfig> ModelConfig::parse(const std::string& json_text, const std::
 }
 
 Result<ModelConfig> ModelConfig::load(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "config.json").string();
-  STRATA_ASSIGN_OR_RETURN(std::string text, io::read_file_to_string(path, 16u << 20));
+  // A GGUF from `strata quantize` carries its config.json as metadata (io::read_checkpoint_text).
+  const std::string path =
+      io::is_gguf_path(dir) ? dir + ":" + io::gguf_text_key("config.json") : (std::filesystem::path(dir) / "config.json").string();
+  STRATA_ASSIGN_OR_RETURN(std::string text, io::read_checkpoint_text(dir, "config.json", 16u << 20));
   return parse(text, path);
 }
 

@@ -130,6 +130,30 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
     if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(layer) + " expert " + std::to_string(b.e));
     b.lease = std::move(*lease);
   }
+  // Block-quantised experts (a quantised GGUF): each expert's matrices through the ggml-format
+  // matvec (kernels/kquant_linear.h), expert by expert, after the E4M3 activation rounding the
+  // official MXFP4 path applies; rows are computed independently, so the regimes need no split.
+  kernels::QuantType qt;
+  if (!batch.empty() && quant_type_of(batch.front().lease->view().w1.dtype, &qt)) {
+    for (const Batched& b : batch) {
+      const store::ExpertView& ev = b.lease->view();
+      kernels::QuantType t1, t2, t3;
+      if (!quant_type_of(ev.w1.dtype, &t1) || !quant_type_of(ev.w2.dtype, &t2) || !quant_type_of(ev.w3.dtype, &t3))
+        return Internal("layer " + std::to_string(layer) + " expert " + std::to_string(b.e) +
+                        ": routed experts mix block-quantised and MXFP4 matrices");
+      Linear::apply_quant_fp8_act(b.x, b.m, kernels::QuantWeight{t1, ev.w1.data, inter, dim}, sc.g.data() + b.row * inter, pool);
+      Linear::apply_quant_fp8_act(b.x, b.m, kernels::QuantWeight{t3, ev.w3.data, inter, dim}, sc.u.data() + b.row * inter, pool);
+    }
+    swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+    for (const Batched& b : batch) {
+      const store::ExpertView& ev = b.lease->view();
+      kernels::QuantType t2;
+      (void)quant_type_of(ev.w2.dtype, &t2);
+      Linear::apply_quant_fp8_act(sc.act.data() + b.row * inter, b.m, kernels::QuantWeight{t2, ev.w2.data, dim, inter},
+                            sc.y.data() + b.row * dim, pool);
+    }
+    return Status();
+  }
   std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
   for (const Batched& b : batch) {
     const store::ExpertView& ev = b.lease->view();

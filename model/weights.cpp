@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "core/dtype.h"
+#include "kernels/quant.h"
 #include "store/expert_catalog.h"
 
 namespace strata::model {
@@ -16,6 +17,10 @@ void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool, kernel
     case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool, path); return;
     case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool, path); return;
     case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool, path); return;
+    case Kind::kQuant:  // one regime: rows are computed independently
+      if (act_fp8) return apply_quant_fp8_act(x, n, quant, y, pool);
+      kernels::linear_quant(x, n, quant, y, pool);
+      return;
     case Kind::kNone: break;
   }
   STRATA_CHECK(false, "apply() on an unbound Linear");
@@ -32,9 +37,28 @@ uint64_t Linear::weight_bytes() const {
     case Kind::kFp8: return static_cast<uint64_t>(out * in) + ((out + 31) / 32) * ((in + 31) / 32);
     case Kind::kBf16: return static_cast<uint64_t>(out * in) * 2;
     case Kind::kF32: return static_cast<uint64_t>(out * in) * 4;
+    case Kind::kQuant: return static_cast<uint64_t>(out * kernels::quant_row_bytes(quant.type, in));
     case Kind::kNone: break;
   }
   return 0;
+}
+
+void Linear::apply_quant_fp8_act(const float* x, int64_t n, const kernels::QuantWeight& w, float* y, ThreadPool* pool) {
+  std::vector<float> xq(x, x + n * w.in);
+  for (int64_t r = 0; r < n; ++r) kernels::act_quant_fp8_inplace(xq.data() + r * w.in, w.in);  // ROUNDING: model.py linear()
+  kernels::linear_quant(xq.data(), n, w, y, pool);
+}
+
+bool quant_type_of(DType d, kernels::QuantType* out) {
+  switch (d) {
+    case DType::kQ8_0: *out = kernels::QuantType::kQ8_0; return true;
+    case DType::kQ2_K: *out = kernels::QuantType::kQ2_K; return true;
+    case DType::kQ3_K: *out = kernels::QuantType::kQ3_K; return true;
+    case DType::kQ4_K: *out = kernels::QuantType::kQ4_K; return true;
+    case DType::kQ6_K: *out = kernels::QuantType::kQ6_K; return true;
+    case DType::kIQ4_NL: *out = kernels::QuantType::kIq4Nl; return true;
+    default: return false;
+  }
 }
 
 namespace {
@@ -108,6 +132,18 @@ class Binder {
     Linear l;
     l.out = out;
     l.in = in;
+    kernels::QuantType qt;
+    if (t && quant_type_of(t->dtype, &qt)) {
+      // A ggml block format from a quantised GGUF (`strata quantize`): any linear may be one.
+      if (in % dtype_block(t->dtype).elems != 0)
+        return InvalidArgument("tensor '" + wname + "': " + std::string(dtype_name(t->dtype)) + " needs in (" +
+                               std::to_string(in) + ") to be a multiple of " + std::to_string(dtype_block(t->dtype).elems));
+      STRATA_ASSIGN_OR_RETURN(TensorView w, get(wname, {t->dtype}, Shape{out, in}, why));
+      l.kind = Linear::Kind::kQuant;
+      l.quant = kernels::QuantWeight{qt, w.data, out, in};
+      l.act_fp8 = quantized;  // the release stores it FP8: keep its activation rounding
+      return l;
+    }
     if (quantized && (!t || t->dtype == DType::kF8E4M3)) {
       STRATA_ASSIGN_OR_RETURN(TensorView w, get(wname, {DType::kF8E4M3}, Shape{out, in}, why));
       STRATA_ASSIGN_OR_RETURN(TensorView s, get(prefix + ".scale", {DType::kF8E8M0},
@@ -170,11 +206,18 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
   // model uses it without activation quantisation (an einsum), so strata does the same.
   STRATA_ASSIGN_OR_RETURN(Linear wo_a, b.linear(p + ".wo_a", o_out, group_in, true,
                                                 sh(o_out, "o_groups*o_lora_rank", group_in, "n_heads*head_dim/o_groups")));
-  if (wo_a.kind == Linear::Kind::kFp8) {
+  if (wo_a.kind == Linear::Kind::kFp8 || wo_a.kind == Linear::Kind::kQuant) {
     std::vector<float> tmp(static_cast<size_t>(o_out * group_in));
-    kernels::dequant_fp8(wo_a.fp8, tmp.data());
+    if (wo_a.kind == Linear::Kind::kFp8) {
+      kernels::dequant_fp8(wo_a.fp8, tmp.data());
+    } else {
+      for (int64_t r = 0; r < o_out; ++r)
+        kernels::dequantize_row(wo_a.quant.type, kernels::quant_weight_row(wo_a.quant, r), tmp.data() + r * group_in, group_in);
+    }
     std::vector<uint16_t> rows(tmp.size());
-    for (size_t i = 0; i < tmp.size(); ++i) rows[i] = f32_to_bf16(tmp[i]);  // exact: e4m3 * 2^k fits bf16
+    // FP8: exact (e4m3 * 2^k fits bf16). ROUNDING for a block format: its dequantised f32 values are
+    // rounded to bf16, so the grouped bit-exact bf16 path runs unchanged (docs/gguf.md).
+    for (size_t i = 0; i < tmp.size(); ++i) rows[i] = f32_to_bf16(tmp[i]);
     // Blocked layout (16 rows k-major) when every output group is whole blocks: the bit-exact
     // matvec then needs no transposes (kernels/linear.h Bf16Weight::blocked; decode 2-3x faster).
     const bool blocked = c.o_lora_rank % kernels::kBf16BlockRows == 0;
@@ -222,6 +265,25 @@ Status check_experts(const Binder& b, int layer, const std::string& p, int n_exp
   for (int e = 0; e < n_experts; ++e) {
     const std::string ep = p + ".ffn.experts." + std::to_string(e);
     const std::string why_in = "MXFP4 routed expert, moe_inter_dim=" + std::to_string(inter) + ", dim=" + std::to_string(dim);
+    const io::TensorInfo* t1 = b.s_.checkpoint().find(ep + ".w1.weight");
+    if (t1 && dtype_is_block_quant(t1->dtype)) {
+      // A block-quantised expert (quantised GGUF): [out, in] blocks, scales inside; the GGUF view
+      // gives it empty U8 [0] .scale tensors (io/checkpoint.h open_gguf).
+      const std::string why_q = std::string(dtype_name(t1->dtype)) + " routed expert, moe_inter_dim=" +
+                                std::to_string(inter) + ", dim=" + std::to_string(dim);
+      for (const char* w : {".w1", ".w3", ".w2"}) {
+        const bool down = std::string(w) == ".w2";
+        const int64_t out = down ? dim : inter, in = down ? inter : dim;
+        const io::TensorInfo* tw = b.s_.checkpoint().find(ep + w + ".weight");
+        const DType d = tw ? tw->dtype : t1->dtype;
+        if (!dtype_is_block_quant(d) || in % dtype_block(d).elems != 0)
+          return InvalidArgument("tensor '" + ep + w + ".weight': dtype " + std::string(dtype_name(d)) +
+                                 ", expected a block format whose block divides " + std::to_string(in) + " (" + why_q + ")");
+        STRATA_RETURN_IF_ERROR(b.check(ep + w + ".weight", {d}, Shape{out, in}, why_q));
+        STRATA_RETURN_IF_ERROR(b.check(ep + w + ".scale", {DType::kU8}, Shape{0}, why_q + ": no separate scales"));
+      }
+      continue;
+    }
     for (const char* w : {".w1", ".w3"}) {
       STRATA_RETURN_IF_ERROR(b.check(ep + w + ".weight", {DType::kI8}, Shape{inter, dim / 2}, why_in + ", packed e2m1 [inter, dim/2]"));
       STRATA_RETURN_IF_ERROR(b.check(ep + w + ".scale", {DType::kF8E8M0}, Shape{inter, dim / 32}, why_in + ", e8m0 per 32"));

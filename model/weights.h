@@ -16,6 +16,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/kquant_linear.h"
 #include "kernels/linear.h"
 #include "model/config.h"
 #include "model/expert_peers.h"
@@ -46,15 +47,28 @@ void add_linear_jobs(std::vector<kernels::LinearJob<W>>* jobs, const float* x, R
     jobs->push_back({x + r.n_decode * w.in, r.n_prompt(), w, y + r.n_decode * w.out, kernels::RowPath::kPrompt});
 }
 
+// The kernels' block format of a ggml block dtype (core/dtype.h kQ8_0..kIQ4_NL); false otherwise.
+bool quant_type_of(DType d, kernels::QuantType* out);
+
 // A linear layer in its stored format. FP8 linears quantise their input (model.py `linear`); BF16
-// and F32 ones do not.
+// and F32 ones do not; nor do the ggml block formats of a quantised GGUF (kQuant,
+// kernels/kquant_linear.h: x stays f32, each row computed the same whatever the batch, so both
+// regimes of a batch give the same bits; a multi-row call loops the matvec kernel over rows).
 struct Linear {
-  enum class Kind { kNone, kFp8, kBf16, kF32 };
+  enum class Kind { kNone, kFp8, kBf16, kF32, kQuant };
+  // y[n, out] = act_quant_fp8(x) . dequant(W)^T for a block-format W (the official numerics of an
+  // FP8/MXFP4 linear with its weights re-quantised); a multi-row x loops the matvec kernel.
+  static void apply_quant_fp8_act(const float* x, int64_t n, const kernels::QuantWeight& w, float* y, ThreadPool* pool);
   Kind kind = Kind::kNone;
   int64_t out = 0, in = 0;
   kernels::Fp8Weight fp8;
   kernels::Bf16Weight bf16;
   kernels::F32Weight f32;
+  kernels::QuantWeight quant;  // kQuant: [out] rows of quant_row_bytes(type, in) bytes
+  // kQuant whose source was FP8/MXFP4: x is rounded to E4M3 per 32 (act_quant_fp8_inplace on a copy)
+  // first, as the official FP8 linear does, so the variant differs from the official model by its
+  // weights alone. The copy is a per-call allocation of n * in floats.
+  bool act_fp8 = false;
 
   bool empty() const { return kind == Kind::kNone; }
   // y[n, out] = x[n, in] . W^T (with FP8 activation quantisation for kFp8).

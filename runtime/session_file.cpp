@@ -115,7 +115,7 @@ std::string ModelIdentity::to_string() const { return "config " + hex64(config_h
 
 Result<ModelIdentity> model_identity(const std::string& dir) {
   ModelIdentity id;
-  STRATA_ASSIGN_OR_RETURN(std::string config, io::read_file_to_string(dir + "/config.json", 64u << 20));
+  STRATA_ASSIGN_OR_RETURN(std::string config, io::read_checkpoint_text(dir, "config.json", 64u << 20));
   id.config_hash = xxh64(config.data(), config.size());
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
   Xxh64 h;

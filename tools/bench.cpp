@@ -1,6 +1,8 @@
 // strata bench: see bench.h.
 #include "tools/bench.h"
 
+#include "io/checkpoint.h"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -300,7 +302,9 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   STRATA_ASSIGN_OR_RETURN(rep.checkpoint, checkpoint_identity(o.model_dir));
 
   // Tokenizer, Engram vocabulary, prompts (before any timing).
-  STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::load((fs::path(o.model_dir) / "tokenizer.json").string()));
+  // A GGUF (`strata quantize`) carries its tokenizer.json as metadata (io::read_checkpoint_text).
+  STRATA_ASSIGN_OR_RETURN(std::string tok_json, io::read_checkpoint_text(o.model_dir, "tokenizer.json", 1ull << 30));
+  STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_json(tok_json, o.model_dir));
   STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(tok));
   const model::CompressedVocabMap vocab{std::move(cv.map), cv.n_classes};
   std::vector<int32_t> text_ids;

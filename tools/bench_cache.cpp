@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 
 Result<std::vector<fs::path>> regular_files(const std::string& dir) {
   std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) return std::vector<fs::path>{fs::path(dir)};  // a GGUF model file
   if (!fs::is_directory(dir, ec)) return NotFound(dir + ": not a directory");
   std::vector<fs::path> out;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
@@ -167,7 +168,7 @@ Status copy_uncached(const std::string& src, const std::string& dst) {
 Result<CheckpointId> checkpoint_identity(const std::string& dir) {
   CheckpointId id;
   id.dir = dir;
-  STRATA_ASSIGN_OR_RETURN(std::string config, io::read_file_to_string((fs::path(dir) / "config.json").string(), 16u << 20));
+  STRATA_ASSIGN_OR_RETURN(std::string config, io::read_checkpoint_text(dir, "config.json", 16u << 20));
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
   Fnv h;
   h.add(config);

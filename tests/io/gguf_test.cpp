@@ -107,6 +107,7 @@ std::vector<GgufTensorDecl> every_type_tensors() {
       {"q3_K.w", GgmlType::kQ3_K, Shape{1, 512}},
       {"q2_K.w", GgmlType::kQ2_K, Shape{2, 256}},
       {"iq4_nl.w", GgmlType::kIq4Nl, Shape{5, 32}},
+      {"i8.raw", GgmlType::kI8, Shape{3, 5}},
       {"mxfp4.experts", GgmlType::kMxfp4, Shape{2, 3, 64}},
       {"f32.rank4", GgmlType::kF32, Shape{2, 3, 1, 4}},
       {"f32.empty", GgmlType::kF32, Shape{0, 4}},
@@ -123,7 +124,7 @@ TEST(GgufTypes, IdsAndBlockSizesAreGgmls) {
   // ggml.h enum ggml_type and ggml.c type_traits.
   const Row rows[] = {{0, "f32", 1, 4},     {1, "f16", 1, 2},       {8, "q8_0", 32, 34},  {10, "q2_K", 256, 84},
                       {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {14, "q6_K", 256, 210}, {20, "iq4_nl", 32, 18},
-                      {30, "bf16", 1, 2},   {39, "mxfp4", 32, 17}};
+                      {24, "i8", 1, 1},     {30, "bf16", 1, 2},   {39, "mxfp4", 32, 17}};
   EXPECT_EQ(ggml_supported_types().size(), std::size(rows));
   for (const Row& r : rows) {
     auto t = ggml_type_info(r.id);

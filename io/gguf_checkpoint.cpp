@@ -1,0 +1,121 @@
+// Checkpoint::open_gguf and the text files of a GGUF model (io/checkpoint.h, docs/gguf.md).
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "io/gguf.h"
+#include "io/gguf_names.h"
+
+namespace strata::io {
+
+namespace fs = std::filesystem;
+
+bool is_gguf_path(const std::string& path) {
+  std::error_code ec;
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && fs::is_regular_file(path, ec);
+}
+
+std::string gguf_text_key(const std::string& name) {
+  std::string k = "strata." + name;
+  for (size_t i = 7; i < k.size(); ++i)
+    if (k[i] == '.') k[i] = '_';
+  return k;
+}
+
+Result<std::string> read_checkpoint_text(const std::string& model, const std::string& name, size_t max_bytes) {
+  if (!is_gguf_path(model)) return read_file_to_string((fs::path(model) / name).string(), max_bytes);
+  STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(model));
+  const std::string key = gguf_text_key(name);
+  const GgufValue* v = g->find_key(key);
+  if (!v || !v->as_string())
+    return NotFound(model + ": no string key '" + key + "' (the " + name + " of the checkpoint it was made from; " +
+                    "GGUFs not written by `strata quantize` lack it)");
+  if (v->as_string()->size() > max_bytes)
+    return ResourceExhausted(model + ": '" + key + "' is " + std::to_string(v->as_string()->size()) +
+                             " bytes, more than " + std::to_string(max_bytes));
+  return *v->as_string();
+}
+
+namespace {
+
+Result<DType> dtype_of(const GgufTensorInfo& t, const std::map<std::string, DType>& raw, const std::string& path) {
+  switch (t.type) {
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBf16: return DType::kBF16;
+    case GgmlType::kQ8_0: return DType::kQ8_0;
+    case GgmlType::kQ2_K: return DType::kQ2_K;
+    case GgmlType::kQ3_K: return DType::kQ3_K;
+    case GgmlType::kQ4_K: return DType::kQ4_K;
+    case GgmlType::kQ6_K: return DType::kQ6_K;
+    case GgmlType::kIq4Nl: return DType::kIQ4_NL;
+    case GgmlType::kI8: {
+      auto it = raw.find(t.name);
+      if (it == raw.end())
+        return NotSupported(path + ": tensor '" + t.name + "' is ggml i8 with no entry in strata.raw_dtypes " +
+                            "(strata reads i8 only as the official bytes `strata quantize` keeps)");
+      return it->second;
+    }
+    case GgmlType::kMxfp4: break;
+  }
+  return NotSupported(path + ": tensor '" + t.name + "': ggml type " + std::string(ggml_type_info(static_cast<uint32_t>(t.type))->name) +
+                      " cannot be bound (ggml's MXFP4 interleaves scales and codes; strata's experts keep them apart)");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Checkpoint>> Checkpoint::open_gguf(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(path));
+  auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
+  ck->dir_ = path;
+  for (const GgufFile& f : g->files()) {
+    STRATA_ASSIGN_OR_RETURN(auto file, open_file(f.path));
+    ck->shards_.push_back(std::move(file));
+  }
+  // strata.raw_tensors[i] (a GGUF name) holds official bytes of dtype strata.raw_dtypes[i].
+  std::map<std::string, DType> raw;
+  const GgufValue* rn = g->find_key("strata.raw_tensors");
+  const GgufValue* rd = g->find_key("strata.raw_dtypes");
+  if (rn || rd) {
+    if (!rn || !rd || !rn->strings() || !rd->strings() || rn->strings()->size() != rd->strings()->size())
+      return Corruption(path + ": strata.raw_tensors and strata.raw_dtypes must be string arrays of one length");
+    for (size_t i = 0; i < rn->strings()->size(); ++i) {
+      auto d = dtype_from_name((*rd->strings())[i]);
+      if (!d) return Corruption(path + ": strata.raw_dtypes[" + std::to_string(i) + "] = '" + (*rd->strings())[i] +
+                                "' is not a safetensors dtype");
+      raw[(*rn->strings())[i]] = *d;
+    }
+  }
+  auto add = [&](TensorInfo t) -> Status {
+    if (!ck->tensors_.emplace(t.name, t).second)
+      return Corruption(path + ": two GGUF tensors map to strata tensor '" + t.name + "'");
+    return Status();
+  };
+  for (const auto& [gname, t] : g->tensors()) {
+    STRATA_ASSIGN_OR_RETURN(DType dt, dtype_of(t, raw, path));
+    if (strata_expert_name(gname, 0)) {
+      if (t.shape.rank < 2 || t.shape[0] <= 0 || t.nbytes % static_cast<uint64_t>(t.shape[0]) != 0)
+        return Corruption(path + ": stacked expert tensor '" + gname + "' has shape " + t.shape.to_string() +
+                          " (expected [n_experts, out, in])");
+      const int n = static_cast<int>(t.shape[0]);
+      const uint64_t stride = t.nbytes / static_cast<uint64_t>(n);
+      Shape sub;
+      for (int i = 1; i < t.shape.rank; ++i) sub.dims[sub.rank++] = t.shape[i];
+      const bool scaleless = dtype_is_block_quant(dt) && gname.size() > 7 &&
+                             gname.compare(gname.size() - 7, 7, ".weight") == 0 &&
+                             !g->find(gname.substr(0, gname.size() - 7) + ".scale");
+      for (int e = 0; e < n; ++e) {
+        const std::string name = *strata_expert_name(gname, e);
+        const uint64_t off = t.offset + static_cast<uint64_t>(e) * stride;
+        STRATA_RETURN_IF_ERROR(add(TensorInfo{name, dt, sub, t.file, off, stride}));
+        if (scaleless)  // block formats carry their scales inside the blocks
+          STRATA_RETURN_IF_ERROR(add(TensorInfo{name.substr(0, name.size() - 7) + ".scale", DType::kU8, Shape{0},
+                                                t.file, off + stride, 0}));
+      }
+      continue;
+    }
+    STRATA_RETURN_IF_ERROR(add(TensorInfo{strata_tensor_name(gname), dt, t.shape, t.file, t.offset, t.nbytes}));
+  }
+  return ck;
+}
+
+}  // namespace strata::io

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# strata quantize + running its GGUF end to end, on the v41-tiny fixture (issue 16):
+#  - --experts keep --dense keep --head keep: `strata logits -m X.gguf` passes the fixture's own
+#    checker (prefill and decode logits, 25 greedy tokens) and `strata run --temp 0` prints the same
+#    text as the safetensors checkpoint;
+#  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
+#    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
+#  - an existing output is refused; a K-quant on rows of 64 is kept and said so.
+# With STRATA_QUANT_DEMO=DIR (a `strata synth --preset demo` checkpoint) it also measures the demo's
+# Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (slow: minutes).
+# Exit 77 = fixture missing (skip).
+set -euo pipefail
+strata="$1"; fixtures="$2"; tools="$3"
+fx="$fixtures/v41-tiny"; ck="$fx/checkpoint"
+if [[ ! -f "$ck/config.json" || ! -f "$tools/check_fixture.py" ]]; then
+  echo "SKIP: fixture $ck or checker missing" >&2
+  exit 77
+fi
+py=/usr/bin/python3
+[[ -x "$py" ]] || py=python3
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+"$strata" quantize -m "$ck" --out "$tmp/keep.gguf" --experts keep --dense keep --head keep > "$tmp/q.out"
+"$strata" logits -m "$tmp/keep.gguf" --tokens "$fx/tokens.json" --out "$tmp/keep.f32" \
+  --positions 0,1,7,24,49,98,147,187,195,196 --decode 25 --decode-logits "$tmp/decode.f32" > "$tmp/tokens.json"
+"$py" "$tools/check_fixture.py" "$fx" --logits "$tmp/keep.f32" --tokens "$tmp/tokens.json" \
+  --decode-logits "$tmp/decode.f32" | grep -v "has no golden counterpart"
+"$strata" run -m "$ck" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_ref.txt" 2>/dev/null
+"$strata" run -m "$tmp/keep.gguf" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_keep.txt" 2>/dev/null
+cmp "$tmp/run_ref.txt" "$tmp/run_keep.txt" && echo "ok   run --temp 0 on the keep GGUF prints the checkpoint's text"
+
+"$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
+"$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"
+grep -Eq "generated [1-4] token" "$tmp/run_q8.err" || { echo "FAIL run -m q8.gguf"; cat "$tmp/run_q8.err"; exit 1; }
+echo "ok   strata run -m q8.gguf -p hi -n 4"
+
+# KLD of a variant's logits at every prompt position against the official checkpoint's.
+kld() {  # kld REF.f32 GOT.f32 -> mean KL(ref || got) in nats
+  "$py" - "$1" "$2" <<'PY'
+import sys, numpy as np
+V = 129280
+a = np.fromfile(sys.argv[1], dtype=np.float32).reshape(-1, V).astype(np.float64)
+b = np.fromfile(sys.argv[2], dtype=np.float32).reshape(-1, V).astype(np.float64)
+la = a - a.max(1, keepdims=True); la -= np.log(np.exp(la).sum(1, keepdims=True))
+lb = b - b.max(1, keepdims=True); lb -= np.log(np.exp(lb).sum(1, keepdims=True))
+print("%.6g" % (np.exp(la) * (la - lb)).sum(1).mean())
+PY
+}
+pos=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
+"$strata" logits -m "$ck" --tokens "$fx/tokens.json" --out "$tmp/ref.f32" --positions $pos > /dev/null
+"$strata" logits -m "$tmp/q8.gguf" --tokens "$fx/tokens.json" --out "$tmp/q8.f32" --positions $pos > /dev/null
+k8="$(kld "$tmp/ref.f32" "$tmp/q8.f32")"
+"$py" -c "import math,sys; k=float('$k8'); sys.exit(0 if math.isfinite(k) and 0 < k < 0.3 else 1)" \
+  || { echo "FAIL KLD(q8_0 experts) = $k8"; exit 1; }
+echo "ok   tiny KLD(q8_0 experts) = $k8"
+
+if "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/again.out" 2> "$tmp/again.err"; then
+  echo "FAIL an existing output was overwritten"; exit 1
+fi
+grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
+"$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
+grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
+
+if [[ -n "${STRATA_QUANT_DEMO:-}" ]]; then
+  demo="$STRATA_QUANT_DEMO"
+  "$strata" logits -m "$demo" --tokens "$fx/tokens.json" --out "$tmp/d_ref.f32" --positions $pos > /dev/null
+  for t in q8_0 q4_k q2_k; do
+    "$strata" quantize -m "$demo" --out "$tmp/d_$t.gguf" --experts "$t" > /dev/null
+    "$strata" logits -m "$tmp/d_$t.gguf" --tokens "$fx/tokens.json" --out "$tmp/d_$t.f32" --positions $pos > /dev/null
+    eval "k_$t=$(kld "$tmp/d_ref.f32" "$tmp/d_$t.f32")"
+    rm -f "$tmp/d_$t.gguf"
+  done
+  echo "demo KLD vs official: q8_0 $k_q8_0, q4_k $k_q4_k, q2_k $k_q2_k"
+  "$py" -c "import math,sys; a,b=float('$k_q4_k'),float('$k_q2_k'); sys.exit(0 if math.isfinite(a) and a < b else 1)" \
+    || { echo "FAIL demo KLD(q4_k) >= KLD(q2_k)"; exit 1; }
+  echo "ok   demo KLD(q4_k) < KLD(q2_k)"
+fi

@@ -1,0 +1,284 @@
+#include "tools/quantize.h"
+
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "core/thread_pool.h"
+#include "io/checkpoint.h"
+#include "io/gguf_names.h"
+#include "io/gguf_writer.h"
+#include "kernels/kquant.h"
+#include "kernels/linear.h"
+#include "model/weights.h"
+#include "store/expert_catalog.h"
+
+namespace strata::tools {
+
+namespace {
+
+constexpr std::pair<const char*, DType> kChoices[] = {{"q8_0", DType::kQ8_0}, {"q6_k", DType::kQ6_K},
+                                                      {"q4_k", DType::kQ4_K}, {"q3_k", DType::kQ3_K},
+                                                      {"q2_k", DType::kQ2_K}, {"iq4_nl", DType::kIQ4_NL}};
+
+io::GgmlType ggml_of(DType d) {
+  switch (d) {
+    case DType::kF32: return io::GgmlType::kF32;
+    case DType::kF16: return io::GgmlType::kF16;
+    case DType::kBF16: return io::GgmlType::kBf16;
+    case DType::kQ8_0: return io::GgmlType::kQ8_0;
+    case DType::kQ2_K: return io::GgmlType::kQ2_K;
+    case DType::kQ3_K: return io::GgmlType::kQ3_K;
+    case DType::kQ4_K: return io::GgmlType::kQ4_K;
+    case DType::kQ6_K: return io::GgmlType::kQ6_K;
+    case DType::kIQ4_NL: return io::GgmlType::kIq4Nl;
+    default: return io::GgmlType::kI8;  // official bytes (F8_E4M3, F8_E8M0, packed E2M1, U8), listed in strata.raw_dtypes
+  }
+}
+
+// One source matrix (or raw tensor) and what becomes of it.
+struct Part {
+  const io::TensorInfo* w = nullptr;
+  const io::TensorInfo* scale = nullptr;  // FP8 / MXFP4 block scales (quantised parts only)
+};
+
+// One GGUF tensor: a single part, or n_experts parts stacked.
+struct Item {
+  std::string gguf;
+  std::optional<DType> target;  // nullopt: the parts' bytes as they are
+  DType src_dtype = DType::kF32;
+  Shape shape;                  // GGUF tensor shape (strata order)
+  int64_t out = 0, in = 0;      // logical matrix shape of one part (quantised items)
+  std::vector<Part> parts;
+};
+
+// Logical [out, in] of a stored matrix: packed E2M1 (I8) holds two values per byte.
+void logical_shape(const io::TensorInfo& t, int64_t* out, int64_t* in) {
+  *out = t.shape.rank >= 2 ? t.shape[0] : 1;
+  *in = t.shape.rank >= 2 ? t.shape[1] : t.shape[0];
+  if (t.dtype == DType::kI8) *in *= 2;
+}
+
+bool fits(const std::optional<DType>& t, const io::TensorInfo& w) {
+  if (!t || w.shape.rank != 2) return false;
+  int64_t out, in;
+  logical_shape(w, &out, &in);
+  return in % dtype_block(*t).elems == 0;
+}
+
+// Dequantises one part to f32 [out, in] and quantises its rows to `target`.
+Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t out, int64_t in, ThreadPool* pool,
+               std::vector<uint8_t>* dst) {
+  std::vector<uint8_t> wb(p.w->nbytes), sb(p.scale ? p.scale->nbytes : 0);
+  STRATA_RETURN_IF_ERROR(ck.read(*p.w, wb.data()));
+  if (p.scale) STRATA_RETURN_IF_ERROR(ck.read(*p.scale, sb.data()));
+  std::vector<float> f(static_cast<size_t>(out * in));
+  switch (p.w->dtype) {
+    case DType::kF8E4M3:
+      if (!p.scale) return InvalidArgument("tensor '" + p.w->name + "': FP8 weight without a .scale");
+      kernels::dequant_fp8(kernels::Fp8Weight{wb.data(), sb.data(), out, in}, f.data());
+      break;
+    case DType::kI8:
+      if (!p.scale) return InvalidArgument("tensor '" + p.w->name + "': MXFP4 weight without a .scale");
+      kernels::dequant_fp4(kernels::Fp4Weight{wb.data(), sb.data(), out, in}, f.data());
+      break;
+    case DType::kBF16: kernels::dequant_bf16(reinterpret_cast<const uint16_t*>(wb.data()), out * in, f.data()); break;
+    case DType::kF32: std::memcpy(f.data(), wb.data(), f.size() * 4); break;
+    default:
+      return NotSupported("tensor '" + p.w->name + "': cannot quantise dtype " + std::string(dtype_name(p.w->dtype)));
+  }
+  for (size_t i = 0; i < f.size(); ++i)
+    if (!std::isfinite(f[i]))
+      return Corruption("tensor '" + p.w->name + "': element " + std::to_string(i) + " is not finite");
+  kernels::QuantType qt;
+  STRATA_CHECK(model::quant_type_of(target, &qt), "convert: not a block format");
+  const int64_t rb = kernels::quant_row_bytes(qt, in);
+  dst->assign(static_cast<size_t>(out * rb), 0);
+  pool->parallel_for(out, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kernels::quantize_row_ref(qt, f.data() + r * in, dst->data() + r * rb, in);
+  });
+  return Status();
+}
+
+}  // namespace
+
+Result<std::optional<DType>> parse_quant_choice(const std::string& s) {
+  if (s == "keep") return std::optional<DType>();
+  for (const auto& [n, d] : kChoices)
+    if (s == n) return std::optional<DType>(d);
+  return InvalidArgument("'" + s + "' is not a quantisation type (keep, q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl)");
+}
+
+std::string quant_choice_name(const std::optional<DType>& d) {
+  if (!d) return "keep";
+  for (const auto& [n, t] : kChoices)
+    if (t == *d) return n;
+  return "?";
+}
+
+Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  QuantizeReport rep;
+  std::error_code ec;
+  if (std::filesystem::exists(o.out_path, ec))
+    return InvalidArgument(o.out_path + ": exists (strata quantize never overwrites; remove it or pick another name)");
+  STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(o.src_dir));
+  STRATA_ASSIGN_OR_RETURN(std::string config, io::read_file_to_string(o.src_dir + "/config.json", 16u << 20));
+  std::optional<std::string> tok;
+  if (io::file_exists(o.src_dir + "/tokenizer.json")) {
+    STRATA_ASSIGN_OR_RETURN(std::string t, io::read_file_to_string(o.src_dir + "/tokenizer.json", 1ull << 30));
+    tok = std::move(t);
+  }
+  const auto& all = ck->tensors();
+  auto find = [&](const std::string& n) { return ck->find(n); };
+  auto sibling = [](const std::string& n, const char* from, const char* to) {
+    const size_t k = std::string(from).size();
+    return n.size() > k && n.compare(n.size() - k, k, from) == 0 ? n.substr(0, n.size() - k) + to : std::string();
+  };
+
+  // Routed experts: all three matrices of every expert must fit the block, else all are kept.
+  std::optional<DType> experts = o.experts;
+  if (experts) {
+    for (const auto& [n, t] : all) {
+      auto e = io::gguf_expert_tensor(n);
+      if (!e || n.ends_with(".scale") || fits(experts, t)) continue;
+      int64_t out, in;
+      logical_shape(t, &out, &in);
+      rep.notes.push_back("routed experts kept in their official format: '" + n + "' has rows of " + std::to_string(in) +
+                          " values, not a multiple of " + quant_choice_name(experts) + "'s block of " +
+                          std::to_string(dtype_block(*experts).elems));
+      experts.reset();
+      break;
+    }
+  }
+  // The quantised FP8 weights (their .scale is consumed, not written).
+  std::map<std::string, std::optional<DType>> target;  // strata weight name -> block format
+  for (const auto& [n, t] : all) {
+    if (io::gguf_expert_tensor(n) || store::ExpertCatalog::is_engram_table(n)) continue;
+    std::optional<DType> want;
+    if (n == "head.weight") want = o.head;
+    else if (t.dtype == DType::kF8E4M3 && n.ends_with(".weight") && find(sibling(n, ".weight", ".scale"))) want = o.dense;
+    else continue;
+    if (!want) continue;
+    if (!fits(want, t)) {
+      int64_t out, in;
+      logical_shape(t, &out, &in);
+      rep.notes.push_back("'" + n + "' kept: rows of " + std::to_string(in) + " values are not a multiple of " +
+                          quant_choice_name(want) + "'s block of " + std::to_string(dtype_block(*want).elems));
+      continue;
+    }
+    target[n] = want;
+  }
+
+  // The GGUF tensors in source (name) order, stacked experts at their first expert, Engram tables last.
+  std::vector<Item> items, tables;
+  std::map<std::string, size_t> stacked;  // GGUF name -> index in items
+  std::vector<std::string> raw_names, raw_dtypes;
+  for (const auto& [n, t] : all) {
+    if (auto e = io::gguf_expert_tensor(n)) {
+      const bool scale = n.ends_with(".scale");
+      if (experts && scale) continue;
+      auto it = stacked.find(e->stacked);
+      if (it == stacked.end()) {
+        Item item;
+        item.gguf = e->stacked;
+        item.src_dtype = t.dtype;
+        if (experts) {
+          item.target = experts;
+          logical_shape(t, &item.out, &item.in);
+        }
+        it = stacked.emplace(e->stacked, items.size()).first;
+        items.push_back(std::move(item));
+      }
+      Item& item = items[it->second];
+      if (static_cast<int>(item.parts.size()) <= e->expert) item.parts.resize(static_cast<size_t>(e->expert) + 1);
+      item.parts[static_cast<size_t>(e->expert)].w = &t;
+      if (experts) item.parts[static_cast<size_t>(e->expert)].scale = find(sibling(n, ".weight", ".scale"));
+      continue;
+    }
+    if (n.ends_with(".scale") && target.count(sibling(n, ".scale", ".weight"))) continue;
+    Item item;
+    item.gguf = io::gguf_tensor_name(n);
+    item.src_dtype = t.dtype;
+    item.parts.push_back(Part{&t, nullptr});
+    if (auto tg = target.find(n); tg != target.end()) {
+      item.target = tg->second;
+      item.parts[0].scale = find(sibling(n, ".weight", ".scale"));
+      logical_shape(t, &item.out, &item.in);
+    }
+    (store::ExpertCatalog::is_engram_table(n) ? tables : items).push_back(std::move(item));
+  }
+  for (Item& t : tables) items.push_back(std::move(t));
+
+  std::vector<io::GgufTensorDecl> decls;
+  for (Item& item : items) {
+    const bool stack = stacked.count(item.gguf) > 0;
+    for (size_t e = 0; e < item.parts.size(); ++e)
+      if (!item.parts[e].w) return NotFound(o.src_dir + ": routed expert " + std::to_string(e) + " of '" + item.gguf + "' is missing");
+    const io::TensorInfo& first = *item.parts[0].w;
+    for (const Part& p : item.parts)
+      if (p.w->dtype != first.dtype || !(p.w->shape == first.shape))
+        return InvalidArgument("tensor '" + p.w->name + "': dtype/shape differ from '" + first.name + "' (experts stack)");
+    Shape s;
+    if (stack) s.dims[s.rank++] = static_cast<int64_t>(item.parts.size());
+    if (item.target) {
+      s.dims[s.rank++] = item.out;
+      s.dims[s.rank++] = item.in;
+      ++rep.n_quantized;
+    } else {
+      for (int i = 0; i < first.shape.rank; ++i) s.dims[s.rank++] = first.shape[i];
+      if (s.rank > 4) return NotSupported("tensor '" + first.name + "': rank " + std::to_string(s.rank) + " does not fit GGUF");
+    }
+    item.shape = s;
+    const DType stored = item.target ? *item.target : item.src_dtype;
+    const io::GgmlType gt = ggml_of(stored);
+    if (gt == io::GgmlType::kI8) {
+      raw_names.push_back(item.gguf);
+      raw_dtypes.emplace_back(dtype_name(stored));
+    }
+    decls.push_back(io::GgufTensorDecl{item.gguf, gt, s});
+    for (const Part& p : item.parts) rep.src_bytes += p.w->nbytes + (p.scale ? p.scale->nbytes : 0);
+  }
+
+  std::vector<std::pair<std::string, io::GgufValue>> meta;
+  meta.emplace_back("general.architecture", io::GgufValue::string("deepseek41"));
+  meta.emplace_back("general.name", io::GgufValue::string(std::filesystem::path(o.src_dir).filename().string()));
+  meta.emplace_back("strata.quantize.experts", io::GgufValue::string(quant_choice_name(experts)));
+  meta.emplace_back("strata.quantize.dense", io::GgufValue::string(quant_choice_name(o.dense)));
+  meta.emplace_back("strata.quantize.head", io::GgufValue::string(quant_choice_name(o.head)));
+  meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
+  if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
+  meta.emplace_back("strata.raw_tensors", io::GgufValue::string_array(raw_names));
+  meta.emplace_back("strata.raw_dtypes", io::GgufValue::string_array(raw_dtypes));
+
+  io::GgufWriterOptions wo;
+  wo.fsync = o.fsync;
+  wo.env = o.env;
+  STRATA_ASSIGN_OR_RETURN(auto w, io::GgufWriter::create(o.out_path, std::move(meta), decls, wo));
+  ThreadPool pool(o.n_threads);
+  uint64_t done = 0;
+  std::vector<uint8_t> buf;
+  for (const Item& item : items) {
+    for (const Part& p : item.parts) {
+      if (item.target) {
+        STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, &pool, &buf));
+      } else {
+        buf.resize(p.w->nbytes);
+        STRATA_RETURN_IF_ERROR(ck->read(*p.w, buf.data()));
+      }
+      STRATA_RETURN_IF_ERROR(w->write(buf.data(), buf.size()));
+      done += p.w->nbytes + (p.scale ? p.scale->nbytes : 0);
+      report_progress(progress, ProgressEvent{"quantize", "bytes", done, rep.src_bytes, "", false});
+    }
+  }
+  STRATA_RETURN_IF_ERROR(w->finish());
+  report_progress(progress, ProgressEvent{"quantize", "bytes", rep.src_bytes, rep.src_bytes, "", true});
+  rep.n_tensors = decls.size();
+  rep.file_bytes = w->file_bytes();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace strata::tools

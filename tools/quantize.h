@@ -1,0 +1,63 @@
+// `strata quantize`: an official-format checkpoint directory -> one GGUF with ggml block formats.
+//
+// Each selected weight is dequantised exactly to f32 (FP8 [32, 32] blocks, MXFP4 experts, BF16) and
+// re-quantised by the reference quantisers (kernels/kquant.h quantize_row_ref, byte-identical to
+// ggml's quantize_row_*_ref). Three dials pick the formats:
+//   experts  routed experts w1/w2/w3 (MXFP4 in the release), of every layer and DSpark stage;
+//   dense    every other FP8-stored linear: attention wq_a/wq_b/wkv/wo_a/wo_b, indexer wq_b, shared
+//            experts, Engram wkv, DSpark main_proj;
+//   head     the LM head (BF16).
+// "Keep" (nullopt) writes the official bytes unchanged (FP8/E8M0/E2M1 as ggml I8 listed in
+// strata.raw_dtypes, BF16/F32 as themselves), so a keep/keep/keep GGUF runs bit-identically to its
+// source. A matrix whose rows are not a whole number of blocks is kept (and said so in the report);
+// routed experts are quantised all three matrices or none (the MoE kernel takes one format per expert).
+// Never quantised: norms, mHC, sinks, router, compressor/indexer BF16 projections, embeddings and
+// the Engram tables (copied as two tensors: docs/gguf.md).
+// Output: tensor names of docs/gguf.md (io/gguf_names.h), config.json and tokenizer.json embedded as
+// strata.config_json / strata.tokenizer_json, written atomically by io::GgufWriter (an existing
+// OUT is refused). Memory: one source tensor (f32) and its output at a time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/progress.h"
+#include "core/status.h"
+#include "io/env.h"
+
+namespace strata::tools {
+
+struct QuantizeOptions {
+  std::string src_dir;               // official-format checkpoint directory (config.json, shards, tokenizer.json)
+  std::string out_path;              // the GGUF to write (must not exist)
+  std::optional<DType> experts;      // block format for routed experts; nullopt = keep
+  std::optional<DType> dense;        // for the other FP8 linears; nullopt = keep
+  std::optional<DType> head;         // for the LM head; nullopt = keep
+  int n_threads = 0;                 // quantiser threads (0 = one per core)
+  bool fsync = true;
+  io::Env* env = nullptr;            // null = io::default_env()
+};
+
+struct QuantizeReport {
+  uint64_t n_tensors = 0;            // GGUF tensors written
+  uint64_t n_quantized = 0;          // source matrices re-quantised
+  uint64_t src_bytes = 0, file_bytes = 0;
+  std::vector<std::string> notes;    // matrices kept because of their shape, and similar
+  double seconds = 0;
+};
+
+// "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl" -> the DType; "keep" -> nullopt.
+// kInvalidArgument naming the accepted values otherwise.
+[[nodiscard]] Result<std::optional<DType>> parse_quant_choice(const std::string& s);
+// The GGUF/CLI name of a choice ("keep", "q4_k").
+std::string quant_choice_name(const std::optional<DType>& d);
+
+// Runs the conversion; progress as ProgressEvent{"quantize", "bytes"} over source bytes.
+// Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path,
+// the writer's I/O errors (no partial file is left).
+[[nodiscard]] Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress = {});
+
+}  // namespace strata::tools
