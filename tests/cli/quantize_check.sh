@@ -6,11 +6,12 @@
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
 #  - an existing output is refused; a K-quant on rows of 64 is kept and said so.
-# With STRATA_QUANT_DEMO=DIR (a `strata synth --preset demo` checkpoint) it also measures the demo's
-# Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (slow: minutes).
+# With a 4th argument TOKENIZER (tokenizer.json) it also synthesizes the demo checkpoint, measures its
+# Q8_0, Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (cli.quantize_demo_check, label
+# slow: ~2 min).
 # Exit 77 = fixture missing (skip).
 set -euo pipefail
-strata="$1"; fixtures="$2"; tools="$3"
+strata="$1"; fixtures="$2"; tools="$3"; demo_tokenizer="${4:-}"
 fx="$fixtures/v41-tiny"; ck="$fx/checkpoint"
 if [[ ! -f "$ck/config.json" || ! -f "$tools/check_fixture.py" ]]; then
   echo "SKIP: fixture $ck or checker missing" >&2
@@ -62,8 +63,10 @@ grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
 "$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
 grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
 
-if [[ -n "${STRATA_QUANT_DEMO:-}" ]]; then
-  demo="$STRATA_QUANT_DEMO"
+if [[ -n "$demo_tokenizer" ]]; then
+  [[ -f "$demo_tokenizer" ]] || { echo "FAIL demo tokenizer $demo_tokenizer missing (npm ci)"; exit 1; }
+  demo="$tmp/demo"
+  "$strata" synth --preset demo --seed 0 --tokenizer "$demo_tokenizer" --out "$demo" > /dev/null 2>&1
   "$strata" logits -m "$demo" --tokens "$fx/tokens.json" --out "$tmp/d_ref.f32" --positions $pos > /dev/null
   for t in q8_0 q4_k q2_k; do
     "$strata" quantize -m "$demo" --out "$tmp/d_$t.gguf" --experts "$t" > /dev/null
