@@ -383,7 +383,7 @@ TEST_F(EngineTiny, AddChecksInputsOnce) {
   Engine e(*model_, options());
   Session s(*model_);
   SequenceCallbacks cb;
-  auto bad = e.add(&s, {1, model_->config().vocab_size + 3}, greedy(1), cb);
+  auto bad = e.add(&s, {1, static_cast<int>(model_->config().vocab_size + 3)}, greedy(1), cb);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.error().message().find("at position 1"), std::string::npos) << bad.error().to_string();
