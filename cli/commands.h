@@ -23,6 +23,7 @@ Command register_logits(CLI::App& app);
 Command register_synth(CLI::App& app);
 Command register_quantize(CLI::App& app);
 Command register_calibrate(CLI::App& app);
+Command register_eval(CLI::App& app);
 Command register_probe(CLI::App& app);
 Command register_plan(CLI::App& app);
 Command register_bench(CLI::App& app);

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add("quantize", "re-quantise a checkpoint into a GGUF (q8_0 .. q2_k experts/dense/head)", strata::cli::register_quantize);
   add("calibrate", "rank routed experts by routing frequency on a text (hot file for run --hot)",
       strata::cli::register_calibrate);
+  add("eval", "perplexity over a text, and KLD / top-1 / delta ppl against a saved base run", strata::cli::register_eval);
   add("probe", "measure this machine (cores, memory and disk bandwidth, kernel rates, GPU)", strata::cli::register_probe);
   add("plan", "component sizes, KV per token, placement and predicted speed for a config", strata::cli::register_plan);
   add("bench", "measure prefill, time to first token and decode speed (cold and warm, JSON + SVG)", strata::cli::register_bench);
