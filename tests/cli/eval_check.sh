@@ -3,7 +3,8 @@
 #  - --save-base then --base on the same checkpoint: --json gives kld_mean = kld_max = 0, top1 = 100,
 #    delta_ppl = 0;
 #  - a Q8_0-expert GGUF from strata quantize against that base: finite kld_mean > 0;
-#  - a truncated base, a base of another --ctx, and --save-base with --base fail naming the cause.
+#  - a truncated base, a base of another --ctx, --save-base with --base, a missing model, a one-token
+#    text and a stride >= ctx fail naming the cause; --help lists the flags.
 # Exit 77 = fixture missing (skip).
 set -uo pipefail
 strata="$1"; fixtures="$2"
@@ -50,5 +51,11 @@ if "$strata" eval -t 2 -f "$text" --ctx 40 -m "$ck" --base "$tmp/base.bin" > /de
   echo "FAIL a base of another ctx was accepted"; fail=1
 elif grep -q "ctx 48, this run's is 40" "$tmp/err"; then echo "ok   other ctx: $(tail -1 "$tmp/err")"
 else echo "FAIL other ctx:"; cat "$tmp/err"; fail=1; fi
+"$strata" eval --help > "$tmp/help" 2>&1 && grep -q -- "--save-base" "$tmp/help" && echo "ok   eval --help" \
+  || { echo "FAIL eval --help"; fail=1; }
+expect_error "eval missing model" "not a directory" -- "$strata" eval -m "$tmp/none" -f "$text"
+printf 'a' > "$tmp/one.txt"
+expect_error "eval one-token text" "perplexity needs at least 2" -- "$strata" eval -t 2 -m "$ck" -f "$tmp/one.txt"
+expect_usage "eval stride >= ctx" "stride" -- "$strata" eval -m "$ck" -f "$text" --ctx 8 --stride 8
 expect_usage "save-base with base" "excludes" -- "$strata" eval -m "$ck" -f "$text" --save-base "$tmp/x" --base "$tmp/base.bin"
 exit $fail

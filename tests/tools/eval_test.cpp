@@ -9,10 +9,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/fault_env.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
@@ -327,6 +329,27 @@ TEST(EvalFixture, SameModelAgainstItsBaseGivesKldZeroAndQ8ZeroGivesKldAboveZero)
   auto other = eval_model(ckpt(), o);
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.error().message().find("ctx 48, this run's is 40"), std::string::npos) << other.error().to_string();
+}
+
+TEST(EvalFixture, FullDiskWhileSavingTheBaseLeavesTheOldFile) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  spit(d.file("base.bin"), "old");
+  io::WriteFaults f;
+  f.fail_after_bytes = 300000;  // the header, the tokens and one record fit; the second record does not
+  io::FaultInjectionEnv env(f);
+  EvalOptions o;
+  o.ctx = 16;
+  o.stride = 8;
+  o.save_base = d.file("base.bin");
+  o.env = &env;
+  auto r = eval_model(ckpt(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted) << r.error().to_string();
+  EXPECT_EQ(slurp(d.file("base.bin")), "old");
+  size_t n_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d.path())) n_files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(n_files, 1u) << "the temp file was left behind";
 }
 
 }  // namespace
