@@ -8,10 +8,11 @@
 #  - an existing output is refused; a K-quant on rows of 64 is kept and said so.
 # With a 4th argument TOKENIZER (tokenizer.json) it also synthesizes the demo checkpoint, measures its
 # Q8_0, Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (cli.quantize_demo_check, label
-# slow: ~2 min).
+# slow: ~2 min); with a 5th argument TEXT (data/docs/gettysburg-address.txt) also through
+# `strata eval --base` over that text (issue 16's acceptance: finite, and Q4_K's below Q2_K's).
 # Exit 77 = fixture missing (skip).
 set -euo pipefail
-strata="$1"; fixtures="$2"; tools="$3"; demo_tokenizer="${4:-}"
+strata="$1"; fixtures="$2"; tools="$3"; demo_tokenizer="${4:-}"; demo_text="${5:-}"
 fx="$fixtures/v41-tiny"; ck="$fx/checkpoint"
 if [[ ! -f "$ck/config.json" || ! -f "$tools/check_fixture.py" ]]; then
   echo "SKIP: fixture $ck or checker missing" >&2
@@ -68,14 +69,31 @@ if [[ -n "$demo_tokenizer" ]]; then
   demo="$tmp/demo"
   "$strata" synth --preset demo --seed 0 --tokenizer "$demo_tokenizer" --out "$demo" > /dev/null 2>&1
   "$strata" logits -m "$demo" --tokens "$fx/tokens.json" --out "$tmp/d_ref.f32" --positions $pos > /dev/null
+  [[ -z "$demo_text" ]] || "$strata" eval -m "$demo" -f "$demo_text" --save-base "$tmp/d_base.bin" > /dev/null 2>&1
   for t in q8_0 q4_k q2_k; do
     "$strata" quantize -m "$demo" --out "$tmp/d_$t.gguf" --experts "$t" > /dev/null
     "$strata" logits -m "$tmp/d_$t.gguf" --tokens "$fx/tokens.json" --out "$tmp/d_$t.f32" --positions $pos > /dev/null
     eval "k_$t=$(kld "$tmp/d_ref.f32" "$tmp/d_$t.f32")"
+    if [[ -n "$demo_text" ]]; then
+      "$strata" eval -m "$tmp/d_$t.gguf" -f "$demo_text" --base "$tmp/d_base.bin" --json "$tmp/e_$t.json" > /dev/null 2>&1 \
+        || { echo "FAIL strata eval -m $t.gguf --base"; exit 1; }
+    fi
     rm -f "$tmp/d_$t.gguf"
   done
   echo "demo KLD vs official: q8_0 $k_q8_0, q4_k $k_q4_k, q2_k $k_q2_k"
   "$py" -c "import math,sys; a,b=float('$k_q4_k'),float('$k_q2_k'); sys.exit(0 if math.isfinite(a) and a < b else 1)" \
     || { echo "FAIL demo KLD(q4_k) >= KLD(q2_k)"; exit 1; }
   echo "ok   demo KLD(q4_k) < KLD(q2_k)"
+  if [[ -n "$demo_text" ]]; then
+    "$py" - "$tmp/e_q8_0.json" "$tmp/e_q4_k.json" "$tmp/e_q2_k.json" <<'PY' || { echo "FAIL demo eval KLD order"; exit 1; }
+import json, math, sys
+q8, q4, q2 = (json.load(open(p)) for p in sys.argv[1:])
+for n, j in (("q8_0", q8), ("q4_k", q4), ("q2_k", q2)):
+    print("demo eval %s: kld_mean %.4g kld_p99 %.4g kld_max %.4g top1 %.1f%% delta_ppl %.4g"
+          % (n, j["kld_mean"], j["kld_p99"], j["kld_max"], j["top1"], j["delta_ppl"]))
+ok = all(math.isfinite(j["kld_mean"]) and j["kld_mean"] > 0 for j in (q8, q4, q2)) and q4["kld_mean"] < q2["kld_mean"]
+sys.exit(0 if ok else 1)
+PY
+    echo "ok   demo eval on the text: KLD(q4_k) < KLD(q2_k), all finite"
+  fi
 fi
