@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "io/fault_env.h"
+#include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
@@ -329,6 +330,45 @@ TEST(EvalFixture, SameModelAgainstItsBaseGivesKldZeroAndQ8ZeroGivesKldAboveZero)
   auto other = eval_model(ckpt(), o);
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.error().message().find("ctx 48, this run's is 40"), std::string::npos) << other.error().to_string();
+}
+
+// The windows score the right targets with the right rows: evaluate's perplexity equals one
+// computed here from every row of each window (kAll), targets at offsets ctx-stride .. ctx-1
+// predicted by the rows before them.
+TEST(EvalFixture, ScoresEachWindowsLastStrideTargetsFromTheRowsBefore) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  auto m = testing::load_model(ckpt());
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  std::vector<int32_t> ids = prompt_ids();
+  ids.resize(22);
+  EvalOptions o;
+  o.ctx = 8;
+  o.stride = 3;
+  model::Activations act = (*m)->new_activations();
+  auto r = evaluate(**m, act, ids, o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->plan.n_windows, 5);  // starts 0, 3, 6, 9, 12 (15 + 8 > 22)
+  ASSERT_EQ(r->plan.n_scored, 15);  // targets 5 .. 19
+  const size_t V = static_cast<size_t>((*m)->config().vocab_size);
+  PplAccumulator acc;
+  std::vector<float> logits(8 * V);
+  std::vector<double> lp(V);
+  int64_t next_target = 5;
+  for (int64_t start = 0; start + 8 <= 22; start += 3) {
+    model::KvCache cache = (*m)->new_cache();
+    model::LogitsRequest all;
+    all.kind = model::LogitsRequest::Kind::kAll;
+    const std::span<const int32_t> win(ids.data() + start, 8);
+    ASSERT_TRUE(strata::test::forward_one(**m, cache, win, all, logits.data()).ok());
+    for (int64_t k = 8 - 3; k < 8; ++k, ++next_target) {
+      ASSERT_EQ(start + k, next_target);  // each target once, in order
+      log_softmax(std::span<const float>(logits.data() + (k - 1) * V, V), lp);
+      acc.add(-lp[static_cast<size_t>(ids[static_cast<size_t>(start + k)])]);
+    }
+  }
+  EXPECT_EQ(acc.count(), 15);
+  EXPECT_NEAR(r->ppl, acc.ppl(), 1e-9 * acc.ppl());
+  EXPECT_NEAR(r->ppl_stderr, acc.ppl_stderr(), 1e-9 * acc.ppl());
 }
 
 TEST(EvalFixture, FullDiskWhileSavingTheBaseLeavesTheOldFile) {
