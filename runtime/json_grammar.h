@@ -14,8 +14,9 @@
 // Limits (so that compiling a request and masking each token stay cheap; a schema over one is
 // kInvalidArgument naming the schema path where it was crossed, which the server answers with 400):
 //   kMaxEnumValues enum/const values and kMaxEnumBytes bytes of their JSON text in one schema (all
-//   enums together; OpenAI's structured outputs allow 1000 enum values), kMaxSchemas subschemas and
-//   kMaxDepth levels of nesting. An enum/const value that is not of the schema's `type` is refused.
+//   enums together; OpenAI's structured outputs allow 1000 enum values), kMaxSchemas subschemas,
+//   kMaxDepth levels of nesting (the schema itself is level 1), kMaxProperties properties in one
+//   object and kMaxTools tools in a DSML choice. An enum/const value that is not of the schema's `type` is refused.
 // The grammar accepts one spelling of each document: compact JSON with at most one optional space
 // after ':' and ',' and none elsewhere. DECISION: whitespace is bounded so that a model cannot pad
 // forever; a value then always ends within max_tokens when the schema bounds its strings and arrays.
