@@ -20,10 +20,11 @@ struct Match {
   size_t which = 0;
 };
 
-// The earliest occurrence of any marker (the longer one on a tie).
+// The earliest occurrence of any marker (the longer one on a tie). Empty markers never match.
 Match earliest(std::string_view s, const std::vector<std::string_view>& markers) {
   Match best;
   for (size_t k = 0; k < markers.size(); ++k) {
+    if (markers[k].empty()) continue;
     const size_t p = s.find(markers[k]);
     if (p == std::string::npos) continue;
     if (p < best.pos || (p == best.pos && markers[k].size() > best.len)) best = Match{p, markers[k].size(), k};
@@ -35,6 +36,7 @@ Match earliest(std::string_view s, const std::vector<std::string_view>& markers)
 size_t hold_length(std::string_view s, const std::vector<std::string_view>& markers) {
   size_t best = 0;
   for (const std::string_view m : markers) {
+    if (m.empty()) continue;
     for (size_t k = std::min(s.size(), m.size() - 1); k > best; --k)
       if (s.substr(s.size() - k) == m.substr(0, k)) {
         best = k;
@@ -81,6 +83,7 @@ OutputParser::OutputParser(const tokenizer::Tokenizer& tokenizer, ParserOptions 
       opt_(std::move(options)),
       decoder_(tokenizer, /*skip_special=*/true),
       tools_enabled_(opt_.tools) {
+  if (!opt_.raw) think_close_id_ = tokenizer.token_to_id(dsml::kThinkClose).value_or(-1);
   for (const std::string_view t : {dsml::kEos, dsml::kBos, dsml::kSystem, dsml::kUser, dsml::kAssistant})
     if (auto id = tokenizer.token_to_id(t)) end_ids_.push_back(*id);
   std::erase_if(opt_.stop, [](const std::string& s) { return s.empty(); });
@@ -147,10 +150,37 @@ bool OutputParser::push_token(int32_t id, std::vector<Delta>* out) {
       finish(/*length=*/false, out);
       return true;
     }
-  return push_text(decoder_.push(id), out);
+  // DECISION: with `</think>` one token of the vocabulary (id 128822, chat-and-api.md §1), only that
+  // token ends reasoning; the same characters written as ordinary text tokens are text (reasoning
+  // or content). The grammar of a constrained answer starts after that token too
+  // (runtime/token_mask.h), so parser and grammar agree on where the answer begins, and an answer
+  // the schema lets hold the text "</think>" keeps it (break-in issue 20 item 4, findings 1 and 3).
+  think_text_ = think_close_id_ < 0;
+  if (id == think_close_id_) {
+    if (const std::string head = decoder_.flush(); !head.empty()) push_some(head, out);
+    if (done()) return true;
+    if (mode_ == Mode::kReasoning) {
+      // Nothing held back can become a marker inside this reasoning any more.
+      emit(Delta::Kind::kReasoning, pending_, out);
+      pending_.clear();
+      mode_ = Mode::kContent;
+      process(out);
+    } else if (mode_ == Mode::kContent) {
+      content_started_ = true;  // a stray </think> token is dropped
+    } else {
+      push_some(std::string(dsml::kThinkClose), out);  // inside a tool block: raw text, as before
+    }
+    return done();
+  }
+  return push_some(decoder_.push(id), out);
 }
 
 bool OutputParser::push_text(std::string_view text, std::vector<Delta>* out) {
+  think_text_ = true;
+  return push_some(text, out);
+}
+
+bool OutputParser::push_some(std::string_view text, std::vector<Delta>* out) {
   if (done()) return true;
   if (mode_ == Mode::kTools) {
     block_ += text;
@@ -184,7 +214,8 @@ void OutputParser::enter_tools(std::string_view raw_marker) {
 }
 
 void OutputParser::process_reasoning(std::vector<Delta>* out) {
-  std::vector<std::string_view> markers = {dsml::kThinkClose};
+  // Index 0 is the `</think>` text (push_text) or a marker that never occurs (push_token: the token).
+  std::vector<std::string_view> markers = {think_text_ ? dsml::kThinkClose : std::string_view()};
   // DECISION: chat-and-api.md §5 — a tool block inside unclosed reasoning ends the reasoning and is
   // parsed (vLLM, llama.cpp); ds4 keeps it as reasoning.
   if (tools_enabled_) markers.insert(markers.end(), std::begin(kToolStarts), std::end(kToolStarts));
@@ -222,7 +253,7 @@ void OutputParser::process_content(std::vector<Delta>* out) {
       if (!pending_.empty() && dsml::kThinkOpen.substr(0, pending_.size()) == pending_) return;
     }
     std::vector<std::string_view> markers;
-    if (!opt_.raw) markers.push_back(dsml::kThinkClose);
+    if (!opt_.raw && think_text_) markers.push_back(dsml::kThinkClose);
     const size_t first_tool = markers.size();
     if (tools_enabled_) markers.insert(markers.end(), std::begin(kToolStarts), std::end(kToolStarts));
     const size_t first_stop = markers.size();
@@ -436,7 +467,7 @@ void OutputParser::finish(bool length, std::vector<Delta>* out) {
     return;
   }
   const std::string tail = decoder_.flush();
-  if (!tail.empty()) push_text(tail, out);
+  if (!tail.empty()) push_some(tail, out);
   if (done()) return;
   if (mode_ == Mode::kTools && !length && calls_.empty()) {
     // The generation ended inside a block without one complete call: the block is unparseable.

@@ -60,9 +60,12 @@ class OutputParser {
   // end now: EOS or a defensive end id (BOS, <｜System｜>, <｜User｜>, <｜Assistant｜>: never shown),
   // the tool block closed, a stop string matched, or the first call completed with
   // parallel_tool_calls false. Later calls do nothing and return true.
+  // When the vocabulary has `</think>` as one token, only that id ends reasoning (a stray one in
+  // content is dropped); `</think>` spelled in ordinary text tokens is reasoning or content text.
   bool push_token(int32_t id, std::vector<Delta>* out);
 
-  // Feeds decoded text directly (tests; the same state machine). Returns true as push_token.
+  // Feeds decoded text directly (tests; the same state machine, except that here the text
+  // `</think>` is the marker, since a text chunk has no token boundaries). Returns true as push_token.
   bool push_text(std::string_view text, std::vector<Delta>* out);
 
   // Generation stopped from outside: `length` true for max_tokens / context exhausted (finish
@@ -90,6 +93,7 @@ class OutputParser {
   enum class Mode { kReasoning, kContent, kTools, kDone };
   enum class ToolState { kBetweenInvokes, kInvokeName, kBetweenParams, kParamHeader, kParamValue };
 
+  bool push_some(std::string_view text, std::vector<Delta>* out);
   void process(std::vector<Delta>* out);
   void process_reasoning(std::vector<Delta>* out);
   void process_content(std::vector<Delta>* out);
@@ -106,6 +110,8 @@ class OutputParser {
   ParserOptions opt_;
   tokenizer::StreamDecoder decoder_;
   std::vector<int32_t> end_ids_;  // EOS first
+  int32_t think_close_id_ = -1;   // the `</think>` token (-1: none, or raw mode)
+  bool think_text_ = true;        // the text `</think>` is the marker (push_text, or no such token)
 
   Mode mode_;
   FinishReason finish_ = FinishReason::kStop;

@@ -40,7 +40,6 @@ constexpr int kMaxIntDigits = 15, kMaxFracDigits = 15, kMaxExpDigits = 2;  // 1e
 // Generic values (json_object, {} schemas).
 constexpr int64_t kAnyStringMax = 512, kAnyMembersMax = 64;
 constexpr int32_t kAnyDepth = 8;
-constexpr size_t kMaxProperties = 62;  // candidate masks are 64 bits; one bit is the closing tag
 
 // The JSON text of an enum/const value or a key. In a DSML call (`dsml`) '<' is written \u003c, so
 // no JSON text can hold a closing tag such as `</｜DSML｜parameter>` (chat-and-api.md §5: a value
@@ -91,6 +90,19 @@ bool is_hex(uint8_t b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= '
 }  // namespace
 
 int32_t JsonGrammar::add(Node n) {
+  if (n.kind == Kind::kObject) {
+    // The member texts (keys, then the closing tags as index keys.size()) in byte order, and the
+    // first required property from each index on: what step() matches a member start against.
+    const auto n_props = static_cast<int32_t>(n.keys.size());
+    const auto text = [&n, n_props](int32_t j) -> const std::string& { return j == n_props ? n.close : n.keys[static_cast<size_t>(j)]; };
+    n.by_text.clear();
+    for (int32_t j = 0; j < n_props; ++j) n.by_text.push_back(j);
+    if (!n.close.empty()) n.by_text.push_back(n_props);
+    std::stable_sort(n.by_text.begin(), n.by_text.end(), [&](int32_t a, int32_t b) { return text(a) < text(b); });
+    n.next_required.assign(static_cast<size_t>(n_props) + 1, n_props);
+    for (int32_t j = n_props - 1; j >= 0; --j)
+      n.next_required[static_cast<size_t>(j)] = n.required[static_cast<size_t>(j)] ? j : n.next_required[static_cast<size_t>(j) + 1];
+  }
   nodes_.push_back(std::move(n));
   return static_cast<int32_t>(nodes_.size()) - 1;
 }
@@ -375,7 +387,7 @@ Status JsonGrammar::compile_object(const Json& s, const std::string& path, int32
   o.style = ObjectStyle::kJson;
   if (props) {
     if (props->size() > kMaxProperties)
-      return bad(path + ".properties", "more than " + std::to_string(kMaxProperties) + " properties");
+      return bad(path + ".properties", "more than " + std::to_string(kMaxProperties) + " properties in one object");
     for (auto it = props->begin(); it != props->end(); ++it) {
       int32_t v = 0;
       bool r = false;
@@ -431,7 +443,7 @@ Result<JsonGrammar> JsonGrammar::dsml_call(std::span<const DsmlTool> tools, bool
       if (auto it = p.find("properties"); it != p.end()) {
         if (!it->is_object()) return bad(tp + ".properties", "expected an object");
         if (it->size() > kMaxProperties)
-          return bad(tp + ".properties", "more than " + std::to_string(kMaxProperties) + " properties");
+          return bad(tp + ".properties", "more than " + std::to_string(kMaxProperties) + " properties in one object");
         for (auto q = it->begin(); q != it->end(); ++q) {
           const std::string& key = q.key();
           if (key.empty() || key.find_first_of("\"<\n") != std::string::npos)
@@ -460,7 +472,7 @@ Result<JsonGrammar> JsonGrammar::dsml_call(std::span<const DsmlTool> tools, bool
     choice.values.push_back(bodies[t]);
     choice.required.push_back(false);
   }
-  if (choice.keys.size() > kMaxProperties) return bad(path, "more than " + std::to_string(kMaxProperties) + " tools");
+  if (choice.keys.size() > kMaxTools) return bad(path, "more than " + std::to_string(kMaxTools) + " tools");
   g.root_ = g.add(std::move(choice));
   return g;
 }
@@ -818,29 +830,63 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
         const auto n_props = static_cast<int32_t>(n.keys.size());
         const bool json = n.style == ObjectStyle::kJson;
         // Candidates at a member start: the next properties up to the first required one; the close
-        // (bit n_props) when no required property remains. A choice takes exactly one member.
-        auto start_key = [&](bool allow_close) -> bool {
-          uint64_t m = 0;
-          bool req_left = false;
-          for (int32_t j = f.count; j < n_props; ++j) {
-            if (static_cast<uint8_t>(n.keys[static_cast<size_t>(j)][0]) == b) m |= uint64_t{1} << j;
-            if (n.required[static_cast<size_t>(j)]) {
-              req_left = true;
+        // (index n_props) when no required property remains. A choice takes exactly one member.
+        // While a member's text is matched, by_text[lo, hi) are the texts that share the bytes
+        // matched so far (contiguous: by_text is in byte order); a byte narrows the range, and is
+        // allowed when some candidate in the new range is still eligible.
+        const int32_t last = n.next_required[static_cast<size_t>(f.count)];  // last eligible property
+        const bool req_left = last < n_props;
+        auto text = [&](int32_t j) -> const std::string& { return j == n_props ? n.close : n.keys[static_cast<size_t>(j)]; };
+        auto match = [&]() -> bool {
+          const size_t pos = f.pos;
+          const auto key = [&](int32_t j) -> int { const std::string& t = text(j); return t.size() > pos ? static_cast<uint8_t>(t[pos]) : -1; };
+          const auto first = n.by_text.begin() + f.lo, end = n.by_text.begin() + f.hi;
+          const auto a = std::partition_point(first, end, [&](int32_t j) { return key(j) < b; });
+          const auto e = std::partition_point(a, end, [&](int32_t j) { return key(j) <= b; });
+          int32_t done = -1;
+          bool any = false;
+          for (auto it = a; it != e; ++it) {
+            const int32_t j = *it;
+            if (j == n_props ? !f.close_ok : (j < f.count || j > last)) continue;
+            any = true;
+            if (text(j).size() == pos + 1) {
+              done = j;
               break;
             }
           }
-          if (allow_close && !req_left && !json && !n.close.empty() && static_cast<uint8_t>(n.close[0]) == b)
-            m |= uint64_t{1} << n_props;
-          if (m == 0) return false;
-          f.mask = m;
-          f.pos = 1;
-          f.st = 5;
+          if (!any) return false;
+          f.lo = static_cast<uint16_t>(a - n.by_text.begin());
+          f.hi = static_cast<uint16_t>(e - n.by_text.begin());
+          ++f.pos;
+          if (done < 0) return true;
+          if (done == n_props) {  // the closing tags
+            pop(c, *arena);
+            return true;
+          }
+          if (n.style == ObjectStyle::kDsmlChoice) {  // the invoke's body replaces the choice
+            const int32_t body = n.values[static_cast<size_t>(done)];
+            Frame nf = fresh(body, nodes_[static_cast<size_t>(body)]);
+            nf.parent = f.parent;
+            c->top = nf;
+            return true;
+          }
+          f.count = done + 1;
+          if (json) {
+            f.st = 6;
+            return true;
+          }
+          f.st = 9;
+          f.pos = 0;
+          push(c, n.values[static_cast<size_t>(done)], arena);
           return true;
         };
-        auto req_left = [&] {
-          for (int32_t j = f.count; j < n_props; ++j)
-            if (n.required[static_cast<size_t>(j)]) return true;
-          return false;
+        auto start_key = [&](bool allow_close) -> bool {
+          f.close_ok = allow_close && !req_left && !json && !n.close.empty();
+          f.lo = 0;
+          f.hi = static_cast<uint16_t>(n.by_text.size());
+          f.pos = 0;
+          f.st = 5;
+          return match();
         };
         switch (f.st) {
           case 0:  // JSON only
@@ -849,7 +895,7 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
             return true;
           case 1:
             if (json && b == '}') {
-              if (req_left()) return false;
+              if (req_left) return false;
               pop(c, *arena);
               return true;
             }
@@ -859,7 +905,7 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
               f.st = 3;
               return true;
             }
-            if (b == '}' && !req_left()) {
+            if (b == '}' && !req_left) {
               pop(c, *arena);
               return true;
             }
@@ -872,42 +918,8 @@ bool JsonGrammar::step(Cursor* c, uint8_t b, std::vector<Frame>* arena) const {
             return start_key(false);
           case 4:
             return start_key(false);
-          case 5: {  // matching a key (or the close) against the candidates
-            uint64_t m = 0;
-            int32_t done = -1;
-            for (uint64_t rest = f.mask; rest != 0; rest &= rest - 1) {
-              const int j = __builtin_ctzll(rest);
-              const std::string& text = j == n_props ? n.close : n.keys[static_cast<size_t>(j)];
-              if (text.size() > f.pos && static_cast<uint8_t>(text[f.pos]) == b) {
-                m |= uint64_t{1} << j;
-                if (text.size() == static_cast<size_t>(f.pos) + 1) done = j;
-              }
-            }
-            if (m == 0) return false;
-            f.mask = m;
-            ++f.pos;
-            if (done < 0) return true;
-            if (done == n_props) {  // the closing tags
-              pop(c, *arena);
-              return true;
-            }
-            if (n.style == ObjectStyle::kDsmlChoice) {  // the invoke's body replaces the choice
-              const int32_t body = n.values[static_cast<size_t>(done)];
-              Frame nf = fresh(body, nodes_[static_cast<size_t>(body)]);
-              nf.parent = f.parent;
-              c->top = nf;
-              return true;
-            }
-            f.count = done + 1;
-            if (json) {
-              f.st = 6;
-              return true;
-            }
-            f.st = 9;
-            f.pos = 0;
-            push(c, n.values[static_cast<size_t>(done)], arena);
-            return true;
-          }
+          case 5:  // matching a key (or the close) against the candidates
+            return match();
           case 6:  // JSON: after `"key":`
             if (b == ' ') {
               f.st = 7;

@@ -14,8 +14,9 @@
 // Limits (so that compiling a request and masking each token stay cheap; a schema over one is
 // kInvalidArgument naming the schema path where it was crossed, which the server answers with 400):
 //   kMaxEnumValues enum/const values and kMaxEnumBytes bytes of their JSON text in one schema (all
-//   enums together; OpenAI's structured outputs allow 1000 enum values), kMaxSchemas subschemas and
-//   kMaxDepth levels of nesting. An enum/const value that is not of the schema's `type` is refused.
+//   enums together; OpenAI's structured outputs allow 1000 enum values), kMaxSchemas subschemas,
+//   kMaxDepth levels of nesting (the schema itself is level 1), kMaxProperties properties in one
+//   object and kMaxTools tools in a DSML choice. An enum/const value that is not of the schema's `type` is refused.
 // The grammar accepts one spelling of each document: compact JSON with at most one optional space
 // after ':' and ',' and none elsewhere. DECISION: whitespace is bounded so that a model cannot pad
 // forever; a value then always ends within max_tokens when the schema bounds its strings and arrays.
@@ -65,6 +66,9 @@ class JsonGrammar {
   static constexpr size_t kMaxEnumBytes = 32768;  // also keeps a literal's byte position in Frame::pos
   static constexpr int32_t kMaxSchemas = 5000;
   static constexpr int32_t kMaxDepth = 16;
+  // Properties of one object (a JSON schema's or a tool's parameters) and tools of a forced call.
+  static constexpr size_t kMaxProperties = 1000;
+  static constexpr size_t kMaxTools = 1000;
 
   // Compiles a JSON schema. Errors (kInvalidArgument) name the path from `path` and the keyword:
   // "schema.properties.tags.uniqueItems: unsupported keyword ...".
@@ -84,9 +88,9 @@ class JsonGrammar {
     int32_t node = 0;     // index into nodes_
     int32_t parent = -1;  // arena index of the frame below; -1 = the bottom frame
     int32_t count = 0;    // items, code points, digits or the next property, per kind
-    uint64_t mask = 0;    // candidate properties while a key is matched
     uint16_t pos = 0;     // bytes of a literal or key matched
-    uint16_t lo = 0, hi = 0;  // candidate literal range (sorted literals)
+    uint16_t lo = 0, hi = 0;  // candidate range: sorted literals, or an object's Node::by_text
+    bool close_ok = false;    // object: the closing tags are a candidate of the member being matched
     uint8_t st = 0;           // per-kind state
     uint8_t u8_need = 0;      // UTF-8 continuation bytes still due
     uint8_t u8_lo = 0x80, u8_hi = 0xBF;  // range of the next continuation byte
@@ -149,6 +153,8 @@ class JsonGrammar {
     std::vector<int32_t> values;     // per property: its value node
     std::vector<bool> required;
     std::string close;               // DSML invoke: the closing tags
+    std::vector<int32_t> by_text;    // property indices (keys.size() = the close) in byte order of their text
+    std::vector<int32_t> next_required;  // per index j: the first required property >= j (keys.size(): none)
     // kArray: items; kAnyObject: the key node (items) and the value node (value)
     int32_t items = -1, value = -1;
     int64_t min_count = 0, max_count = -1;  // items / members (kArray, kAnyObject); code points (strings)

@@ -113,16 +113,28 @@ size_t reference_mask(const JsonGrammar& g, const JsonGrammar::State& s, std::sp
 }
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const VocabTrie> vocab,
-                                     std::vector<int32_t> end_ids, int32_t activate_after)
+                                     std::vector<int32_t> end_ids, int32_t activate_after,
+                                     std::vector<int32_t> stop_ids)
     : grammar_(std::move(grammar)),
       vocab_(std::move(vocab)),
       end_ids_(std::move(end_ids)),
       activate_after_(activate_after),
+      stop_ids_(std::move(stop_ids)),
       active_(activate_after < 0),
       state_(grammar_->start()) {}
 
 size_t GrammarConstraint::apply(std::span<float> logits) {
-  if (!active_ || broken_) return logits.size();
+  if (broken_) return logits.size();
+  if (!active_) {
+    // Reasoning: an end now would leave no answer (break-in issue 20 item 4, finding 2).
+    size_t n = logits.size();
+    for (const int32_t id : stop_ids_)
+      if (id >= 0 && static_cast<size_t>(id) < logits.size() && logits[static_cast<size_t>(id)] != -INFINITY) {
+        logits[static_cast<size_t>(id)] = -INFINITY;
+        --n;
+      }
+    return n;
+  }
   grammar_->cache_key(state_, vocab_->max_token_bytes(), &key_);
   if (cached_ && key_ == cached_key_) {
     ++reuses_;

@@ -68,14 +68,17 @@ class TokenConstraint {
   virtual void accept(int32_t id) = 0;
 };
 
-// A JsonGrammar over a VocabTrie. With `activate_after` >= 0 the constraint is off (allows
-// everything) until that id is emitted: the `</think>` that ends reasoning, so a thinking model
-// reasons freely and its answer is constrained. After the grammar's document is complete only
-// `end_ids` are allowed; a token the grammar refused (a scripted test) turns the constraint off.
+// A JsonGrammar over a VocabTrie. With `activate_after` >= 0 the constraint waits until that id is
+// emitted: the `</think>` that ends reasoning, so a thinking model reasons freely and its answer is
+// constrained. While it waits, everything is allowed except `stop_ids` (the ids that would end the
+// generation: EOS and the parser's defensive end ids), so the generation never ends before the
+// answer has started (it reaches `</think>`, or max_tokens: finish "length"). After the grammar's
+// document is complete only `end_ids` are allowed; a token the grammar refused (a scripted test)
+// turns the constraint off.
 class GrammarConstraint : public TokenConstraint {
  public:
   GrammarConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const VocabTrie> vocab,
-                    std::vector<int32_t> end_ids, int32_t activate_after = -1);
+                    std::vector<int32_t> end_ids, int32_t activate_after = -1, std::vector<int32_t> stop_ids = {});
   size_t apply(std::span<float> logits) override;
   void accept(int32_t id) override;
   bool active() const { return active_; }
@@ -89,6 +92,7 @@ class GrammarConstraint : public TokenConstraint {
   std::shared_ptr<const VocabTrie> vocab_;
   std::vector<int32_t> end_ids_;
   int32_t activate_after_;
+  std::vector<int32_t> stop_ids_;  // masked while waiting for activate_after_
   bool active_;
   bool broken_ = false;
   JsonGrammar::State state_;

@@ -149,6 +149,11 @@ ApiError read_tools(const Json& body, chat::RenderOptions* r) {
     if (ApiError e = read_string(*f, "name", p + ".function.name", &name); !e.ok()) return e;
     if (!chat::is_valid_tool_name(name))
       return bad_request(p + ".function.name: '" + name + "' must match ^[A-Za-z0-9_.:-]{1,64}$", p + ".function.name");
+    // A call names its tool: two tools of one name could not be told apart (nor forced by name).
+    for (const chat::Json& prev : r->tools)
+      if (prev.value("name", std::string()) == name)
+        return bad_request(p + ".function.name: tool names must be unique, '" + name + "' appears twice",
+                           p + ".function.name");
     r->tools.push_back(*f);
   }
   return {};

@@ -110,6 +110,7 @@ struct HttpServer::Backend {
   int32_t bos_id = 0;
   int32_t assistant_id = -1;  // <｜Assistant｜>: where a rendered assistant turn begins
   int32_t think_close_id = -1;  // </think>: a grammar after reasoning starts here
+  std::vector<int32_t> end_ids;  // every id the output parser ends a generation on (EOS first)
   std::shared_ptr<const runtime::VocabTrie> vocab;  // every token's bytes, for structured output
   ~Backend() { scheduler.reset(); }
 };
@@ -319,7 +320,7 @@ struct HttpServer::Handlers {
     job->eos_id = b.eos_id;
     if (rg.grammar)
       job->constraint = std::make_shared<runtime::GrammarConstraint>(
-          rg.grammar, b.vocab, std::vector<int32_t>{b.eos_id}, rg.after_thinking ? b.think_close_id : -1);
+          rg.grammar, b.vocab, std::vector<int32_t>{b.eos_id}, rg.after_thinking ? b.think_close_id : -1, b.end_ids);
     if (s.opt_.test_scripted_output && cr.has_test_output) {  // TEST ONLY
       job->use_script = true;
       job->scripted = b.tok->encode(cr.test_output, /*allow_special=*/true);
@@ -761,11 +762,15 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
         ApiError{404, "invalid_request_error", "Invalid URL (" + req.method + " " + p + ")", "", ""}, dialect));
   // A known path with the wrong method: 405 (§6.6).
   // HEAD is answered as GET; the transport leaves the body out (RFC 9110 §9.3.2).
-  if (req.method != method && !(req.method == "HEAD" && std::string_view(method) == "GET"))
-    return ex->respond(error_response(ApiError{405, "invalid_request_error",
-                                               "Method " + req.method + " is not allowed on " + p, "",
-                                               "method_not_allowed"},
-                                      dialect));
+  if (req.method != method && !(req.method == "HEAD" && std::string_view(method) == "GET")) {
+    Response r = error_response(ApiError{405, "invalid_request_error",
+                                         "Method " + req.method + " is not allowed on " + p, "", "method_not_allowed"},
+                                dialect);
+    // RFC 9110 §15.5.6: a 405 lists the methods the path supports.
+    const bool stored = fn == &Handlers::stored_response;
+    r.headers.emplace_back("Allow", std::string_view(method) == "POST" ? "POST" : stored ? "GET, HEAD, DELETE" : "GET, HEAD");
+    return ex->respond(std::move(r));
+  }
   // Wrapped: nothing may escape into the transport (STYLE.md §3.1).
   auto run = [h = handlers_, fn, dialect](const Request& r) {
     try {
@@ -794,6 +799,9 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   b->bos_id = *tokenizer->token_to_id(chat::dsml::kBos);
   b->assistant_id = *tokenizer->token_to_id(chat::dsml::kAssistant);
   b->think_close_id = *tokenizer->token_to_id(chat::dsml::kThinkClose);
+  for (const std::string_view t : {chat::dsml::kEos, chat::dsml::kBos, chat::dsml::kSystem, chat::dsml::kUser,
+                                   chat::dsml::kAssistant})
+    b->end_ids.push_back(*tokenizer->token_to_id(t));
   // Built once (~0.1 s on the 129K vocabulary); every constrained request walks it.
   b->vocab = std::make_shared<const runtime::VocabTrie>(grammar_token_bytes(*tokenizer));
   b->tok = std::move(tokenizer);

@@ -163,6 +163,10 @@ ApiError check_json_schema_name(const Json& obj, const std::string& param) {
   const std::string* s = n->is_string() ? &n->get_ref<const std::string&>() : nullptr;
   const bool ok = s && !s->empty() && s->size() <= 64 && s->find_first_not_of(kNameChars) == std::string::npos;
   if (!ok) return bad_request(param + ": expected 1 to 64 characters a-z, A-Z, 0-9, _ or -, got " + n->dump(), param);
+  // `strict` (a sibling of `name`) is a boolean; its value changes nothing (the schema is always enforced).
+  const std::string strict = param.substr(0, param.rfind('.') + 1) + "strict";
+  bool b = false;
+  if (ApiError e = read_bool(obj, "strict", strict, &b); !e.ok()) return e;
   return {};
 }
 
@@ -228,8 +232,22 @@ ApiError parse_body(const std::string& body, Json* out) {
                            " members",
                        "", "invalid_json");
   *out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded())
+  if (out->is_discarded()) {
+    // A number beyond a double (1e400) is valid JSON that nlohmann refuses: say so (parsing again
+    // with exceptions only on this failure path, for the reason).
+    try {
+      const Json again = Json::parse(body);
+      (void)again;
+    } catch (const Json::out_of_range& e) {
+      const std::string what = e.what();
+      const size_t q = what.find('\'');
+      return bad_request("the request body holds a number outside the range of a double" +
+                             (q == std::string::npos ? std::string() : " (" + what.substr(q) + ")"),
+                         "", "invalid_json");
+    } catch (const std::exception&) {
+    }
     return bad_request("the request body is not valid JSON (UTF-8)", "", "invalid_json");
+  }
   if (!out->is_object()) return bad_request("the request body must be a JSON object", "", "invalid_json");
   return {};
 }

@@ -177,6 +177,9 @@ ApiError read_tools(const Json& body, chat::RenderOptions* r) {
     if (ApiError e = read_string(t, "name", p + ".name", &name); !e.ok()) return e;
     if (!chat::is_valid_tool_name(name))
       return bad_request(p + ".name: '" + name + "' must match ^[A-Za-z0-9_.:-]{1,64}$", p + ".name");
+    for (const chat::Json& prev : r->tools)
+      if (prev.value("name", std::string()) == name)
+        return bad_request(p + ".name: tool names must be unique, '" + name + "' appears twice", p + ".name");
     if (ApiError e = read_string(t, "description", p + ".description", &description); !e.ok()) return e;
     chat::Json f = chat::Json::object();
     f["name"] = name;

@@ -47,6 +47,14 @@ ApiError request_grammar(const chat::RenderOptions& r, RequestGrammar* out) {
   const chat::Json& rf = r.response_format;
   if (!rf.is_object()) return {};
   const std::string type = rf.value("type", std::string());
+  if ((type == "json_object" || type == "json_schema") && !r.tools.empty() && r.tool_choice == chat::ToolChoice::kAuto)
+    // DECISION: the grammar binds the answer from its first token, so with tool_choice "auto" a
+    // tool call could never be written; refused rather than silently never calling a tool.
+    return bad_request(
+        "response_format (text.format on /v1/responses) with tools needs tool_choice \"none\" (the answer "
+        "follows the schema) or \"required\" / a named tool (a forced call, whose arguments follow the tool's "
+        "parameters; response_format is then not applied): with \"auto\" the model could not call a tool",
+        "tool_choice");
   out->after_thinking = r.thinking;
   if (type == "json_object") {
     out->grammar = std::make_shared<const runtime::JsonGrammar>(runtime::JsonGrammar::any_object());

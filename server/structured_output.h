@@ -3,7 +3,8 @@
 //   - a forced tool call (tool_choice "required" or named; Anthropic "any" / "tool"): the DSML body
 //     of the call, its arguments following each tool's `parameters` schema (runtime/json_grammar.h);
 //   - otherwise response_format json_object (any JSON object) or json_schema (its `schema`);
-//     with thinking on, the grammar starts after the `</think>` that ends the reasoning.
+//     with thinking on, the grammar starts after the `</think>` token that ends the reasoning.
+//     With tools and tool_choice "auto" that is a 400 (the grammar would rule out every call).
 // Every API's request is translated into chat::RenderOptions first, so /v1/chat/completions,
 // /v1/responses (text.format) and /v1/messages (tool_choice) share this code.
 // Thread safety: pure functions.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -434,6 +435,69 @@ TEST(OutputParser, TokensUtf8AndEndIds) {
   EXPECT_EQ(r.reasoning(), "why");
   EXPECT_EQ(r.content(), "so");
   EXPECT_FALSE(r.in_reasoning());
+}
+
+// Break-in issue 20 item 4, findings 1 and 3: only the `</think>` token ends reasoning (the grammar
+// of a constrained answer starts after that token too); `</think>` written in ordinary text tokens
+// is text, in reasoning and in content; a stray `</think>` token in content is still dropped.
+TEST(OutputParser, ThinkCloseTextIsTextOnlyTheTokenEndsReasoning) {
+  REQUIRE_TOKENIZER();
+  const auto& tok = *testing::v41_tokenizer();
+  const int32_t close = *tok.token_to_id("</think>");
+  auto feed = [&](OutputParser& p, const std::vector<int32_t>& ids, std::string* streamed) {
+    for (const int32_t id : ids) {
+      std::vector<Delta> out;
+      p.push_token(id, &out);
+      for (const Delta& d : out) *streamed += d.text;
+    }
+    std::vector<Delta> out;
+    p.push_token(kEosId, &out);
+    for (const Delta& d : out) *streamed += d.text;
+  };
+  {  // content (thinking off): the answer "</think>" as a JSON string stays whole
+    const std::vector<int32_t> ids = tok.encode("\"</think>\"", /*allow_special=*/false);
+    ASSERT_EQ(std::count(ids.begin(), ids.end(), close), 0);
+    OutputParser p(tok, opts(ParseStart::kContent, false));
+    std::string streamed;
+    feed(p, ids, &streamed);
+    EXPECT_EQ(p.content(), "\"</think>\"");
+    EXPECT_EQ(streamed, "\"</think>\"");
+    EXPECT_EQ(p.finish_reason(), FinishReason::kStop);
+  }
+  {  // reasoning: the text form does not end it; the token does
+    std::vector<int32_t> ids = tok.encode("a</think>b", false);
+    ids.push_back(close);
+    for (const int32_t id : tok.encode("{}</think>", false)) ids.push_back(id);
+    OutputParser p(tok, opts(ParseStart::kReasoning, false));
+    std::string streamed;
+    feed(p, ids, &streamed);
+    EXPECT_EQ(p.reasoning(), "a</think>b");
+    EXPECT_EQ(p.content(), "{}</think>");
+    EXPECT_EQ(streamed, "a</think>b{}</think>");
+  }
+  {  // a stray </think> token in content is dropped; tool blocks still parse after the token
+    std::vector<int32_t> ids = tok.encode("x", false);
+    ids.push_back(close);
+    for (const int32_t id : tok.encode("y", false)) ids.push_back(id);
+    OutputParser p(tok, opts(ParseStart::kContent, false));
+    std::string streamed;
+    feed(p, ids, &streamed);
+    EXPECT_EQ(p.content(), "xy");
+  }
+  {  // reasoning held back as a possible tool-block start is reasoning once </think> comes
+    std::vector<int32_t> ids = tok.encode("r\n\n<", false);
+    ids.push_back(close);
+    for (const int32_t id : tok.encode("\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n</｜DSML｜ invoke>\n</｜DSML｜ calls>", true))
+      ids.push_back(id);
+    OutputParser p(tok, opts(ParseStart::kReasoning, true));
+    std::string streamed;
+    feed(p, ids, &streamed);
+    EXPECT_EQ(p.reasoning(), "r\n\n<");
+    EXPECT_EQ(p.content(), "");
+    ASSERT_EQ(p.tool_calls().size(), 1u);
+    EXPECT_EQ(p.tool_calls()[0].name, "f");
+    EXPECT_EQ(p.finish_reason(), FinishReason::kToolCalls);
+  }
 }
 
 }  // namespace

@@ -325,6 +325,75 @@ TEST(JsonGrammar, EnumAndSchemaLimits) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
 
+// Break-in issue 20 item 4 finding 4: objects are no longer limited to 62 properties (a 64-bit
+// candidate mask) nor forced calls to 62 tools: 1000 of each compile and constrain correctly, the
+// trie walk agrees with the reference, and one more is refused naming the limit.
+TEST(JsonGrammar, ThousandPropertiesAndTools) {
+  auto object_of = [](size_t n, size_t required_at) {
+    Json props = Json::object();
+    for (size_t i = 0; i < n; ++i) props["p" + std::to_string(i)] = Json{{"type", "integer"}};
+    return Json{{"type", "object"},
+                {"properties", props},
+                {"required", {"p" + std::to_string(required_at)}},
+                {"additionalProperties", false}};
+  };
+  const size_t n = JsonGrammar::kMaxProperties;
+  const Json schema = object_of(n, 700);
+  auto g = JsonGrammar::from_schema(schema);
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  EXPECT_TRUE(whole(*g, R"({"p700":1})"));
+  EXPECT_TRUE(whole(*g, R"({"p0":1,"p63":2,"p64":3,"p699":4,"p700":5,"p999":6})"));
+  EXPECT_FALSE(whole(*g, R"({"p999":6})"));           // p700 is required
+  EXPECT_FALSE(prefix(*g, R"({"p701")"));            // p700 comes first
+  EXPECT_FALSE(prefix(*g, R"({"p64":1,"p63")"));     // declaration order
+  EXPECT_FALSE(prefix(*g, R"({"p1000")"));           // not a property
+  EXPECT_FALSE(prefix(*g, R"({"p7":1,"p7")"));       // no property twice
+  EXPECT_TRUE(prefix(*g, R"({"p7":1,"p70)"));
+  // The trie walk against the reference along a document that crosses property 64.
+  std::vector<std::string> vocab = {"", ""};
+  for (int b = 1; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
+  for (int i = 0; i < 1100; ++i) vocab.push_back("\"p" + std::to_string(i) + "\":");
+  for (const char* t : {"{\"", "\"p", "p1", "p70", "0\":", ",\"", "00"}) vocab.push_back(t);
+  const VocabTrie trie(vocab);
+  const std::string doc = R"({"p3":1,"p64":2,"p650":3,"p700":4,"p998":5})";
+  JsonGrammar::State st = g->start();
+  std::vector<uint8_t> fast, ref;
+  std::vector<JsonGrammar::Frame> arena;
+  const int32_t end_id = 1;
+  for (size_t i = 0; i <= doc.size(); ++i) {
+    trie.mask(*g, st, std::span<const int32_t>(&end_id, 1), &fast, &arena);
+    reference_mask(*g, st, vocab, std::span<const int32_t>(&end_id, 1), &ref);
+    ASSERT_EQ(fast, ref) << i;
+    if (i < doc.size()) {
+      ASSERT_TRUE(g->advance(&st, doc.substr(i, 1))) << i;
+    }
+  }
+  EXPECT_TRUE(g->can_end(st));
+  auto over = JsonGrammar::from_schema(object_of(n + 1, 0));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message().find("schema.properties: more than 1000 properties in one object"), std::string::npos)
+      << over.error().message();
+
+  // A forced call ("required") among 1000 tools; each with two optional parameters.
+  std::vector<DsmlTool> tools;
+  for (size_t i = 0; i < JsonGrammar::kMaxTools; ++i)
+    tools.push_back({"tool_" + std::to_string(i),
+                     Json::parse(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}}})")});
+  auto choice = JsonGrammar::dsml_call(tools, /*named=*/false);
+  ASSERT_TRUE(choice.ok()) << choice.error().to_string();
+  const std::string end = "</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  const std::string b = "<｜DSML｜ parameter name=\"b\" string=\"true\">x</｜DSML｜ parameter>\n";
+  EXPECT_TRUE(whole(*choice, "<｜DSML｜ invoke name=\"tool_0\">\n" + end));
+  EXPECT_TRUE(whole(*choice, "<｜DSML｜ invoke name=\"tool_999\">\n" + b + end));
+  EXPECT_TRUE(whole(*choice, "<｜DSML｜ invoke name=\"tool_99\">\n" + end));
+  EXPECT_FALSE(prefix(*choice, "<｜DSML｜ invoke name=\"tool_1000\""));
+  EXPECT_FALSE(prefix(*choice, "<｜DSML｜ invoke name=\"tool_5\">\n" + b + "<｜DSML｜ parameter name=\"a\""));
+  tools.push_back({"one_more", Json()});
+  auto too_many = JsonGrammar::dsml_call(tools, /*named=*/false);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message().find("more than 1000 tools"), std::string::npos) << too_many.error().message();
+}
+
 // Break-in finding 2: in a DSML call a JSON value never holds '<' raw, so an enum value with the
 // closing markup cannot end its parameter early; it is written with the \u003c escape.
 TEST(JsonGrammar, DsmlJsonValuesNeverHoldAClosingTag) {
@@ -410,6 +479,23 @@ TEST(TokenMask, ConstraintMasksLogitsAndEndsWithEos) {
   EXPECT_EQ(later.apply(logits), vocab.size());
   later.accept(5);
   EXPECT_EQ(later.apply(logits), 2u);
+  // Issue 20 item 4 finding 2: while waiting for the activation id (reasoning), the stop ids are
+  // masked, so a generation cannot end before its answer has started.
+  GrammarConstraint waiting(g, std::make_shared<const VocabTrie>(vocab), {1}, /*activate_after=*/5, {1, 0});
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(waiting.apply(logits), vocab.size() - 2);
+  EXPECT_TRUE(std::isinf(logits[0]) && std::isinf(logits[1]));
+  EXPECT_EQ(logits[5], 0.0f);
+  waiting.accept(3);
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(waiting.apply(logits), vocab.size() - 2);
+  waiting.accept(5);
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(waiting.apply(logits), 2u);  // the grammar: "{" and "{}"
+  waiting.accept(4);
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(waiting.apply(logits), 1u);  // complete: the end id only
+  EXPECT_EQ(logits[1], 0.0f);
 }
 
 // The constraint's mask cache (JsonGrammar::cache_key): along random walks through schemas with

@@ -3,7 +3,9 @@
 // against their schema at several seeds and temperatures (T = 1 included), json_object answers are
 // JSON objects, forced tool calls (named and "required"; chat completions, Responses text.format,
 // Anthropic messages) return arguments that validate, the streaming and non-streaming answers of a
-// forced call agree (review finding 1), and an unsupported schema keyword is a 400 naming it.
+// forced call agree (review finding 1), and an unsupported schema keyword is a 400 naming it; the
+// break-in findings of issue 20 item 4 (the text "</think>" in answers, EOS during reasoning, many
+// tools and properties, response_format with auto tools, duplicate tools, Allow, strict, 1e400).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -456,6 +458,217 @@ TEST_F(StructuredOutput, ForcedCallCutByMaxTokensLeaksNoMarkup) {
       }
     }
   }
+}
+
+// Break-in issue 20 item 4, finding 1: an answer the schema lets hold the text "</think>" keeps it
+// (the parser drops only the </think> token, which the grammar never allows), on chat completions,
+// streamed and not, on /v1/responses text.format and in an Anthropic forced tool call.
+TEST_F(StructuredOutput, ThinkCloseTextInAnAnswerIsKept) {
+  start();
+  const json rf = {{"type", "json_schema"},
+                   {"json_schema", {{"name", "s"}, {"schema", {{"type", "string"}, {"enum", {"</think>"}}}}}}};
+  const json body = chat_req({{"temperature", 0}, {"max_tokens", 40}, {"response_format", rf}});
+  const json r = create(body, 200, "/v1/chat/completions");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << r;
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "\"</think>\"") << r;
+  std::string streamed;
+  for (const json& c : openai_stream("/v1/chat/completions", body))
+    if (!c["choices"].empty() && c["choices"][0]["delta"].contains("content"))
+      streamed += c["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(streamed, "\"</think>\"");
+  const json rr = create({{"model", kModel},
+                          {"input", "give json"},
+                          {"max_output_tokens", 40},
+                          {"temperature", 0},
+                          {"reasoning", {{"effort", "none"}}},
+                          {"text",
+                           {{"format",
+                             {{"type", "json_schema"},
+                              {"name", "s"},
+                              {"schema", {{"type", "string"}, {"enum", {"</think>"}}}}}}}}},
+                         200, "/v1/responses");
+  std::string text;
+  for (const json& item : rr["output"])
+    if (item["type"] == "message")
+      for (const json& c : item["content"])
+        if (c["type"] == "output_text") text += c["text"].get<std::string>();
+  EXPECT_EQ(text, "\"</think>\"") << rr;
+  const json a = create({{"model", kModel},
+                         {"max_tokens", 600},
+                         {"temperature", 0},
+                         {"messages", {{{"role", "user"}, {"content", "tag?"}}}},
+                         {"tools",
+                          {{{"name", "f"},
+                            {"input_schema",
+                             {{"type", "object"},
+                              {"properties",
+                               {{"t", {{"type", "string"}, {"enum", {"</think>"}}}},
+                                {"o", {{"type", "object"},
+                                       {"properties", {{"u", {{"type", "string"}, {"enum", {"a</think>"}}}}}},
+                                       {"required", {"u"}}}}}},
+                              {"required", {"t", "o"}}}}}}},
+                         {"tool_choice", {{"type", "tool"}, {"name", "f"}}}});
+  EXPECT_EQ(a["stop_reason"], "tool_use") << a;
+  int uses = 0;
+  for (const json& b : a["content"])
+    if (b["type"] == "tool_use") {
+      ++uses;
+      EXPECT_EQ(b["input"], (json{{"t", "</think>"}, {"o", {{"u", "a</think>"}}}})) << b;
+    }
+  EXPECT_EQ(uses, 1) << a;
+}
+
+// Break-in issue 20 item 4, finding 2: with thinking on and a response_format, an end-of-sequence
+// token cannot end the generation during reasoning (it is masked until the grammar's answer is
+// complete): even with EOS favoured by logit_bias, the answer is "length" or a valid "stop".
+TEST_F(StructuredOutput, EosDuringReasoningCannotEndAConstrainedAnswer) {
+  start();
+  auto tok = tokenizer::Tokenizer::load(dir_->path() + "/ckpt/tokenizer.json");
+  ASSERT_TRUE(tok.ok());
+  const std::string eos = std::to_string(*tok->token_to_id("<｜end▁of▁sentence｜>"));
+  const std::string user = std::to_string(*tok->token_to_id("<｜User｜>"));
+  const std::string close = std::to_string(*tok->token_to_id("</think>"));
+  const json rf = {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", json::parse(kPersonSchema)}}}};
+  const json r = create(chat_req({{"temperature", 0},
+                                  {"max_tokens", 20},
+                                  {"thinking", {{"type", "enabled"}}},
+                                  {"logit_bias", {{eos, 100}, {user, 100}}},
+                                  {"response_format", rf}}),
+                        200, "/v1/chat/completions");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length") << r;  // before the fix: "stop", content ""
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string()) << r;
+  // The </think> token favoured too: reasoning ends at once, then the answer follows the schema and
+  // EOS ends it when it is complete.
+  const json s = create(chat_req({{"temperature", 0},
+                                  {"max_tokens", 600},
+                                  {"thinking", {{"type", "enabled"}}},
+                                  {"logit_bias", {{eos, 100}, {close, 100}}},
+                                  {"response_format", rf}}),
+                        200, "/v1/chat/completions");
+  EXPECT_EQ(s["choices"][0]["finish_reason"], "stop") << s;
+  EXPECT_EQ(test::schema_violation(parse_content(s["choices"][0]["message"]), OJson::parse(kPersonSchema)), "") << s;
+}
+
+// Break-in issue 20 item 4, findings 5 and 6: response_format with tools and tool_choice "auto" is a
+// 400 (the grammar would make a tool call impossible); "none" answers with the schema. Duplicate
+// tool names are 400s on chat completions and /v1/responses (and /v1/messages).
+TEST_F(StructuredOutput, ResponseFormatWithAutoToolsAndDuplicateToolNamesAre400s) {
+  start();
+  const json rf = {{"type", "json_object"}};
+  auto err = [&](const std::string& path, const json& body) {
+    auto r = post(path, body);
+    EXPECT_TRUE(r);
+    if (!r) return std::make_pair(0, json());
+    const json e = json::parse(r->body);
+    return std::make_pair(r->status, e["error"].is_object() ? e["error"].value("param", json()) : json(e["error"]));
+  };
+  EXPECT_EQ(err("/v1/chat/completions", chat_req({{"tools", weather_tools()}, {"response_format", rf}})),
+            std::make_pair(400, json("tool_choice")));
+  EXPECT_EQ(err("/v1/chat/completions",
+                chat_req({{"tools", weather_tools()}, {"tool_choice", "auto"}, {"response_format", rf}})),
+            std::make_pair(400, json("tool_choice")));
+  const json none = create(
+      chat_req({{"tools", weather_tools()}, {"tool_choice", "none"}, {"temperature", 1.0}, {"seed", 1},
+                {"max_tokens", 4000}, {"response_format", rf}}),
+      200, "/v1/chat/completions");
+  EXPECT_EQ(none["choices"][0]["finish_reason"], "stop") << none;
+  EXPECT_TRUE(parse_content(none["choices"][0]["message"]).is_object());
+  const json rtools = json::array({{{"type", "function"}, {"name", "f"}}, {{"type", "function"}, {"name", "g"}}});
+  EXPECT_EQ(err("/v1/responses", {{"model", kModel},
+                                  {"input", "hi"},
+                                  {"tools", rtools},
+                                  {"text", {{"format", {{"type", "json_object"}}}}}}),
+            std::make_pair(400, json("tool_choice")));
+
+  json dup = weather_tools();
+  dup[1]["function"]["name"] = "get_weather";
+  EXPECT_EQ(err("/v1/chat/completions", chat_req({{"tools", dup}})), std::make_pair(400, json("tools[1].function.name")));
+  json rdup = rtools;
+  rdup[1]["name"] = "f";
+  EXPECT_EQ(err("/v1/responses", {{"model", kModel}, {"input", "hi"}, {"tools", rdup}}),
+            std::make_pair(400, json("tools[1].name")));
+  auto m = post("/v1/messages", {{"model", kModel},
+                                 {"max_tokens", 10},
+                                 {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                 {"tools", {{{"name", "f"}, {"input_schema", {{"type", "object"}}}},
+                                            {{"name", "f"}, {"input_schema", {{"type", "object"}}}}}}});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 400) << m->body;
+  EXPECT_NE(m->body.find("unique"), std::string::npos) << m->body;
+}
+
+// Break-in issue 20 item 4, finding 7: a 405 names the allowed methods (Allow), json_schema.strict
+// must be a boolean, and a number beyond a double (logit_bias 1e400) is a 400 about its range.
+TEST_F(StructuredOutput, AllowHeaderStrictBooleanAndHugeNumbers) {
+  start();
+  httplib::Client c("127.0.0.1", srv_->port());
+  auto g = c.Get("/v1/chat/completions");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 405);
+  EXPECT_EQ(g->get_header_value("Allow"), "POST");
+  auto p = c.Post("/v1/models", "{}", "application/json");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, 405);
+  EXPECT_EQ(p->get_header_value("Allow"), "GET, HEAD");
+  auto d = c.Post("/v1/responses/resp_x", "{}", "application/json");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, 405);
+  EXPECT_EQ(d->get_header_value("Allow"), "GET, HEAD, DELETE");
+
+  auto strict = post("/v1/chat/completions",
+                     chat_req({{"response_format",
+                                {{"type", "json_schema"},
+                                 {"json_schema", {{"name", "x"}, {"strict", "yes"}, {"schema", {{"type", "object"}}}}}}}}));
+  ASSERT_TRUE(strict);
+  EXPECT_EQ(strict->status, 400) << strict->body;
+  EXPECT_EQ(json::parse(strict->body)["error"]["param"], "response_format.json_schema.strict") << strict->body;
+  auto rstrict = post("/v1/responses", {{"model", kModel},
+                                        {"input", "hi"},
+                                        {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"strict", 1},
+                                                              {"schema", {{"type", "object"}}}}}}}});
+  ASSERT_TRUE(rstrict);
+  EXPECT_EQ(rstrict->status, 400) << rstrict->body;
+  EXPECT_EQ(json::parse(rstrict->body)["error"]["param"], "text.format.strict") << rstrict->body;
+
+  auto huge = c.Post("/v1/chat/completions",
+                     R"({"model":"deepseek-v4.1-flash","messages":[{"role":"user","content":"hi"}],"logit_bias":{"5":1e400}})",
+                     "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 400) << huge->body;
+  EXPECT_NE(huge->body.find("outside the range of a double"), std::string::npos) << huge->body;
+  EXPECT_NE(huge->body.find("1e400"), std::string::npos) << huge->body;
+}
+
+// Break-in issue 20 item 4, finding 4: a forced call among 130 tools (over the old 62) and a schema
+// of 100 properties (over the old 62) are served and their answers validate.
+TEST_F(StructuredOutput, ManyToolsAndProperties) {
+  start();
+  json tools = json::array();
+  for (int i = 0; i < 130; ++i)
+    tools.push_back({{"type", "function"},
+                     {"function",
+                      {{"name", "t" + std::to_string(i)},
+                       {"parameters", {{"type", "object"}, {"properties", {{"n", {{"type", "integer"}}}}}}}}}});
+  const json r = create(
+      chat_req({{"temperature", 1.0}, {"seed", 3}, {"tools", tools}, {"tool_choice", "required"}}), 200,
+      "/v1/chat/completions");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r;
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r;
+  const std::string name = r["choices"][0]["message"]["tool_calls"][0]["function"]["name"];
+  EXPECT_EQ(name[0], 't');
+  EXPECT_LT(std::stoi(name.substr(1)), 130);
+  OJson props = OJson::object();
+  for (int i = 0; i < 100; ++i) props["p" + std::to_string(i)] = OJson{{"type", "boolean"}};
+  const OJson schema = {{"type", "object"}, {"properties", props}, {"required", {"p99"}}, {"additionalProperties", false}};
+  const json s = create(chat_req({{"temperature", 1.0},
+                                  {"seed", 2},
+                                  {"max_tokens", 3000},
+                                  {"response_format",
+                                   {{"type", "json_schema"},
+                                    {"json_schema", {{"name", "many"}, {"schema", json::parse(schema.dump())}}}}}}),
+                        200, "/v1/chat/completions");
+  EXPECT_EQ(s["choices"][0]["finish_reason"], "stop") << s;
+  EXPECT_EQ(test::schema_violation(parse_content(s["choices"][0]["message"]), schema), "") << s;
 }
 
 }  // namespace
