@@ -101,7 +101,7 @@ TEST(SafetensorsWriter, SingleShardRoundTrip) {
   auto j = nlohmann::ordered_json::parse(text->substr(8, n));
   EXPECT_EQ(j.begin().key(), "__metadata__");
   EXPECT_EQ(j["__metadata__"]["format"], "pt");
-  EXPECT_EQ(j["layers.0.attn_sink"]["data_offsets"], nlohmann::json::array({40, 52}));
+  EXPECT_EQ(j["layers.0.attn_sink"]["data_offsets"], nlohmann::ordered_json::array({40, 52}));
   EXPECT_EQ(j["layers.0.attn_sink"]["dtype"], "F32");
   EXPECT_EQ((*w)->total_file_bytes(), text->size());
 }
