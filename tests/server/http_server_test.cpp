@@ -742,7 +742,12 @@ TEST_F(Serve, DisconnectCancels) {
     RawConn c(srv_->port());
     c.post("/v1/chat/completions", req(user("Hi"), {{"max_tokens", 100000}, {"stream", stream}}).dump());
     ASSERT_EQ(wait_metric("strata_requests_running", 1), 1);
-    std::this_thread::sleep_for(100ms);
+    // Close once it is decoding: a fixed sleep raced the prompt's prefill on a loaded machine
+    // (ASan, 2 busy cores: no token within 100 ms).
+    const auto end = std::chrono::steady_clock::now() + 30000ms;
+    while (metric("strata_generation_tokens_total") == before && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(10ms);
+    }
     c.close();
     EXPECT_EQ(wait_metric("strata_requests_running", 0), 0);
     const double generated = metric("strata_generation_tokens_total") - before;
