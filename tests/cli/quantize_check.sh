@@ -6,10 +6,11 @@
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
 #  - an existing output is refused; a K-quant on rows of 64 is kept and said so.
-# With a 4th argument TOKENIZER (tokenizer.json) it also synthesizes the demo checkpoint, measures its
-# Q8_0, Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (cli.quantize_demo_check, label
-# slow: ~2 min); with a 5th argument TEXT (data/docs/gettysburg-address.txt) also through
-# `strata eval --base` over that text (issue 16's acceptance: finite, and Q4_K's below Q2_K's).
+# With a 4th argument TOKENIZER (tokenizer.json) it instead synthesizes the demo checkpoint, measures
+# its Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (cli.quantize_demo_check, label
+# slow; the tiny checks above are cli.quantize_check's, not repeated); with a 5th argument TEXT
+# (data/docs/gettysburg-address.txt) also through `strata eval --base` over that text (issue 16's
+# acceptance: finite, and Q4_K's below Q2_K's).
 # Exit 77 = fixture missing (skip).
 set -euo pipefail
 strata="$1"; fixtures="$2"; tools="$3"; demo_tokenizer="${4:-}"; demo_text="${5:-}"
@@ -22,21 +23,7 @@ py=/usr/bin/python3
 [[ -x "$py" ]] || py=python3
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-
-"$strata" quantize -m "$ck" --out "$tmp/keep.gguf" --experts keep --dense keep --head keep > "$tmp/q.out"
-"$strata" logits -m "$tmp/keep.gguf" --tokens "$fx/tokens.json" --out "$tmp/keep.f32" \
-  --positions 0,1,7,24,49,98,147,187,195,196 --decode 25 --decode-logits "$tmp/decode.f32" > "$tmp/tokens.json"
-"$py" "$tools/check_fixture.py" "$fx" --logits "$tmp/keep.f32" --tokens "$tmp/tokens.json" \
-  --decode-logits "$tmp/decode.f32" | grep -v "has no golden counterpart"
-"$strata" run -m "$ck" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_ref.txt" 2>/dev/null
-"$strata" run -m "$tmp/keep.gguf" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_keep.txt" 2>/dev/null
-cmp "$tmp/run_ref.txt" "$tmp/run_keep.txt" && echo "ok   run --temp 0 on the keep GGUF prints the checkpoint's text"
-
-"$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
-"$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"
-grep -Eq "generated [1-4] token" "$tmp/run_q8.err" || { echo "FAIL run -m q8.gguf"; cat "$tmp/run_q8.err"; exit 1; }
-echo "ok   strata run -m q8.gguf -p hi -n 4"
-
+pos=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
 # KLD of a variant's logits at every prompt position against the official checkpoint's.
 kld() {  # kld REF.f32 GOT.f32 -> mean KL(ref || got) in nats
   "$py" - "$1" "$2" <<'PY'
@@ -49,20 +36,36 @@ lb = b - b.max(1, keepdims=True); lb -= np.log(np.exp(lb).sum(1, keepdims=True))
 print("%.6g" % (np.exp(la) * (la - lb)).sum(1).mean())
 PY
 }
-pos=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15
-"$strata" logits -m "$ck" --tokens "$fx/tokens.json" --out "$tmp/ref.f32" --positions $pos > /dev/null
-"$strata" logits -m "$tmp/q8.gguf" --tokens "$fx/tokens.json" --out "$tmp/q8.f32" --positions $pos > /dev/null
-k8="$(kld "$tmp/ref.f32" "$tmp/q8.f32")"
-"$py" -c "import math,sys; k=float('$k8'); sys.exit(0 if math.isfinite(k) and 0 < k < 0.3 else 1)" \
-  || { echo "FAIL KLD(q8_0 experts) = $k8"; exit 1; }
-echo "ok   tiny KLD(q8_0 experts) = $k8"
 
-if "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/again.out" 2> "$tmp/again.err"; then
-  echo "FAIL an existing output was overwritten"; exit 1
+if [[ -z "$demo_tokenizer" ]]; then
+  "$strata" quantize -m "$ck" --out "$tmp/keep.gguf" --experts keep --dense keep --head keep > "$tmp/q.out"
+  "$strata" logits -m "$tmp/keep.gguf" --tokens "$fx/tokens.json" --out "$tmp/keep.f32" \
+    --positions 0,1,7,24,49,98,147,187,195,196 --decode 25 --decode-logits "$tmp/decode.f32" > "$tmp/tokens.json"
+  "$py" "$tools/check_fixture.py" "$fx" --logits "$tmp/keep.f32" --tokens "$tmp/tokens.json" \
+    --decode-logits "$tmp/decode.f32" | grep -v "has no golden counterpart"
+  "$strata" run -m "$ck" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_ref.txt" 2>/dev/null
+  "$strata" run -m "$tmp/keep.gguf" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_keep.txt" 2>/dev/null
+  cmp "$tmp/run_ref.txt" "$tmp/run_keep.txt" && echo "ok   run --temp 0 on the keep GGUF prints the checkpoint's text"
+
+  "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
+  "$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"
+  grep -Eq "generated [1-4] token" "$tmp/run_q8.err" || { echo "FAIL run -m q8.gguf"; cat "$tmp/run_q8.err"; exit 1; }
+  echo "ok   strata run -m q8.gguf -p hi -n 4"
+
+  "$strata" logits -m "$ck" --tokens "$fx/tokens.json" --out "$tmp/ref.f32" --positions $pos > /dev/null
+  "$strata" logits -m "$tmp/q8.gguf" --tokens "$fx/tokens.json" --out "$tmp/q8.f32" --positions $pos > /dev/null
+  k8="$(kld "$tmp/ref.f32" "$tmp/q8.f32")"
+  "$py" -c "import math,sys; k=float('$k8'); sys.exit(0 if math.isfinite(k) and 0 < k < 0.3 else 1)" \
+    || { echo "FAIL KLD(q8_0 experts) = $k8"; exit 1; }
+  echo "ok   tiny KLD(q8_0 experts) = $k8"
+
+  if "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/again.out" 2> "$tmp/again.err"; then
+    echo "FAIL an existing output was overwritten"; exit 1
+  fi
+  grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
+  "$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
+  grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
 fi
-grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
-"$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
-grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
 
 if [[ -n "$demo_tokenizer" ]]; then
   [[ -f "$demo_tokenizer" ]] || { echo "FAIL demo tokenizer $demo_tokenizer missing (npm ci)"; exit 1; }
@@ -70,7 +73,7 @@ if [[ -n "$demo_tokenizer" ]]; then
   "$strata" synth --preset demo --seed 0 --tokenizer "$demo_tokenizer" --out "$demo" > /dev/null 2>&1
   "$strata" logits -m "$demo" --tokens "$fx/tokens.json" --out "$tmp/d_ref.f32" --positions $pos > /dev/null
   [[ -z "$demo_text" ]] || "$strata" eval -m "$demo" -f "$demo_text" --save-base "$tmp/d_base.bin" > /dev/null 2>&1
-  for t in q8_0 q4_k q2_k; do
+  for t in q4_k q2_k; do
     "$strata" quantize -m "$demo" --out "$tmp/d_$t.gguf" --experts "$t" > /dev/null
     "$strata" logits -m "$tmp/d_$t.gguf" --tokens "$fx/tokens.json" --out "$tmp/d_$t.f32" --positions $pos > /dev/null
     eval "k_$t=$(kld "$tmp/d_ref.f32" "$tmp/d_$t.f32")"
@@ -80,18 +83,18 @@ if [[ -n "$demo_tokenizer" ]]; then
     fi
     rm -f "$tmp/d_$t.gguf"
   done
-  echo "demo KLD vs official: q8_0 $k_q8_0, q4_k $k_q4_k, q2_k $k_q2_k"
+  echo "demo KLD vs official: q4_k $k_q4_k, q2_k $k_q2_k"
   "$py" -c "import math,sys; a,b=float('$k_q4_k'),float('$k_q2_k'); sys.exit(0 if math.isfinite(a) and a < b else 1)" \
     || { echo "FAIL demo KLD(q4_k) >= KLD(q2_k)"; exit 1; }
   echo "ok   demo KLD(q4_k) < KLD(q2_k)"
   if [[ -n "$demo_text" ]]; then
-    "$py" - "$tmp/e_q8_0.json" "$tmp/e_q4_k.json" "$tmp/e_q2_k.json" <<'PY' || { echo "FAIL demo eval KLD order"; exit 1; }
+    "$py" - "$tmp/e_q4_k.json" "$tmp/e_q2_k.json" <<'PY' || { echo "FAIL demo eval KLD order"; exit 1; }
 import json, math, sys
-q8, q4, q2 = (json.load(open(p)) for p in sys.argv[1:])
-for n, j in (("q8_0", q8), ("q4_k", q4), ("q2_k", q2)):
+q4, q2 = (json.load(open(p)) for p in sys.argv[1:])
+for n, j in (("q4_k", q4), ("q2_k", q2)):
     print("demo eval %s: kld_mean %.4g kld_p99 %.4g kld_max %.4g top1 %.1f%% delta_ppl %.4g"
           % (n, j["kld_mean"], j["kld_p99"], j["kld_max"], j["top1"], j["delta_ppl"]))
-ok = all(math.isfinite(j["kld_mean"]) and j["kld_mean"] > 0 for j in (q8, q4, q2)) and q4["kld_mean"] < q2["kld_mean"]
+ok = all(math.isfinite(j["kld_mean"]) and j["kld_mean"] > 0 for j in (q4, q2)) and q4["kld_mean"] < q2["kld_mean"]
 sys.exit(0 if ok else 1)
 PY
     echo "ok   demo eval on the text: KLD(q4_k) < KLD(q2_k), all finite"

@@ -16,15 +16,16 @@
 namespace strata::kernels {
 
 // Compares exp_f32 (every level and, with glibc + FMA, std::exp) over inputs u = start, start +
-// stride, ... < 2^32. Used by activation_test.cpp (a sample) and exp_exhaustive_test.cpp (every input).
-inline void check_exp_range(uint64_t start, uint64_t stride) {
+// stride, ... < end (f32 bit patterns, end <= 2^32). Used by activation_test.cpp (a sample) and
+// exp_exhaustive_test.cpp (every input that neither saturates nor rounds to 1).
+inline void check_exp_range(uint64_t start, uint64_t stride, uint64_t end = uint64_t{1} << 32) {
   const bool libm = CpuFeatures::detect().avx2;  // glibc picks its FMA expf there
   constexpr size_t kBatch = 1 << 16;
   std::vector<float> x(kBatch), ref_y(kBatch), y(kBatch);
   uint64_t u = start;
-  while (u < (uint64_t{1} << 32)) {
+  while (u < end) {
     size_t n = 0;
-    for (; n < kBatch && u < (uint64_t{1} << 32); ++n, u += stride) {
+    for (; n < kBatch && u < end; ++n, u += stride) {
       const uint32_t b = static_cast<uint32_t>(u);
       std::memcpy(&x[n], &b, sizeof b);
     }
