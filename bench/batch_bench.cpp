@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "tokenizer/compressed_vocab.h"
@@ -90,17 +91,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::string cmdline;
-  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
-  auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
-  if (!tok.ok()) return std::fprintf(stderr, "%s\n", tok.error().to_string().c_str()), 1;
-  auto cv = tokenizer::build_compressed_vocab(*tok);
-  if (!cv.ok()) return std::fprintf(stderr, "%s\n", cv.error().to_string().c_str()), 1;
-  model::ModelOptions mo;
-  mo.n_threads = threads;
-  auto lm = model::Model::load(dir, model::CompressedVocabMap{std::move(cv->map), cv->n_classes}, mo);
-  if (!lm.ok()) return std::fprintf(stderr, "%s\n", lm.error().to_string().c_str()), 1;
-  model::Model& m = **lm;
+  const std::string cmdline = bench::command_line(argc, argv);
+  auto loaded = bench::load_model(dir, threads);
+  if (!loaded) return 1;
+  model::Model& m = *loaded->model;
   std::vector<int64_t> sizes = {1};
   for (std::stringstream ss(sizes_s); ss.good();) {
     std::string item;

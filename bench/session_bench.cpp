@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "model/model.h"
 #include "runtime/session.h"
 #include "tokenizer/compressed_vocab.h"
@@ -109,18 +110,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::string cmdline;
-  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
+  const std::string cmdline = bench::command_line(argc, argv);
 
-  auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
-  if (!tok.ok()) return std::fprintf(stderr, "%s\n", tok.error().to_string().c_str()), 1;
-  auto cv = tokenizer::build_compressed_vocab(*tok);
-  if (!cv.ok()) return std::fprintf(stderr, "%s\n", cv.error().to_string().c_str()), 1;
-  model::ModelOptions mo;
-  mo.n_threads = threads;
-  auto lm = model::Model::load(dir, model::CompressedVocabMap{std::move(cv->map), cv->n_classes}, mo);
-  if (!lm.ok()) return std::fprintf(stderr, "%s\n", lm.error().to_string().c_str()), 1;
-  model::Model& m = **lm;
+  auto loaded = bench::load_model(dir, threads);
+  if (!loaded) return 1;
+  model::Model& m = *loaded->model;
   const model::ModelConfig& c = m.config();
   std::printf("# %s\n# %s: dim %lld, %d layers, window %lld, %d threads, KV %.1f B/token\n", cmdline.c_str(), dir.c_str(),
               static_cast<long long>(c.dim), c.n_layers, static_cast<long long>(c.window_size), m.pool().n_threads(),

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/token_mask.h"
@@ -63,17 +64,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::string cmdline;
-  for (int i = 0; i < argc; ++i) cmdline += (i ? " " : "") + std::string(argv[i]);
-  auto tok = tokenizer::Tokenizer::load(dir + "/tokenizer.json");
-  if (!tok.ok()) return std::fprintf(stderr, "%s\n", tok.error().to_string().c_str()), 1;
-  auto cv = tokenizer::build_compressed_vocab(*tok);
-  if (!cv.ok()) return std::fprintf(stderr, "%s\n", cv.error().to_string().c_str()), 1;
-  model::ModelOptions mo;
-  mo.n_threads = threads;
-  auto lm = model::Model::load(dir, model::CompressedVocabMap{std::move(cv->map), cv->n_classes}, mo);
-  if (!lm.ok()) return std::fprintf(stderr, "%s\n", lm.error().to_string().c_str()), 1;
-  model::Model& m = **lm;
+  const std::string cmdline = bench::command_line(argc, argv);
+  auto loaded = bench::load_model(dir, threads);
+  if (!loaded) return 1;
+  auto& tok = loaded->tok;
+  model::Model& m = *loaded->model;
   const auto t_trie = clock_type::now();
   auto vocab = std::make_shared<const runtime::VocabTrie>(server::grammar_token_bytes(*tok));
   const double trie_s = std::chrono::duration<double>(clock_type::now() - t_trie).count();
