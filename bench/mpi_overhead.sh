@@ -53,4 +53,7 @@ for name, ranks, inj, vals in rows:
         name, med * 1e3, v[0] * 1e3, v[-1] * 1e3, 1 / med, base / med,
         "%.2f" % (e["token_s"] * 1e3) if e.get("token_s") else "n/a",
         "%.3f ms" % (e["comm_s_per_token"] * 1e3) if e else "n/a"))
+print("every run, decode ms/token in run order:")
+for name, ranks, inj, vals in rows:
+    print("  %-16s %s" % (name, " ".join("%.2f" % (float(x) * 1e3) for x in vals.split())))
 PY
