@@ -1,5 +1,8 @@
 #include "cli/mpi_flags.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "cli/common.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -17,6 +20,16 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
                  "with --mpi: microseconds a waiting rank polls before it sleeps between polls (default 500; 0 when "
                  "there are more ranks than cores on a machine)")
       ->check(in_range(0, 1e6));
+  app.add_option("--mpi-weights", f->weights,
+                 "with --mpi: partition weights, one per rank (rank 0 first), e.g. 2,1: rank r owns a contiguous "
+                 "share of every layer's routed experts proportional to its weight (default: each rank's "
+                 "MemAvailable in GiB; declare disk rate or cores here)")
+      ->delimiter(',')
+      ->check(in_range(0, 1e9));
+  app.add_option("--mpi-inject-latency-us", f->inject_latency_us,
+                 "with --mpi: a measurement aid: every message between rank 0 and another rank takes this many "
+                 "microseconds longer, as on a slower link (stands in for netem; docs/distributed.md)")
+      ->check(in_range(0, 1e7));
 }
 
 Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threads,
@@ -26,12 +39,20 @@ Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threa
   dist::MpiOptions o;
   o.answer_timeout_s = f.answer_timeout_s;
   o.spin_us = f.spin_us;
+  o.inject_latency_us = f.inject_latency_us;
+  // Declared weights as integers: scaled so the largest is 2^20 (the partition keeps ratios to ~1e-6).
+  double top = 0;
+  for (double w : f.weights) top = std::max(top, w);
+  for (double w : f.weights) o.weights.push_back(top > 0 ? static_cast<uint64_t>(std::llround(w / top * (1 << 20))) : 0);
   STRATA_ASSIGN_OR_RETURN(role.job, dist::MpiJob::init(o));
   if (role.job->rank() == 0) {
-    STRATA_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::load(dir));
-    role.peers = role.job->peers(c);
+    auto c = model::ModelConfig::load(dir);
+    STRATA_RETURN_IF_ERROR(role.job->agree_partition(c.ok() ? c->n_routed_experts : 0, c.ok() ? Status() : c.error()));
+    role.peers = role.job->peers(*c);
+    if (!role.peers) return Internal("MPI rank 0: no expert transport after the partition");
     return role;
   }
+  STRATA_RETURN_IF_ERROR(role.job->agree_partition(0));
   STRATA_ASSIGN_OR_RETURN(model::OpenedCheckpoint ck, model::open_checkpoint(dir, placement));
   ThreadPool pool(n_threads);
   const Status s = role.job->serve_experts(ck.config, *ck.store, &pool);

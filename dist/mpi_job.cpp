@@ -1,4 +1,6 @@
-// MpiJob over OpenMPI (dist/mpi_job.h). Messages between rank 0 and a rank r:
+// MpiJob over OpenMPI (dist/mpi_job.h). At start (agree_partition): MPI_Gather of each rank's
+// uint64 weight to rank 0, MPI_Bcast of int32 n, then n int32 bounds (or -n chars of an error).
+// Then messages between rank 0 and a rank r:
 //   0 -> r  kTagHeader  int64 [layer, n_tasks, (expert, m, n_decode) x n_tasks]; layer -1: stop
 //   0 -> r  kTagRows    float32 [sum m * dim] rows, then [sum m] routing weights
 //   r -> 0  kTagAnswer  float32 [sum m * dim] expert outputs, or
@@ -16,6 +18,7 @@
 
 #include "dist/mpi_job.h"
 #include "model/moe.h"
+#include "store/system_memory.h"
 
 namespace strata::dist {
 
@@ -41,6 +44,15 @@ class Backoff {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// Waits until `t` (MpiOptions::inject_latency_us): sleeps while more than 100 us remain (a sleep can
+// overshoot by the timer slack, ~50 us), then polls the clock.
+void hold_until(std::chrono::steady_clock::time_point t) {
+  const auto slack = std::chrono::microseconds(100);
+  if (const auto now = std::chrono::steady_clock::now(); t - now > slack) std::this_thread::sleep_for(t - now - slack);
+  while (std::chrono::steady_clock::now() < t) {
+  }
+}
+
 std::string mpi_error(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -63,8 +75,8 @@ class MpiJob::Peers : public model::ExpertPeers {
  public:
   Peers(int size, const MpiOptions& o) : size_(size), o_(o), out_(static_cast<size_t>(size)) {}
 
-  int owner(int layer, int32_t expert) const override { return model::expert_owner(expert, n_experts_, size_); }
-  void set_n_experts(int e) { n_experts_ = e; }
+  int owner(int layer, int32_t expert) const override { return model::owner_in_ranges(bounds_, expert); }
+  void set_bounds(std::vector<int32_t> b) { bounds_ = std::move(b); }
 
   Status submit(int peer, int layer, std::span<const model::ExpertTask> tasks, std::span<const float> x,
                 std::span<const float> scale) override {
@@ -178,7 +190,7 @@ class MpiJob::Peers : public model::ExpertPeers {
   }
 
   int size_ = 1;
-  int n_experts_ = 1;
+  std::vector<int32_t> bounds_;
   bool failed_ = false;
   MpiOptions o_;
   std::vector<Outbox> out_;
@@ -211,8 +223,64 @@ MpiJob::~MpiJob() {
 }
 
 model::ExpertPeers* MpiJob::peers(const model::ModelConfig& c) {
-  if (peers_) peers_->set_n_experts(c.n_routed_experts);
+  if (!peers_ || bounds_.size() != static_cast<size_t>(size_) + 1 || bounds_.back() != c.n_routed_experts)
+    return nullptr;
+  peers_->set_bounds(bounds_);
   return peers_.get();
+}
+
+Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
+  // This rank's weight: declared, or its MemAvailable in GiB (at least 1; 0 when unreadable, which
+  // rank 0 reports).
+  uint64_t mine = 0;
+  if (!o_.weights.empty()) {
+    mine = static_cast<size_t>(rank_) < o_.weights.size() ? o_.weights[static_cast<size_t>(rank_)] : 0;
+  } else if (auto avail = store::available_memory_bytes(); avail.ok()) {
+    mine = std::max<uint64_t>(1, *avail >> 30);
+  }
+  std::vector<uint64_t> weights(static_cast<size_t>(size_), 0);
+  int rc = MPI_Gather(&mine, 1, MPI_UINT64_T, weights.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": partition weights: " + mpi_error(rc));
+  // Rank 0 sends int32 n: n > 0, then n bounds; n < 0, then -n chars of an error.
+  std::vector<int32_t> bounds;
+  std::string error;
+  if (rank_ == 0) {
+    if (!rank0_error.ok()) {
+      error = rank0_error.to_string();
+    } else if (!o_.weights.empty() && o_.weights.size() != static_cast<size_t>(size_)) {
+      error = "--mpi-weights gives " + std::to_string(o_.weights.size()) + " weights for " + std::to_string(size_) +
+              " ranks (one per rank, rank 0 first)";
+    } else {
+      for (int r = 0; r < size_ && error.empty(); ++r)
+        if (o_.weights.empty() && weights[static_cast<size_t>(r)] == 0)
+          error = "MPI rank " + std::to_string(r) + " could not read its MemAvailable (give --mpi-weights)";
+      if (error.empty()) {
+        auto b = model::weighted_expert_ranges(n_experts, weights);
+        if (b.ok()) bounds = std::move(*b);
+        else error = b.error().to_string() + " (--mpi-weights)";
+      }
+    }
+  }
+  int32_t n = rank_ == 0 ? (error.empty() ? static_cast<int32_t>(bounds.size()) : -static_cast<int32_t>(error.size())) : 0;
+  rc = MPI_Bcast(&n, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
+  if (rc == MPI_SUCCESS) {
+    if (n > 0) {
+      bounds.resize(static_cast<size_t>(n));
+      rc = MPI_Bcast(bounds.data(), n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    } else {
+      error.resize(static_cast<size_t>(-n));
+      rc = MPI_Bcast(error.data(), -n, MPI_CHAR, 0, MPI_COMM_WORLD);
+    }
+  }
+  if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": partition: " + mpi_error(rc));
+  if (n <= 0) {
+    stopped_ = true;  // the other ranks end too: no stop message to send
+    return rank_ == 0 ? (rank0_error.ok() ? InvalidArgument(error) : rank0_error) : InvalidArgument("MPI rank 0: " + error);
+  }
+  if (bounds.size() != static_cast<size_t>(size_) + 1)
+    return Corruption("MPI rank " + std::to_string(rank_) + ": partition of " + std::to_string(bounds.size()) + " bounds");
+  bounds_ = std::move(bounds);
+  return Status();
 }
 
 void MpiJob::stop_peers() {
@@ -223,11 +291,15 @@ void MpiJob::stop_peers() {
 
 Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& store, ThreadPool* pool) {
   if (rank_ == 0) return InvalidArgument("serve_experts runs on ranks 1.., not on rank 0");
+  if (bounds_.size() != static_cast<size_t>(size_) + 1 || bounds_.back() != c.n_routed_experts)
+    return InvalidArgument("MPI rank " + std::to_string(rank_) + ": the agreed partition does not cover the " +
+                           std::to_string(c.n_routed_experts) + " experts of this checkpoint (same checkpoint on every rank?)");
+  const auto owner = [&](int32_t e) { return model::owner_in_ranges(bounds_, e); };
   // A store that keeps experts in RAM reads this rank's share now (one bulk pass, then per layer),
   // so no request waits for a first use; tiered stores read on demand as usual.
   auto mine = [&](int layer, int expert) {
     return layer < c.n_layers && expert < c.n_routed_experts &&
-           model::expert_owner(expert, c.n_routed_experts, size_) == rank_;
+           owner(expert) == rank_;
   };
   STRATA_RETURN_IF_ERROR(store.load_resident(
       [&](const io::TensorInfo& t) {
@@ -237,6 +309,8 @@ Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& st
       {}));
   for (int l = 0; l < c.n_layers; ++l)
     STRATA_RETURN_IF_ERROR(store.preload_layer(l, c.n_routed_experts, [&](int e) { return mine(l, e); }));
+  const auto inject = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::micro>(o_.inject_latency_us));
   model::MoeScratch scratch;
   std::vector<int64_t> header;
   std::vector<float> rows, y;
@@ -251,6 +325,8 @@ Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& st
       if (flag) break;
       backoff.wait();
     }
+    // The request counts as arriving --mpi-inject-latency-us later than it did.
+    const auto arrived = std::chrono::steady_clock::now() + inject;
     int count = 0;
     MPI_Get_count(&st, MPI_INT64_T, &count);
     header.resize(static_cast<size_t>(count));
@@ -280,15 +356,18 @@ Status MpiJob::serve_experts(const model::ModelConfig& c, store::WeightStore& st
     } else {
       for (const model::ExpertTask& t : tasks)
         if (t.expert < 0 || t.expert >= c.n_routed_experts ||
-            model::expert_owner(t.expert, c.n_routed_experts, size_) != rank_)
+            owner(t.expert) != rank_)
           s = InvalidArgument("expert " + std::to_string(t.expert) + " of layer " + std::to_string(layer) +
                               " is not rank " + std::to_string(rank_) + "'s");
     }
+    hold_until(arrived);
     if (s.ok()) {
       y.resize(static_cast<size_t>(m_total * c.dim));
       s = model::run_expert_tasks(c, layer, store, tasks, rows.data(), rows.data() + m_total * c.dim, y.data(), pool,
                                   &scratch);
     }
+    // The answer leaves --mpi-inject-latency-us late (its flight takes that much longer).
+    hold_until(std::chrono::steady_clock::now() + inject);
     if (s.ok()) {
       MPI_Send(y.data(), static_cast<int>(y.size()), MPI_FLOAT, 0, kTagAnswer, MPI_COMM_WORLD);
     } else {

@@ -3,11 +3,12 @@
 //
 // Rank 0 owns the tokenizer, sessions, server and dense weights and runs every forward pass; the
 // routed experts of every main layer are partitioned across all ranks (rank 0 included) in
-// contiguous id ranges (model::expert_owner); ranks 1.. run serve_experts() until rank 0 ends the
-// job. Per MoE sublayer rank 0 sends each rank owning a picked expert one message (a header of
-// int64 [layer, n_tasks, (expert, rows, decode rows) x n_tasks] and the float32 rows + routing
-// weights) and receives that rank's expert outputs, which it adds in ascending expert id: the
-// logits are bit-identical to one process (model/expert_peers.h).
+// contiguous id ranges proportional to each rank's weight (agree_partition: RAM or declared);
+// ranks 1.. run serve_experts() until rank 0 ends the job. Per MoE sublayer rank 0 sends each rank
+// owning a picked expert one message (a header of int64 [layer, n_tasks, (expert, rows, decode
+// rows) x n_tasks] and the float32 rows + routing weights) and receives that rank's expert outputs,
+// which it adds in ascending expert id: the logits are bit-identical to one process
+// (model/expert_peers.h).
 // Faults: an answer that does not come within MpiOptions::answer_timeout_s ends the forward with an
 // error naming the rank and layer (no hang); a rank that reports an error (e.g. a failed read)
 // sends its message instead of an answer. A rank that dies is mpirun's to report: OpenMPI then
@@ -19,6 +20,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -41,6 +43,17 @@ struct MpiOptions {
   // 2 cores, 0.96x of one process at 500 us, 0.63x at 100 us); with more ranks than cores on one
   // machine a spinning rank takes the core from a computing one: set 0 there.
   double spin_us = 500.0;
+  // A measurement aid, not for production (bench/mpi_overhead.sh, docs/distributed.md): every
+  // message between rank 0 and a rank >= 1 takes this many microseconds longer, as on a link with
+  // that much more one-way latency. Applied by the ranks >= 1, which hold each request this long
+  // after it arrives before they start on it and each answer this long before they send it, so
+  // rank 0 goes on with its own experts meanwhile, as it would on a slow link. 0: off. Stands in
+  // for netem (`tc qdisc ... netem delay`), which needs the sch_netem kernel module.
+  double inject_latency_us = 0.0;
+  // Declared partition weights, one per rank (--mpi-weights): rank r owns a contiguous share of
+  // every layer's routed experts proportional to weights[r] (model::weighted_expert_ranges). Empty:
+  // each rank's MemAvailable in GiB (at least 1), read at start by that rank.
+  std::vector<uint64_t> weights;
 };
 
 class MpiJob {
@@ -54,14 +67,28 @@ class MpiJob {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+
+  // Collective: every rank calls it once, before peers() or serve_experts(). Each rank sends rank 0
+  // its weight (MpiOptions::weights[rank] when declared, else its MemAvailable in GiB, at least 1);
+  // rank 0 computes model::weighted_expert_ranges over `n_experts` (its config's; the value is not
+  // used on other ranks) and sends every rank the bounds [size() + 1]. `rank0_error` (rank 0): a
+  // failure (e.g. its config did not load) sent to every rank instead of bounds, so none waits.
+  // Errors: rank0_error, declared weights not one per rank, all weights 0, MPI (kIOError); ranks
+  // 1.. return rank 0's error with "MPI rank 0: " before it.
+  [[nodiscard]] Status agree_partition(int n_experts, const Status& rank0_error = Status());
+  // The agreed bounds: rank r owns experts [bounds[r], bounds[r + 1]) of every main layer. Empty
+  // before agree_partition().
+  const std::vector<int32_t>& bounds() const { return bounds_; }
+
   // Rank 0's transport for a Model of config `c` (ModelOptions::expert_peers): owner() is
-  // model::expert_owner over size() ranks. Owned by the job; valid until it is destroyed. Null on
-  // ranks 1.. and without MPI.
+  // model::owner_in_ranges over bounds(). Owned by the job; valid until it is destroyed. Null on
+  // ranks 1.., without MPI, and before agree_partition() (or when its bounds do not cover c's
+  // experts).
   model::ExpertPeers* peers(const model::ModelConfig& c);
 
   // Ranks 1..: answers rank 0's expert messages with `store`'s experts of config `c` until rank 0
-  // ends the job (its MpiJob is destroyed or it calls stop_peers()). Errors: called on rank 0, a
-  // malformed message (kCorruption); an expert that cannot be computed is reported to rank 0 and
+  // ends the job (its MpiJob is destroyed or it calls stop_peers()). Errors: called on rank 0 or
+  // before agree_partition(), bounds that do not cover c's experts, a malformed message (kCorruption); an expert that cannot be computed is reported to rank 0 and
   // serving goes on.
   [[nodiscard]] Status serve_experts(const model::ModelConfig& c, store::WeightStore& store, ThreadPool* pool);
   // Rank 0: tells every other rank to stop serving (idempotent; the destructor calls it).
@@ -74,6 +101,7 @@ class MpiJob {
   MpiOptions o_;
   std::unique_ptr<Peers> peers_;
   bool stopped_ = false;
+  std::vector<int32_t> bounds_;
 };
 
 }  // namespace strata::dist

@@ -14,6 +14,10 @@ Result<std::unique_ptr<MpiJob>> MpiJob::init(const MpiOptions&) {
 
 MpiJob::~MpiJob() = default;
 
+Status MpiJob::agree_partition(int, const Status&) {
+  return NotSupported("--mpi: this strata was built without MPI");
+}
+
 model::ExpertPeers* MpiJob::peers(const model::ModelConfig&) { return nullptr; }
 
 Status MpiJob::serve_experts(const model::ModelConfig&, store::WeightStore&, ThreadPool*) {

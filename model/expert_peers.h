@@ -10,10 +10,12 @@
 // Source: issue 18 item 1; model.py MoE.forward (the sum over experts).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -32,6 +34,37 @@ struct ExpertTask {
 inline int expert_owner(int32_t expert, int n_experts, int n_ranks) {
   // The largest r with floor(r * E / N) <= expert.
   return static_cast<int>(((static_cast<int64_t>(expert) + 1) * n_ranks - 1) / n_experts);
+}
+
+// A partition proportional to `weights` (one per rank, any unit: GiB of RAM, a declared share):
+// bounds [N + 1], rank r owning the contiguous experts [bounds[r], bounds[r + 1]) with
+// bounds[r] = floor(E * (w_0 + ... + w_{r-1}) / (w_0 + ... + w_{N-1})) in exact integer
+// arithmetic, so every rank that computes it gets the same ranges, each rank's count is within one
+// of its exact share, and equal weights give expert_owner's ranges. A rank of weight 0 owns none.
+// Errors (kInvalidArgument): no weights, n_experts < 1, every weight 0, a sum past 2^62.
+// Source: issue 18 item 1 ("weighted by each rank's measured RAM and disk rate").
+[[nodiscard]] inline Result<std::vector<int32_t>> weighted_expert_ranges(int n_experts,
+                                                                         std::span<const uint64_t> weights) {
+  if (weights.empty()) return InvalidArgument("expert partition: no ranks");
+  if (n_experts < 1) return InvalidArgument("expert partition: " + std::to_string(n_experts) + " experts");
+  unsigned __int128 total = 0;
+  for (uint64_t w : weights) total += w;
+  if (total == 0) return InvalidArgument("expert partition: every rank's weight is 0");
+  if (total > (static_cast<unsigned __int128>(1) << 62)) return InvalidArgument("expert partition: weights too large");
+  std::vector<int32_t> bounds(weights.size() + 1, 0);
+  unsigned __int128 acc = 0;
+  for (size_t r = 0; r < weights.size(); ++r) {
+    bounds[r] = static_cast<int32_t>(static_cast<unsigned __int128>(n_experts) * acc / total);
+    acc += weights[r];
+  }
+  bounds.back() = n_experts;
+  return bounds;
+}
+
+// The rank owning `expert` under `bounds` (weighted_expert_ranges): the last r with
+// bounds[r] <= expert, skipping ranks of no experts. REQUIRES bounds[0] <= expert < bounds.back().
+inline int owner_in_ranges(std::span<const int32_t> bounds, int32_t expert) {
+  return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), expert) - bounds.begin()) - 1;
 }
 
 // True when `name` is a routed-expert tensor of a main layer, "layers.L.ffn.experts.E.<part>",

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "io/file.h"
+#include "model/expert_peers.h"
 #include "tools/plan.h"
 
 namespace strata::tools {
@@ -103,11 +104,16 @@ ExpertParallelPlan plan_expert_parallel(const model::ModelConfig& c, const Model
     if (c.n_active(l) > 0) ++moe_layers, picks += c.n_active(l);
   const double t_expert = picks > 0 ? routed_s / picks : 0;  // compute per pick
   const int E = c.n_routed_experts, k = std::max(1, c.n_activated_experts);
-  // Shares: contiguous ranges as model::expert_owner.
+  // Shares: contiguous ranges weighted by each host's RAM in GiB (at least 1), as `--mpi` weighs
+  // each rank's MemAvailable (dist::MpiJob::agree_partition).
+  std::vector<uint64_t> weights;
+  for (const Host& h : hosts) weights.push_back(std::max<uint64_t>(1, h.ram_bytes >> 30));
+  std::vector<int32_t> bounds(static_cast<size_t>(N) + 1, 0);
+  if (auto b = model::weighted_expert_ranges(std::max(1, E), weights); b.ok()) bounds = std::move(*b);
   std::vector<double> share(static_cast<size_t>(N));
   std::vector<double> miss_s(static_cast<size_t>(N));
   for (int r = 0; r < N; ++r) {
-    const int64_t lo = static_cast<int64_t>(r) * E / N, hi = static_cast<int64_t>(r + 1) * E / N;
+    const int64_t lo = E > 0 ? bounds[static_cast<size_t>(r)] : 0, hi = E > 0 ? bounds[static_cast<size_t>(r) + 1] : 0;
     HostShare hs;
     hs.name = hosts[static_cast<size_t>(r)].name;
     hs.experts = (hi - lo) * moe_layers;

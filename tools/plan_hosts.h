@@ -8,7 +8,8 @@
 // host is rank 0 (dense weights, KV, tokenizer).
 //
 // The model, per main layer and decode token (k picks among E experts, ranks owning contiguous
-// E/N ranges as model::expert_owner does, picks uniform over experts):
+// ranges proportional to their RAM in GiB as model::weighted_expert_ranges gives them and `--mpi`
+// uses by default, picks uniform over experts):
 //   rank r gets c_r of the k picks (multinomial over the ranks' shares; every outcome enumerated)
 //   rank r's time   c_r x (t_expert + miss_r x expert_bytes / disk_r), where t_expert is the
 //                   one-machine routed-expert compute per pick and miss_r = 1 - min(1, RAM left

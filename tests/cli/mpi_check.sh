@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism over MPI (issue 18): `mpirun -np N strata logits ... --mpi` on one machine
 # writes logits and greedy tokens byte-identical to one process, at np 2 and 3, on the v41-tiny
-# fixture and on a synthesized demo checkpoint, with the ranks in resident and in stream placement.
+# fixture and on a synthesized demo checkpoint, with the ranks in resident and in stream placement,
+# with weighted partitions (--mpi-weights) and with an injected latency (--mpi-inject-latency-us).
 # A rank that cannot answer ends the run with an error naming the rank (no hang).
 # Usage: mpi_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 (skip) when mpirun is missing or
 # strata was built without MPI; scripts/install-deps.sh installs OpenMPI, so CI runs it.
@@ -62,6 +63,35 @@ for i in "${!dirs[@]}"; do
     done
   done
 done
+
+# Weighted partitions (--mpi-weights; default: each rank's MemAvailable) and an injected latency
+# (--mpi-inject-latency-us, the bench's stand-in for netem) leave the logits byte-identical.
+for i in "${!dirs[@]}"; do
+  dir="${dirs[$i]}"; toks="${tokens[$i]}"; name="$(basename "$dir")"
+  for case in "2|--mpi-weights 1,3" "3|--mpi-weights 3,0,1 --mpi-spin-us 0" "2|--mpi-weights 2,1 --mpi-inject-latency-us 300"; do
+    np="${case%%|*}"; flags=(${case#*|}); out="$name-np$np-w$(tr -cd '0-9' <<< "${case#*|}")"
+    if ! timeout 300 "${mpi[@]}" -np "$np" "$strata" logits -m "$dir" --tokens "$toks" --out "$tmp/$out.f32" \
+        --decode 5 --decode-logits "$tmp/$out.dec.f32" -t 1 --load-mode resident --mpi "${flags[@]}" \
+        >"$tmp/$out.tok" 2>"$tmp/$out.err"; then
+      echo "FAIL $out: mpirun failed:"; cat "$tmp/$out.err"; fail=1; continue
+    fi
+    if cmp -s "$tmp/$name-one.f32" "$tmp/$out.f32" && cmp -s "$tmp/$name-one.dec.f32" "$tmp/$out.dec.f32" &&
+       cmp -s "$tmp/$name-one.tok" "$tmp/$out.tok"; then
+      echo "ok   $out (np $np ${case#*|}): logits and greedy tokens byte-identical to one process"
+    else
+      echo "FAIL $out (np $np ${case#*|}): outputs differ from one process"; fail=1
+    fi
+  done
+done
+# Weights that do not match the ranks: every rank ends with the error, no hang.
+if timeout 120 "${mpi[@]}" -np 2 "$strata" logits -m "$ck" --tokens "$fixtures/v41-tiny/tokens.json" \
+    --out "$tmp/badw.f32" -t 1 --mpi --mpi-weights 1,2,3 > /dev/null 2>"$tmp/badw.err"; then
+  echo "FAIL --mpi-weights 1,2,3 at np 2: the run succeeded"; fail=1
+elif grep -q "gives 3 weights for 2 ranks" "$tmp/badw.err"; then
+  echo "ok   --mpi-weights 1,2,3 at np 2: $(grep -m1 'gives 3 weights' "$tmp/badw.err")"
+else
+  echo "FAIL --mpi-weights 1,2,3 at np 2: no error naming the weights:"; cat "$tmp/badw.err"; fail=1
+fi
 
 # strata run --mpi: the same answer as one process (greedy and sampled with a seed).
 for dir in "${dirs[@]}"; do

@@ -35,11 +35,64 @@ TEST(ExpertOwner, ContiguousNearEqualRangesCoverEveryExpert) {
     }
 }
 
+TEST(WeightedExpertRanges, HandComputedCases) {
+  struct Case {
+    int experts;
+    std::vector<uint64_t> weights;
+    std::vector<int32_t> bounds;
+  };
+  const Case cases[] = {
+      {8, {1, 1}, {0, 4, 8}},
+      {8, {1, 3}, {0, 2, 8}},            // 8 * 1/4 = 2
+      {10, {1, 1, 1}, {0, 3, 6, 10}},    // floor(10/3) = 3, floor(20/3) = 6: expert_owner's ranges
+      {384, {64, 128}, {0, 128, 384}},   // 64 GiB and 128 GiB boxes
+      {384, {128, 64, 64}, {0, 192, 288, 384}},
+      {8, {0, 1}, {0, 0, 8}},            // rank 0 of weight 0 owns none
+      {8, {3, 0, 1}, {0, 6, 6, 8}},      // so does rank 1
+      {7, {2, 1}, {0, 4, 7}},            // floor(14/3) = 4
+      {1, {1, 1, 1}, {0, 0, 0, 1}},      // one expert: the last rank with weight owns it
+      {384, {1ull << 40, 1ull << 41}, {0, 128, 384}},  // byte-sized weights do not overflow
+  };
+  for (const Case& c : cases) {
+    auto b = weighted_expert_ranges(c.experts, c.weights);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    EXPECT_EQ(*b, c.bounds) << c.experts << " experts, " << c.weights.size() << " ranks";
+    for (int32_t e = 0; e < c.experts; ++e) {
+      const int r = owner_in_ranges(*b, e);
+      ASSERT_GE(r, 0);
+      ASSERT_LT(r, static_cast<int>(c.weights.size()));
+      EXPECT_GE(e, c.bounds[static_cast<size_t>(r)]);
+      EXPECT_LT(e, c.bounds[static_cast<size_t>(r) + 1]) << "expert " << e << " given to rank " << r;
+    }
+  }
+  EXPECT_EQ(owner_in_ranges(std::vector<int32_t>{0, 6, 6, 8}, 6), 2);  // skips the empty rank 1
+}
+
+TEST(WeightedExpertRanges, EqualWeightsAreExpertOwner) {
+  for (int E : {1, 3, 8, 384})
+    for (int N = 1; N <= 9; ++N) {
+      auto b = weighted_expert_ranges(E, std::vector<uint64_t>(static_cast<size_t>(N), 5));
+      ASSERT_TRUE(b.ok());
+      for (int e = 0; e < E; ++e) EXPECT_EQ(owner_in_ranges(*b, e), expert_owner(e, E, N)) << E << " " << N << " " << e;
+    }
+}
+
+TEST(WeightedExpertRanges, Errors) {
+  EXPECT_EQ(weighted_expert_ranges(8, std::vector<uint64_t>{}).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(weighted_expert_ranges(8, std::vector<uint64_t>{0, 0}).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(weighted_expert_ranges(0, std::vector<uint64_t>{1}).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(weighted_expert_ranges(8, std::vector<uint64_t>{1ull << 62, 1ull << 62}).error().code(),
+            StatusCode::kInvalidArgument);
+}
+
 // Peers in this process: each "rank" r >= 1 computes its experts with run_expert_tasks on `store`.
 class LoopbackPeers : public ExpertPeers {
  public:
-  LoopbackPeers(const ModelConfig& c, store::WeightStore* s, int n_ranks) : c_(c), store_(s), n_(n_ranks) {}
-  int owner(int, int32_t expert) const override { return expert_owner(expert, c_.n_routed_experts, n_); }
+  LoopbackPeers(const ModelConfig& c, store::WeightStore* s, int n_ranks, std::vector<int32_t> bounds = {})
+      : c_(c), store_(s), n_(n_ranks), bounds_(std::move(bounds)) {}
+  int owner(int, int32_t expert) const override {
+    return bounds_.empty() ? expert_owner(expert, c_.n_routed_experts, n_) : owner_in_ranges(bounds_, expert);
+  }
   Status submit(int peer, int layer, std::span<const ExpertTask> tasks, std::span<const float> x,
                 std::span<const float> scale) override {
     ++messages;
@@ -62,6 +115,7 @@ class LoopbackPeers : public ExpertPeers {
   ModelConfig c_;
   store::WeightStore* store_;
   int n_;
+  std::vector<int32_t> bounds_;
   std::vector<float> answer_[16];
 };
 
@@ -112,6 +166,30 @@ TEST_F(ExpertPeersTiny, LogitsBitIdenticalAtEveryPartition) {
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << n << " ranks: logits differ";
     if (n == 1) EXPECT_EQ(peers.messages, 0);
     else EXPECT_GT(peers.messages, 0) << n << " ranks: no expert went to a peer";
+  }
+}
+
+TEST_F(ExpertPeersTiny, LogitsBitIdenticalAtWeightedPartitions) {
+  const std::vector<float> want = run(*model_);
+  auto second = testing::load_model(testing::tiny_dir() + "/checkpoint", 1);
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  auto v = testing::vocab_of(testing::tiny_dir() + "/checkpoint");
+  ASSERT_TRUE(v.ok());
+  const int E = model_->config().n_routed_experts;
+  const std::vector<std::vector<uint64_t>> weights = {{1, 3}, {0, 1}, {3, 0, 1}, {5, 1, 2, 1}};
+  for (const std::vector<uint64_t>& w : weights) {
+    auto b = weighted_expert_ranges(E, w);
+    ASSERT_TRUE(b.ok());
+    LoopbackPeers peers(model_->config(), &(*second)->store(), static_cast<int>(w.size()), *b);
+    ModelOptions opt;
+    opt.n_threads = 2;
+    opt.expert_peers = &peers;
+    auto m = Model::load(testing::tiny_dir() + "/checkpoint", *v, opt);
+    ASSERT_TRUE(m.ok()) << m.error().to_string();
+    const std::vector<float> got = run(**m);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << w.size() << " ranks: logits differ";
+    EXPECT_GT(peers.messages, 0);
   }
 }
 

@@ -94,16 +94,30 @@ TEST_F(PlanHostsTiny, TwoRanksSlowestRankOverEveryOutcome) {
 }
 
 TEST_F(PlanHostsTiny, RamShortfallCountsDiskReads) {
-  // Rank 1 holds half its experts' bytes: half its uses are read at 1 GB/s.
+  // Both ranks (equal RAM under 1 GiB: equal weights, 4 experts each) hold half their experts'
+  // bytes: half their uses are read at 1 GB/s.
   const uint64_t half = static_cast<uint64_t>(f_.expert_bytes) * 4 * moe_layers_ / 2;
-  Host h1{"h1", half, 1.0, 1e9, 0};
-  const ExpertParallelPlan e = plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), h1});
+  Host h0{"h0", half, 1.0, 1e9, 0}, h1{"h1", half, 1.0, 1e9, 0};
+  const ExpertParallelPlan e = plan_expert_parallel(c_, f_, single_, 0, {h0, h1});
   ASSERT_EQ(e.hosts.size(), 2u);
+  EXPECT_EQ(e.hosts[1].experts, 4 * moe_layers_);
   EXPECT_NEAR(e.hosts[1].hit_rate, 0.5, 1e-12);
-  EXPECT_DOUBLE_EQ(e.hosts[0].hit_rate, 1);
+  EXPECT_NEAR(e.hosts[0].hit_rate, 0.5, 1e-12);
   EXPECT_GT(e.token_s, plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), host(1e9, 0)}).token_s);
   Host no_disk{"h1", half, 0, 1e9, 0};
-  EXPECT_FALSE(plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), no_disk}).notes.empty());
+  EXPECT_FALSE(plan_expert_parallel(c_, f_, single_, 0, {h0, no_disk}).notes.empty());
+}
+
+TEST_F(PlanHostsTiny, SharesFollowRam) {
+  // 1 TiB and 3 TiB: weights 1024 and 3072 GiB, 8 experts: [0, 2) and [2, 8) per layer, as --mpi
+  // splits them by MemAvailable (model::weighted_expert_ranges).
+  Host big{"big", 3ull << 40, 0, 1e9, 0};
+  const ExpertParallelPlan e = plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), big});
+  ASSERT_EQ(e.hosts.size(), 2u);
+  EXPECT_EQ(e.hosts[0].experts, 2 * moe_layers_);
+  EXPECT_EQ(e.hosts[1].experts, 6 * moe_layers_);
+  // Rank 1 has picks unless all 3 fall on rank 0 ((1/4)^3).
+  EXPECT_NEAR(e.messages_per_layer, 3 * (1 - 1.0 / 64), 1e-12);
 }
 
 }  // namespace
