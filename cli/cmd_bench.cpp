@@ -80,10 +80,13 @@ int run_bench_cmd(BenchCliOptions& o) {
               (b.parallel.empty() ? "" : " --parallel " + join(b.parallel) + " --batch-tokens " + std::to_string(b.batch_tokens)) +
               (o.spec.mode == "none" ? "" : " --spec " + o.spec.mode + " --spec-max " + std::to_string(o.spec.max_drafts) +
                                                 " --spec-min-conf " + std::to_string(o.spec.min_conf) +
-                                                " --spec-guard " + o.spec.guard);
+                                                " --spec-guard " + o.spec.guard +
+                                                (o.spec.draft_model.empty() ? "" : " --draft-model " +
+                                                                                       o.spec.draft_model));
   auto spec = spec_options(o.spec);
   if (!spec.ok()) return fail_usage(spec.error());
   b.spec = *spec;
+  b.draft_model_dir = o.spec.draft_model;
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
     if (!v.ok()) return fail(v.error());

@@ -1,7 +1,7 @@
 // strata run -m DIR -p TEXT [-f FILE] [-n N] [--temp T] [--top-p P] [--min-p P] [--top-k K]
 //   [--seed S] [--think|--no-think] [-t THREADS] [-c|--ctx N] [placement flags] [--stats] [--stats-json F]
-//   [--prefill exact|replay] [--save-session F] [--load-session F] [--spec dspark|none] [--spec-max N]
-//   [--spec-min-conf F]
+//   [--prefill exact|replay] [--save-session F] [--load-session F] [--spec dspark|draft|none]
+//   [--draft-model M] [--spec-max N] [--spec-min-conf F]
 // Renders one user turn (the document from -f, then the prompt), prefills it, streams the generated
 // text to stdout as it decodes (never splitting a UTF-8 character), then prints one summary line on
 // stderr (stdout holds only the answer, so `> answer.txt` captures the text alone).
@@ -151,6 +151,9 @@ int run_run(const RunOptions& o) {
   warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
   if (g.spec.mode == runtime::SpecMode::kDSpark && !m.has_dspark())
     return fail(NotSupported("--spec dspark: " + o.model_dir + " has no DSpark draft stages"));
+  auto draft = load_draft_model(o.spec, o.model_dir, o.threads, &log, *popt);  // outlives the generation
+  if (!draft.ok()) return fail_flag_value(draft.error());
+  g.spec.draft_model = draft->get();
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};
 
   // Sessions on disk are tied to this checkpoint (config.json + tensors).

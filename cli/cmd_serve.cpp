@@ -129,6 +129,15 @@ int run_serve(ServeFlags& f) {
       kill(getpid(), SIGTERM);  // nothing to serve: end the process like a signal would
       return;
     }
+    auto draft = load_draft_model(f.spec, f.model_dir, f.threads, &log, *placement);
+    if (!draft.ok()) {
+      std::fprintf(stderr, "strata: error: %s\n", draft.error().to_string().c_str());
+      srv.set_failed(draft.error().to_string());
+      load_failed = true;
+      loaded = true;
+      kill(getpid(), SIGTERM);
+      return;
+    }
     model::Model* m = lm->model.get();
     warn_if_ctx_above_model(f.opt.ctx, m->config().max_position_embeddings, &log);
     warn_unused_placement_flags(f.placement, m->store(), &log);
@@ -139,7 +148,7 @@ int run_serve(ServeFlags& f) {
     };
     srv.metrics().add_collector([store_metrics] { return store_metrics->render(); });
     const double load_s = lm->load_s;
-    if (Status s = srv.attach(std::move(lm->tok), std::move(lm->model), tick); !s.ok()) {
+    if (Status s = srv.attach(std::move(lm->tok), std::move(lm->model), tick, std::move(*draft)); !s.ok()) {
       std::fprintf(stderr, "strata: error: %s\n", s.to_string().c_str());
       srv.set_failed(s.to_string());
       load_failed = true;

@@ -3,14 +3,19 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "runtime/draft_model.h"
 
 namespace strata::cli {
 
 void add_spec_flags(CLI::App& app, SpecFlags* f) {
   app.add_option("--spec", f->mode,
-                 "speculative decoding: dspark (the checkpoint's DSpark draft head; exact: greedy output is that of "
-                 "none, sampled output has its distribution) or none (default)")
+                 "speculative decoding: dspark (the checkpoint's DSpark draft head), draft (a draft model, "
+                 "--draft-model) or none (default); exact: greedy output is that of none, sampled output has its "
+                 "distribution")
       ->capture_default_str();
+  app.add_option("--draft-model", f->draft_model,
+                 "with --spec draft: the draft checkpoint, a directory or FILE.gguf (e.g. strata quantize --experts "
+                 "q2_k) with the same tokenizer and dims; loaded separately (its weights are not shared)");
   app.add_option("--spec-max", f->max_drafts, "drafts per speculation cycle at most (clipped to the DSpark block)")
       ->check(in_range(1, 64))
       ->capture_default_str();
@@ -31,8 +36,21 @@ Result<runtime::SpecOptions> spec_options(const SpecFlags& f) {
   o.max_drafts = f.max_drafts;
   o.min_conf = f.min_conf;
   o.guard = f.guard != "off";
+  if (o.mode == runtime::SpecMode::kDraft && f.draft_model.empty())
+    return InvalidArgument("--spec draft needs --draft-model DIR|FILE.gguf (the draft checkpoint)");
+  if (o.mode != runtime::SpecMode::kDraft && !f.draft_model.empty())
+    return InvalidArgument("--draft-model is only used with --spec draft (got --spec " + f.mode + ")");
   STRATA_RETURN_IF_ERROR(o.validate());
   return o;
+}
+
+Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const std::string& target_dir,
+                                                       int n_threads, const Logger* logger,
+                                                       const store::PlacementOptions& placement) {
+  if (f.mode != "draft") return std::unique_ptr<model::Model>();
+  STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(target_dir, f.draft_model));
+  STRATA_ASSIGN_OR_RETURN(LoadedModel lm, load_model(f.draft_model, n_threads, logger, placement));
+  return std::move(lm.model);
 }
 
 void print_spec_stats(std::FILE* out, const runtime::SpecStats& s) {

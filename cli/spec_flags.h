@@ -1,6 +1,8 @@
 // Speculative-decoding flags shared by `strata run`, `strata serve` and `strata bench`, mapped onto
 // runtime::SpecOptions (runtime/speculation.h; STYLE.md §3.8: flags are parsed only in cli/).
-//   --spec MODE          dspark | none (default none); draft (a low-bit self-draft) is not built
+//   --spec MODE          dspark | draft | none (default none)
+//   --draft-model M      with --spec draft (required there, refused otherwise): the draft checkpoint,
+//                        a directory or FILE.gguf (strata quantize) with the target's tokenizer and dims
 //   --spec-max N         drafts per cycle at most (default 4; clipped to the checkpoint's DSpark block)
 //   --spec-min-conf F    stop drafting at the first draft whose confidence is below F (default 0.6)
 //   --spec-guard on|off  off: draft at every step even when it does not pay (to measure acceptance)
@@ -10,8 +12,13 @@
 #include <cstdio>
 #include <string>
 
+#include <memory>
+
+#include "core/log.h"
 #include "core/status.h"
+#include "model/model.h"
 #include "runtime/speculation.h"
+#include "store/placement_options.h"
 
 namespace strata::cli {
 
@@ -20,12 +27,23 @@ struct SpecFlags {
   int max_drafts = 4;
   float min_conf = 0.6f;
   std::string guard = "on";
+  std::string draft_model;  // --draft-model
 };
 
 void add_spec_flags(CLI::App& app, SpecFlags* f);
 
-// Validates the flags. Errors name the flag (--spec draft: kNotSupported, not built).
+// Validates the flags. Errors name the flag (kInvalidArgument: --spec draft without --draft-model,
+// --draft-model without --spec draft). SpecOptions::draft_model stays null: load_draft_model.
 [[nodiscard]] Result<runtime::SpecOptions> spec_options(const SpecFlags& f);
+
+// With --spec draft: checks --draft-model against the target checkpoint `target_dir` (the same
+// tokenizer.json and config dims, runtime::check_draft_checkpoint: the error names both files and
+// the field) and loads it with `placement` (the target's); null without --spec draft. The caller
+// keeps the model alive while sequences use it and sets SpecOptions::draft_model. Errors: the
+// check's, the load's.
+[[nodiscard]] Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const std::string& target_dir,
+                                                                     int n_threads, const Logger* logger,
+                                                                     const store::PlacementOptions& placement);
 
 // One line for `--stats`: acceptance, tokens per cycle, verify share of the speculation time, the
 // guard's decisions. Prints nothing when speculation did not run.

@@ -70,6 +70,10 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
   if (!prompt.empty()) STRATA_RETURN_IF_ERROR(session->check_append(prompt, limit));
   if (o.spec.mode == SpecMode::kDSpark && !m_.has_dspark() && !o.spec.test_drafts)
     return NotSupported("--spec dspark: this checkpoint has no DSpark draft stages");
+  if (o.spec.mode == SpecMode::kDraft && !o.spec.test_drafts) {
+    if (o.spec.draft_model == nullptr) return InvalidArgument("--spec draft: no draft model (--draft-model)");
+    STRATA_RETURN_IF_ERROR(check_draft_compatible(m_.config(), "model", o.spec.draft_model->config(), "draft"));
+  }
 
   Seq s;
   s.id = next_id_++;
@@ -90,6 +94,13 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
     s.guard.emplace(s.o.spec.guard);
     s.drafter.emplace(m_);
     session->set_undo_depth(std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1);
+  } else if (s.o.spec.mode == SpecMode::kDraft) {
+    s.spec_on = true;
+    s.stats.spec.active = true;
+    s.guard.emplace(s.o.spec.guard);
+    if (s.o.spec.draft_model != nullptr && !s.o.spec.test_drafts)
+      s.model_drafter = std::make_unique<ModelDrafter>(*s.o.spec.draft_model, s.o.spec.max_drafts, o_.prefill_chunk);
+    session->set_undo_depth(s.o.spec.max_drafts + 1);
   }
   s.t_add = clock::now();
   seqs_.push_back(std::move(s));
@@ -240,8 +251,7 @@ void Engine::accept(SeqIt it) {
   const bool consumed = !h.go_on && s.o.consume_last && !h.at_limit && next_ran;
   const int64_t keep = p + i + 1 + (consumed ? 1 : 0);
   Status st = s.session->rewind(keep, row(keep - p - 1));
-  if (st.ok() && !s.feats.empty())
-    s.drafter->add(s.feats.data(), keep - p, keep);
+  if (st.ok() && s.drafter && !s.feats.empty()) s.drafter->add(s.feats.data(), keep - p, keep);
   if (!st.ok()) {
     finish(it, FinishReason::kError, st);
     return;
@@ -254,6 +264,7 @@ void Engine::accept(SeqIt it) {
 }
 
 void Engine::add_features(Seq& s) {
+  if (!s.drafter) return;  // not DSpark
   const int64_t w = s.drafter->row_floats();
   if (w > 0 && !s.feats.empty())
     s.drafter->add(s.feats.data(), static_cast<int64_t>(s.feats.size()) / w, s.session->n_past());
@@ -273,15 +284,27 @@ void Engine::draft(Seq& s) {
   const int max = static_cast<int>(std::min<int64_t>(s.o.spec.max_drafts, room));
   if (max < 1) return;
   const bool test = static_cast<bool>(s.o.spec.test_drafts);
-  if (!test && s.drafter->last() != n_past - 1) return;  // no features of the last position yet
+  if (!test && s.drafter && s.drafter->last() != n_past - 1) return;  // no features of the last position yet
   const auto t0 = clock::now();
-  Result<std::vector<int32_t>> d = test ? Result<std::vector<int32_t>>(s.o.spec.test_drafts(s.generated, max))
-                                        : s.drafter->propose(s.pending, max, s.o.spec.min_conf, act_);
-  if (d.ok() && static_cast<int>(d->size()) > max) d->resize(static_cast<size_t>(max));
-  s.draft_s = seconds(clock::now() - t0);
+  Status ds;
+  std::vector<int32_t>* d = &s.drafts;
+  if (test) {
+    s.drafts = s.o.spec.test_drafts(s.generated, max);
+  } else if (s.model_drafter) {
+    ds = s.model_drafter->propose(s.session->tokens(), s.pending, max, s.o.spec.min_conf, &s.drafts);
+  } else {
+    Result<std::vector<int32_t>> r = s.drafter->propose(s.pending, max, s.o.spec.min_conf, act_);
+    if (r.ok()) s.drafts = std::move(*r);
+    else ds = r.status();
+  }
+  if (static_cast<int>(d->size()) > max) d->resize(static_cast<size_t>(max));
+  const double all_s = seconds(clock::now() - t0);
+  // The guard judges drafting, not a draft model's catch-up after a pause (a prefill of the tokens
+  // it missed, which grows with the pause): that is in the statistics' draft_s only.
+  s.draft_s = s.model_drafter ? std::max(0.0, all_s - s.model_drafter->last_sync_s()) : all_s;
   s.drafted = true;
-  s.stats.spec.draft_s += s.draft_s;
-  if (!d.ok()) {  // a store failure in a draft stage: decode plainly from now on (the forward reports its own)
+  s.stats.spec.draft_s += all_s;
+  if (!ds.ok()) {  // a store failure in a drafter: decode plainly from now on (the forward reports its own)
     s.spec_on = false;
     s.session->set_undo_depth(0);
     return;
@@ -346,12 +369,13 @@ void Engine::gather(Batch* b, StepStats* st) {
       if (s.state == State::kDecode || s.state == State::kConsume) {
         draft(s);
         if (!s.verify.empty()) {
-          join(s, s.session->begin_verify(s.verify, s.rows.data(), m_.has_dspark() ? &s.feats : nullptr),
-               static_cast<int64_t>(s.verify.size()));
+          std::vector<float>* feats = s.drafter && m_.has_dspark() ? &s.feats : nullptr;
+          join(s, s.session->begin_verify(s.verify, s.rows.data(), feats), static_cast<int64_t>(s.verify.size()));
         } else {
           model::ForwardEntry e =
               s.session->begin_forward(std::span<const int32_t>(&s.pending, 1), model::RowKind::kDecode, true);
-          if (s.spec_on && m_.has_dspark()) e.dspark_features = &s.feats;  // keeps the drafter's features current
+          // Keeps the DSpark drafter's features current.
+          if (s.spec_on && s.drafter && m_.has_dspark()) e.dspark_features = &s.feats;
           join(s, e, 1);
         }
         ++st->decode_entries;
@@ -386,7 +410,7 @@ void Engine::gather(Batch* b, StepStats* st) {
     const auto chunk =
         std::span<const int32_t>(s.prompt).subspan(static_cast<size_t>(s.done), static_cast<size_t>(len));
     model::ForwardEntry entry = s.session->begin_forward(chunk, model::RowKind::kPrompt, last, tail);
-    if (s.spec_on && m_.has_dspark()) entry.dspark_features = &s.feats;
+    if (s.spec_on && s.drafter && m_.has_dspark()) entry.dspark_features = &s.feats;
     join(s, entry, len);
     st->prompt_tokens += len;
     first_chunk = false;
@@ -417,6 +441,16 @@ void Engine::settle(const Batch& b, const StepStats& st) {
       const bool at_snapshot = std::binary_search(s.o.snapshot_at.begin(), s.o.snapshot_at.end(), pos);
       if (s.cb.on_snapshot && (last || at_snapshot || pos % o_.prefill_chunk == 0)) s.cb.on_snapshot(*s.session);
       if (s.spec_on) add_features(s);
+      if (last && s.spec_on && s.model_drafter) {
+        // The draft model prefills the prompt now (timed as prefill), not in the first cycle.
+        const auto t0 = clock::now();
+        const Status ds = s.model_drafter->sync(s.session->tokens());
+        s.stats.prefill_s += seconds(clock::now() - t0);
+        if (!ds.ok()) {  // decode plainly (a draft store failure)
+          s.spec_on = false;
+          s.session->set_undo_depth(0);
+        }
+      }
       if (last) s.state = State::kSample;
     } else if (s.state == State::kConsume) {
       finish(it, s.end_reason, Status());

@@ -19,8 +19,9 @@
 //   - after the forward each entry's session is settled (Session::end_forward) and every sequence
 //     with fresh logits samples its next token and reports it through on_token.
 // Speculative decoding (SequenceOptions::spec, runtime/speculation.h): a sequence with --spec
-// dspark that is the only sequence in the engine drafts before its decode entry, which then runs
-// the pending token and the drafts as decode rows with logits for every row; after the forward the
+// dspark or --spec draft (a draft model, runtime/draft_model.h) that is the only sequence in the
+// engine drafts before its decode entry, which then runs the pending token and the drafts as
+// decode rows with logits for every row; after the forward the
 // sampler picks from the rows in order (each handed out as a plain step's would be: stop ids, stop
 // strings, limits) while the picks equal the drafts, and the session is rewound to what was
 // accepted (Session::rewind). Greedy output is token for token that of plain decoding (tested); at
@@ -28,8 +29,8 @@
 // (Sampler::sample_against), so the output is distributed exactly as plain sampling's (tested
 // statistically), though a seed gives another text. With other sequences in the engine (a serving
 // batch) a sequence decodes plainly — as ds4 and fastllm do — and keeps its DSpark features
-// current so it can draft again once alone. A guard per sequence turns drafting off while it does
-// not pay (SpecGuard).
+// current so it can draft again once alone (a draft model catches up at its next draft). A guard
+// per sequence turns drafting off while it does not pay (SpecGuard).
 // A bounded-replay prefill (PrefillMode::kReplay) needs a request of one entry, so a step that
 // holds one runs it alone. Sequences join (add) and leave (finish, gone) between steps.
 // A model failure ends every sequence of that batch with FinishReason::kError (their sessions are
@@ -51,6 +52,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "runtime/draft_model.h"
 #include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -125,7 +127,8 @@ struct SequenceOptions {
   const std::atomic<bool>* cancel = nullptr;
   ProgressFn prefill_progress;  // "prefill" tokens of this prompt, after each of its chunks; may be empty
   // Speculative decoding (file comment; runtime/speculation.h). mode kDSpark on a checkpoint
-  // without DSpark stages is refused by add() (kNotSupported).
+  // without DSpark stages is refused by add() (kNotSupported); mode kDraft without a draft model, or
+  // with one that does not match the target (check_draft_compatible), too (kInvalidArgument).
   SpecOptions spec;
 
   [[nodiscard]] Status validate() const;
@@ -230,13 +233,15 @@ class Engine {
     FinishReason end_reason = FinishReason::kLength;
     SequenceStats stats;
     clock::time_point t_add, t_first;
-    // Speculation (spec_on: mode dspark, greedy, this checkpoint has DSpark).
+    // Speculation (spec_on: mode dspark on a checkpoint with DSpark, or mode draft).
     bool spec_on = false;
     std::optional<SpecGuard> guard;
-    std::optional<DSparkDrafter> drafter;
+    std::optional<DSparkDrafter> drafter;         // mode dspark
+    std::unique_ptr<ModelDrafter> model_drafter;  // mode draft (runtime/draft_model.h)
+    std::vector<int32_t> drafts;                  // the draft model's proposal (reused)
     std::vector<int32_t> verify;  // this step's verification tokens: pending, then the drafts
     std::vector<float> rows;      // their logits [verify.size(), vocab_size]
-    std::vector<float> feats;     // DSpark features of this step's entry
+    std::vector<float> feats;     // DSpark features of this step's entry (mode dspark)
     bool drafted = false;         // this step called the drafter
     double draft_s = 0;           // ... for this long
     double verify_s = 0;          // this step's verification forward time

@@ -5,14 +5,15 @@
 
 namespace strata::runtime {
 
-std::string_view spec_mode_name(SpecMode m) { return m == SpecMode::kDSpark ? "dspark" : "none"; }
+std::string_view spec_mode_name(SpecMode m) {
+  return m == SpecMode::kDSpark ? "dspark" : m == SpecMode::kDraft ? "draft" : "none";
+}
 
 Result<SpecMode> parse_spec_mode(std::string_view s) {
   if (s == "none") return SpecMode::kNone;
   if (s == "dspark") return SpecMode::kDSpark;
-  if (s == "draft")
-    return NotSupported("--spec draft (a low-bit self-draft model) is not built yet; use dspark or none");
-  return InvalidArgument("--spec '" + std::string(s) + "' is not one of: dspark, none");
+  if (s == "draft") return SpecMode::kDraft;
+  return InvalidArgument("--spec '" + std::string(s) + "' is not one of: dspark, draft, none");
 }
 
 Status SpecOptions::validate() const {

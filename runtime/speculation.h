@@ -3,8 +3,9 @@
 // runtime/engine.cpp runs the cycle; this file holds what it needs per sequence.
 //
 // A cycle: the drafter proposes up to max_drafts tokens after the pending token (DSpark,
-// model/dspark.h; drafting stops at the first token whose confidence, sigmoid of the confidence
-// head's logit, is below min_conf); ONE Model::forward runs the pending token and the drafts as
+// model/dspark.h, or a draft model, runtime/draft_model.h; drafting stops at the first token whose
+// confidence — sigmoid of the confidence head's logit, or the draft model's softmax probability of
+// its pick — is below min_conf); ONE Model::forward runs the pending token and the drafts as
 // RowKind::kDecode rows with logits for every row (runtime::Session::begin_verify; decode rows in
 // one entry compute exactly what one-token decode steps would, bit for bit); the sampler picks a
 // token from each row in order and a draft is accepted while it equals the pick; the session is
@@ -37,22 +38,26 @@
 
 namespace strata::runtime {
 
-enum class SpecMode { kNone, kDSpark };
-// "none" / "dspark".
+// kDSpark: the checkpoint's DSpark stages draft; kDraft: a second model (SpecOptions::draft_model,
+// runtime/draft_model.h) drafts.
+enum class SpecMode { kNone, kDSpark, kDraft };
+// "none" / "dspark" / "draft".
 std::string_view spec_mode_name(SpecMode m);
-// Parses "none" or "dspark". "draft" (a low-bit self-draft, issue 17) is kNotSupported (not built);
-// anything else kInvalidArgument naming the accepted values.
+// Parses "none", "dspark" or "draft"; anything else kInvalidArgument naming the accepted values.
 [[nodiscard]] Result<SpecMode> parse_spec_mode(std::string_view s);
 
 struct SpecOptions {
   SpecMode mode = SpecMode::kNone;  // --spec
-  // Drafts per cycle at most (--spec-max); clipped to the checkpoint's dspark_block_size. >= 1.
+  // Drafts per cycle at most (--spec-max); with dspark clipped to the checkpoint's dspark_block_size. >= 1.
   int max_drafts = 4;
-  // Drafting stops at the first draft whose confidence (sigmoid of the confidence logit) is below
-  // this (--spec-min-conf), in [0, 1].
+  // Drafting stops at the first draft whose confidence (DSpark: sigmoid of the confidence logit; a
+  // draft model: the softmax probability of its greedy pick) is below this (--spec-min-conf), in [0, 1].
   float min_conf = 0.6f;
   // The guard (file comment). false keeps speculating whatever it costs (tests, measurements).
   bool guard = true;
+  // mode kDraft: the draft model (--draft-model; borrowed, must outlive every sequence that uses it;
+  // runtime::check_draft_compatible against the target passed). Engine::add refuses kDraft without it.
+  model::Model* draft_model = nullptr;
   // TEST ONLY: replaces the DSpark drafter (then no DSpark stages are needed): called with the
   // tokens generated so far (the pending token last) and the most drafts wanted.
   std::function<std::vector<int32_t>(std::span<const int32_t> generated, int max)> test_drafts;
@@ -62,14 +67,14 @@ struct SpecOptions {
 
 // What speculation did for one sequence.
 struct SpecStats {
-  bool active = false;        // speculation ran for this sequence (mode dspark on a DSpark checkpoint)
+  bool active = false;        // speculation ran for this sequence (mode dspark on a DSpark checkpoint, or draft)
   int64_t cycles = 0;         // verification forwards (pending token + >= 1 draft)
   int64_t drafted = 0;        // drafts verified
   int64_t accepted = 0;       // drafts equal to the target's pick
   int64_t cycle_tokens = 0;   // tokens handed out by cycles (accepted drafts + the target's own)
   int64_t empty_drafts = 0;   // draft calls that proposed nothing (confidence below min_conf)
   int64_t plain_steps = 0;    // one-token decode forwards of this sequence
-  double draft_s = 0;         // wall time in the drafter (cycles and empty drafts)
+  double draft_s = 0;         // wall time in the drafter (cycles and empty drafts; a draft model's catch-up too)
   double verify_s = 0;        // wall time of the verification forwards
   double plain_s = 0;         // wall time of the plain decode forwards
   int64_t pauses = 0;         // guard: speculation turned off

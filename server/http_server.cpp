@@ -105,7 +105,8 @@ struct PendingLogprobs {
 struct HttpServer::Backend {
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<model::Model> model;
-  std::unique_ptr<Scheduler> scheduler;  // destroyed first (its thread uses the model)
+  std::unique_ptr<model::Model> draft;   // --spec draft: the draft model (null otherwise)
+  std::unique_ptr<Scheduler> scheduler;  // destroyed first (its thread uses the models)
   int32_t eos_id = 1;
   int32_t bos_id = 0;
   int32_t assistant_id = -1;  // <｜Assistant｜>: where a rendered assistant turn begins
@@ -787,7 +788,7 @@ void HttpServer::dispatch(Request req, std::shared_ptr<Exchange> ex) {
 }
 
 Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::unique_ptr<model::Model> model,
-                          std::function<void()> tick) {
+                          std::function<void()> tick, std::unique_ptr<model::Model> draft) {
   if (live_.load()) return InvalidArgument("a model is already attached");
   for (const std::string_view t : {chat::dsml::kBos, chat::dsml::kEos, chat::dsml::kSystem, chat::dsml::kUser,
                                    chat::dsml::kAssistant, chat::dsml::kThinkOpen, chat::dsml::kThinkClose})
@@ -814,8 +815,12 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   so.batch_tokens = opt_.batch_tokens;
   so.prefix_cache_bytes = static_cast<uint64_t>(opt_.prefix_cache_mib) << 20;
   so.spec = opt_.spec;
-  if (so.spec.mode != runtime::SpecMode::kNone && !b->model->has_dspark())
+  if (so.spec.mode == runtime::SpecMode::kDSpark && !b->model->has_dspark())
     return NotSupported("--spec dspark: the checkpoint has no DSpark draft stages");
+  if (so.spec.mode == runtime::SpecMode::kDraft && !draft)
+    return InvalidArgument("--spec draft: no draft model (--draft-model)");
+  b->draft = std::move(draft);
+  so.spec.draft_model = b->draft.get();
   so.tick = std::move(tick);
   STRATA_RETURN_IF_ERROR(so.validate());
   b->scheduler = std::make_unique<Scheduler>(*b->model, so, &metrics_);

@@ -61,9 +61,11 @@ class HttpServer {
 
   // The model is loaded: from now on generations are served and /health says ok. `tick` (may be
   // empty) runs on the model thread between steps (SchedulerOptions::tick). kInvalidArgument if
-  // the tokenizer lacks the V4.1 tokens or the options do not fit the model.
+  // the tokenizer lacks the V4.1 tokens or the options do not fit the model. `draft`: with
+  // ServerOptions::spec mode kDraft the draft model (runtime/draft_model.h; checked against the
+  // model by the caller), owned from now on; required there (kInvalidArgument), ignored otherwise.
   [[nodiscard]] Status attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::unique_ptr<model::Model> model,
-                              std::function<void()> tick = {});
+                              std::function<void()> tick = {}, std::unique_ptr<model::Model> draft = nullptr);
   // Loading failed or the backend broke: /health and generations answer 503 unhealthy.
   void set_failed(std::string message);
 

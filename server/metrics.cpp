@@ -95,6 +95,15 @@ std::string Metrics::render(const Gauges& g) const {
          "Decode tokens per decode second, all slots together (a batched step decodes one token per slot).",
          dec_s > 0 ? double(decode_tokens.load()) / dec_s : 0);
   scalar(&out, "strata_engine_steps_total", "counter", "Engine steps (one batched forward each).", double(steps.load()));
+  scalar(&out, "strata_spec_cycles_total", "counter", "Speculative decoding: verification forwards.",
+         double(spec_cycles.load()));
+  scalar(&out, "strata_spec_drafted_total", "counter", "Speculative decoding: draft tokens verified.",
+         double(spec_drafted.load()));
+  scalar(&out, "strata_spec_accepted_total", "counter", "Speculative decoding: draft tokens accepted.",
+         double(spec_accepted.load()));
+  scalar(&out, "strata_spec_guard_pauses_total", "counter",
+         "Speculative decoding: times the guard turned drafting off because it did not pay.",
+         double(spec_guard_pauses.load()));
   scalar(&out, "strata_prefix_cache_hit_rate", "gauge", "Cached prompt tokens / prompt tokens.",
          prompt > 0 ? cached / prompt : 0);
   scalar(&out, "strata_requests_running", "gauge", "Requests generating.", g.running);

@@ -54,6 +54,11 @@ class Metrics {
   std::atomic<uint64_t> decode_forwards{0};       // engine steps that ran decode tokens
   std::atomic<uint64_t> decode_tokens{0};         // decode tokens run (one per decoding slot per step)
   std::atomic<uint64_t> steps{0};                 // engine steps (one batched forward each)
+  // Speculative decoding (--spec dspark|draft; runtime::SpecStats), summed over finished requests.
+  std::atomic<uint64_t> spec_cycles{0};        // verification forwards
+  std::atomic<uint64_t> spec_drafted{0};       // drafts verified
+  std::atomic<uint64_t> spec_accepted{0};      // drafts the target accepted
+  std::atomic<uint64_t> spec_guard_pauses{0};  // times the guard turned drafting off
 
   Histogram time_to_first_token;   // seconds, submit -> first token
   Histogram inter_token_latency;   // seconds between tokens of one request

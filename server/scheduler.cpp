@@ -317,7 +317,13 @@ void Scheduler::finish(size_t i, JobEnd end, const Status& st, const runtime::Se
     prefix_cache_->insert(*s.session);  // a turn boundary: the next turn may land in another slot
   }
   running_.fetch_sub(1);
-  if (metrics_) metrics_->request_duration.observe(seconds(clock_type::now() - s.t_submit));
+  if (metrics_) {
+    metrics_->request_duration.observe(seconds(clock_type::now() - s.t_submit));
+    metrics_->spec_cycles += static_cast<uint64_t>(ss.spec.cycles);
+    metrics_->spec_drafted += static_cast<uint64_t>(ss.spec.drafted);
+    metrics_->spec_accepted += static_cast<uint64_t>(ss.spec.accepted);
+    metrics_->spec_guard_pauses += static_cast<uint64_t>(ss.spec.pauses);
+  }
   job->on_finish(end, st, s.stats);
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/engine.h"
 #include "runtime/session.h"
 #include "store/placement_options.h"
+#include "runtime/draft_model.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/bench_parallel.h"
@@ -333,6 +334,16 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   };
   // Prefill progress only for prompts long enough to be worth a bar.
   const ProgressFn no_progress;
+  // --spec draft: the draft model, loaded once for every run (cold runs too).
+  runtime::SpecOptions spec = o.spec;
+  std::unique_ptr<model::Model> draft;
+  if (spec.mode == runtime::SpecMode::kDraft) {
+    if (o.draft_model_dir.empty()) return InvalidArgument("--spec draft needs --draft-model");
+    STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(o.model_dir, o.draft_model_dir));
+    STRATA_ASSIGN_OR_RETURN(Loaded d, load(o.draft_model_dir, vocab, o));
+    draft = std::move(d.model);
+    spec.draft_model = draft.get();
+  }
 
   // Cold: evict, load, one run per prompt length.
   if (o.cold != "none") {
@@ -347,7 +358,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     rep.threads = l.model->pool().n_threads();
     for (size_t i = 0; i < prompts.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(BenchRun r, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk,
-                                                   prompts[i] >= 4096 ? o.progress : no_progress, o.spec));
+                                                   prompts[i] >= 4096 ? o.progress : no_progress, spec));
       rep.points.push_back(summarize(prompts[i], true, {r}));
       tick("cold " + std::to_string(prompts[i]));
     }
@@ -362,7 +373,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ProgressFn& pf = prompts[i] >= 4096 ? o.progress : no_progress;
     for (int w = 0; w < o.warmup; ++w) {
-      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, o.spec).status());
+      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec).status());
       tick("warm-up " + std::to_string(prompts[i]));
     }
     std::vector<BenchRun> runs, plain;
@@ -372,7 +383,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
         STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf));
         plain.push_back(run);
       }
-      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, o.spec));
+      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec));
       runs.push_back(run);
       tick("warm " + std::to_string(prompts[i]));
     }

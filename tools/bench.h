@@ -54,6 +54,9 @@ struct BenchOptions {
   // repetition is preceded by the same run with --spec none, and each point reports the pairs'
   // decode ratio (speculation / plain, measured side by side).
   runtime::SpecOptions spec;
+  // With spec.mode kDraft: the draft checkpoint (--draft-model), loaded as the target is (load mode,
+  // budget) after runtime::check_draft_checkpoint; spec.draft_model is set by run_bench.
+  std::string draft_model_dir;
   std::string git_commit;            // recorded as given (the CLI reads the source tree)
   std::string command;               // the command line, recorded as given
   ProgressFn progress;               // "load" (layers), "prefill" (tokens), "bench" (runs)

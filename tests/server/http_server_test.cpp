@@ -855,7 +855,8 @@ TEST_F(Serve, Metrics) {
                         "strata_kv_sessions", "strata_time_to_first_token_seconds_bucket{le=\"+Inf\"} 1",
                         "strata_inter_token_latency_seconds_count", "strata_request_duration_seconds_sum",
                         "strata_batch_size_bucket{le=\"1\"}", "strata_step_tokens_bucket{le=\"+Inf\"}",
-                        "strata_engine_steps_total",
+                        "strata_engine_steps_total", "strata_spec_cycles_total 0", "strata_spec_drafted_total 0",
+                        "strata_spec_accepted_total 0", "strata_spec_guard_pauses_total 0",
                         "strata_kv_bytes"})
     EXPECT_NE(r->body.find(m), std::string::npos) << m;
   EXPECT_EQ(metric("strata_generation_tokens_total"), 2);
