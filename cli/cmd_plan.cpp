@@ -51,6 +51,13 @@ int run_plan(PlanCliOptions& o) {
   if (!vision.ok()) return fail(vision.error());
 
   tools::PlanOptions& po = o.plan;
+  // A GGUF from `strata quantize --engram T`: size the Engram tables and rows as that file stores them.
+  if (!o.model_dir.empty() && io::is_gguf_path(o.model_dir)) {
+    auto ck = io::Checkpoint::open_gguf(o.model_dir);
+    if (!ck.ok()) return fail(ck.error());
+    for (const auto& [name, t] : (*ck)->tensors())
+      if (name.ends_with(".engram.embed.weight") && dtype_is_block_quant(t.dtype)) po.engram = t.dtype;
+  }
   if (!o.prompts.empty()) po.prompts = o.prompts;
   if (po.context > cfg->max_position_embeddings) {
     Logger log = stderr_logger(LogLevel::kWarn);
@@ -137,7 +144,7 @@ int run_plan(PlanCliOptions& o) {
 
 Command register_plan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
-  app.add_option("-m,--model", o->model_dir, "checkpoint directory (only config.json is read)");
+  app.add_option("-m,--model", o->model_dir, "checkpoint directory or GGUF (only config.json and, for a GGUF, the tensor types are read)");
   app.add_option("--config", o->config, "a config.json (HF release layout or flat inference config)");
   app.add_option("--ram,--ram-budget", o->ram,
                  "RAM for weights, as run --ram-budget takes it: e.g. 24G, all for the store, KV and activations on "

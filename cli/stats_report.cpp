@@ -106,6 +106,7 @@ std::string stats_json(const std::vector<PhaseStats>& phases, const std::string&
     o["engram"] = {{"rows_requested", s.engram_rows_requested}, {"rows_unique", s.engram_rows_unique},
                    {"rows_cached", s.engram_rows_cached},       {"rows_read", s.engram_rows_read},
                    {"reads", s.engram_reads},                   {"bytes_read", s.engram_bytes_read},
+                   {"row_bytes_read", s.engram_row_bytes_read},
                    {"fetch_s", s_of(s.engram_fetch_ns)},        {"busy_s", s_of(s.engram_busy_ns)},
                    {"wait_s", s_of(s.engram_wait_ns)},
                    {"time_s", s_of(p.profile.engram_ns)},       {"share_of_wall", per(s_of(p.profile.engram_ns), p.wall_s)}};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/kquant.h"
 #include "model/ops.h"
 
 namespace strata::model {
@@ -41,24 +42,33 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
   const int64_t n = rows.n;
   ScopedNs timer(prof ? &prof->engram_ns : nullptr);
   const int cols = c.engram_n_cols();
-  const int64_t hd = c.engram_head_dim, ns = hd / 32, dim = c.dim;
+  const int64_t hd = c.engram_head_dim, dim = c.dim;
+  // Stored bytes per row: FP8 codes + E8M0 scales, or one block-format row (no scales).
+  const int64_t rb = w.row_bytes > 0 ? w.row_bytes : hd, ns = w.row_bytes > 0 ? w.scale_bytes : hd / 32;
   const int hc = c.hc_mult;
   const int64_t n_rows = n * cols;
   const int64_t skip = (n_fetched - n) * cols;  // rows of tokens that bounded replay dropped
-  std::vector<uint8_t> codes(static_cast<size_t>(n_fetched * cols * hd)), scales(static_cast<size_t>(n_fetched * cols * ns));
+  std::vector<uint8_t> codes(static_cast<size_t>(n_fetched * cols * rb)), scales(static_cast<size_t>(n_fetched * cols * ns));
   Status s = fetch.wait(codes.data(), scales.data());
   if (!s.ok()) return s.with_context("Engram layer " + std::to_string(layer));
   if (skip > 0) {
-    codes.erase(codes.begin(), codes.begin() + skip * hd);
+    codes.erase(codes.begin(), codes.begin() + skip * rb);
     scales.erase(scales.begin(), scales.begin() + skip * ns);
   }
 
   // Dequantise: e4m3 * 2^k per 32 values is exact in f32 (and in bf16, as the reference casts).
   std::vector<float> emb(static_cast<size_t>(n_rows * hd));
-  for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t i = 0; i < hd; ++i)
-      emb[static_cast<size_t>(r * hd + i)] =
-          e4m3_to_f32(codes[static_cast<size_t>(r * hd + i)]) * e8m0_to_f32(scales[static_cast<size_t>(r * ns + i / 32)]);
+  kernels::QuantType qt;
+  if (dtype_is_block_quant(w.table_dtype)) {
+    // A re-quantised table (`strata quantize --engram T`): ggml's reference dequantiser per row.
+    STRATA_CHECK(quant_type_of(w.table_dtype, &qt), "engram: not a block format");
+    for (int64_t r = 0; r < n_rows; ++r) kernels::dequantize_row(qt, codes.data() + r * rb, emb.data() + r * hd, hd);
+  } else {
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t i = 0; i < hd; ++i)
+        emb[static_cast<size_t>(r * hd + i)] =
+            e4m3_to_f32(codes[static_cast<size_t>(r * hd + i)]) * e8m0_to_f32(scales[static_cast<size_t>(r * ns + i / 32)]);
+  }
   if (obs) obs->tensor("engram_rows_dequant", layer, emb, {n, cols, hd});
 
   const int64_t kv_width = dim * (hc + 1);

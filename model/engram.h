@@ -4,7 +4,8 @@
 // token ids before the forward) are read from the store — engram_start names every Engram layer's
 // rows of a chunk before layer 0 runs, so a tiered store reads them (sorted, deduplicated, at queue
 // depth) while the earlier layers compute; engram_forward waits for them — dequantised (e4m3 * e8m0 per 32, exact in
-// bf16), concatenated and projected by wkv into one key per stream and one shared value. Stream c of
+// bf16; a table re-quantised by `strata quantize --engram T` by ggml's reference dequantiser of its
+// block format, kernels/kquant.h), concatenated and projected by wkv into one key per stream and one shared value. Stream c of
 // token t gets  h += sigmoid(sign(d) * sqrt(max(|d|, 1e-6))) * value  with
 // d = sum(h * q_weight*k_weight * key_c) * rsqrt(mean(h^2)+eps) * rsqrt(mean(key_c^2)+eps) / sqrt(dim).
 // Shapes: rows [n, n_cols] int64; x [n, hc, dim] f32 updated in place.

@@ -329,8 +329,26 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
     const int64_t hd = c.engram_head_dim, cols = c.engram_n_cols();
     const std::string rows_why = "engram_num_embeddings[" + std::to_string(ei) + "]=" + std::to_string(e.n_rows) +
                                  ", engram_head_dim=" + std::to_string(hd);
-    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight", {DType::kF8E4M3}, Shape{e.n_rows, hd}, rows_why));
-    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.scale", {DType::kF8E8M0}, Shape{e.n_rows, hd / 32}, rows_why + ", e8m0 per 32"));
+    // The official F8_E4M3 table + E8M0 scales, or one ggml block-format tensor (`strata quantize
+    // --engram T`, whose rows are whole blocks) with no scale tensor.
+    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight",
+                                   {DType::kF8E4M3, DType::kQ8_0, DType::kQ6_K, DType::kQ4_K, DType::kIQ4_NL,
+                                    DType::kQ3_K, DType::kQ2_K},
+                                   Shape{e.n_rows, hd}, rows_why));
+    e.table_dtype = b.s_.checkpoint().find(ep + ".embed.weight")->dtype;
+    if (dtype_is_block_quant(e.table_dtype)) {
+      const int64_t be = dtype_block(e.table_dtype).elems;
+      if (hd % be != 0)
+        return InvalidArgument("tensor '" + ep + ".embed.weight': " + std::string(dtype_name(e.table_dtype)) +
+                               " rows need a multiple of " + std::to_string(be) + " values, engram_head_dim=" +
+                               std::to_string(hd));
+      e.row_bytes = static_cast<int64_t>(dtype_nbytes(e.table_dtype, hd));
+      e.scale_bytes = 0;
+    } else {
+      STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.scale", {DType::kF8E8M0}, Shape{e.n_rows, hd / 32}, rows_why + ", e8m0 per 32"));
+      e.row_bytes = hd;
+      e.scale_bytes = hd / 32;
+    }
     STRATA_ASSIGN_OR_RETURN(e.wkv, b.linear(ep + ".wkv", c.dim * (c.hc_mult + 1), cols * hd, true,
                                             sh(c.dim * (c.hc_mult + 1), "dim*(hc_mult+1)", cols * hd,
                                                "(engram_max_ngram_size-1)*engram_n_heads*engram_head_dim")));

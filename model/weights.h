@@ -119,6 +119,9 @@ struct MoeWeights {
 struct EngramWeights {
   int index = 0;                 // position in engram_layer_ids
   int64_t n_rows = 0;            // table rows
+  DType table_dtype = DType::kF8E4M3;  // F8_E4M3 + E8M0 scales (official) or a block format (--engram T)
+  int64_t row_bytes = 0;         // stored bytes of one row's codes: head_dim (FP8) or dtype_nbytes(type, head_dim)
+  int64_t scale_bytes = 0;       // E8M0 scale bytes per row: head_dim / 32 (FP8), 0 for a block format
   Linear wkv;                    // [dim * (hc_mult + 1), n_cols * head_dim] FP8
   std::vector<float> qk_weight;  // [hc_mult, dim] = q_weight * k_weight (only the product is used)
 };

@@ -76,7 +76,7 @@ class EngramRowStore::Fetch final : public EngramFetch {
   std::vector<int64_t> uniq_;    // sorted unique row ids
   std::vector<uint32_t> uidx_;   // per requested row: index into uniq_
   std::vector<uint32_t> miss_;   // indices into uniq_ not in the row cache, ascending
-  std::vector<uint8_t> staging_; // [uniq, head_dim + n_scales]
+  std::vector<uint8_t> staging_; // [uniq, row_bytes + n_scales]
   std::vector<Group> groups_;
   AlignedBytes bounce_;
   io::ReadBatch batch_;
@@ -102,8 +102,9 @@ uint64_t EngramRowStore::row_bytes(const io::Checkpoint& ck) {
   uint64_t n = 0;
   for (const EngramTable& t : find_tables(ck, 1 << 20)) {
     if (t.weight->shape.rank != 2) continue;
-    const uint64_t hd = static_cast<uint64_t>(t.weight->shape[1]);
-    n = std::max(n, hd + (hd + 31) / 32);
+    const int64_t hd = t.weight->shape[1];
+    const uint64_t hdu = static_cast<uint64_t>(hd);
+    n = std::max(n, dtype_is_block_quant(t.weight->dtype) ? dtype_nbytes(t.weight->dtype, hd) : hdu + (hdu + 31) / 32);
   }
   return n;
 }
@@ -115,12 +116,27 @@ Result<std::unique_ptr<EngramRowStore>> EngramRowStore::create(const io::Checkpo
   s->tables_ = find_tables(ck, n_layers);
   for (EngramTable& t : s->tables_) {
     const std::string& wn = t.weight->name;
-    if (!t.scale) return NotFound("tensor '" + wn.substr(0, wn.size() - 6) + "scale' is missing (Engram row scales)");
     const Shape& ws = t.weight->shape;
+    if (dtype_is_block_quant(t.weight->dtype)) {  // `strata quantize --engram T`: the scales are in the blocks
+      const int64_t be = dtype_block(t.weight->dtype).elems;
+      if (ws.rank != 2 || ws[1] <= 0 || ws[1] % be != 0)
+        return InvalidArgument("tensor '" + wn + "': " + std::string(dtype_name(t.weight->dtype)) + " " + ws.to_string() +
+                               ", expected [rows, head_dim] with head_dim a multiple of the block of " + std::to_string(be));
+      t.scale = nullptr;
+      t.n_rows = ws[0];
+      t.head_dim = ws[1];
+      t.n_scales = 0;
+      t.row_bytes = static_cast<int64_t>(dtype_nbytes(t.weight->dtype, ws[1]));
+      s->row_bytes_ = std::max<size_t>(s->row_bytes_, static_cast<size_t>(t.row_bytes));
+      const int fd = ck.shard(t.weight->shard).native_fd();
+      if (fd >= 0) (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+      continue;
+    }
+    if (!t.scale) return NotFound("tensor '" + wn.substr(0, wn.size() - 6) + "scale' is missing (Engram row scales)");
     const Shape& ss = t.scale->shape;
     if (ws.rank != 2 || ws[1] <= 0 || ws[1] % 32 != 0 || t.weight->dtype != DType::kF8E4M3)
       return InvalidArgument("tensor '" + wn + "': " + std::string(dtype_name(t.weight->dtype)) + " " + ws.to_string() +
-                             ", expected F8_E4M3 [rows, head_dim] with head_dim a multiple of 32");
+                             ", expected F8_E4M3 [rows, head_dim] with head_dim a multiple of 32 (or a ggml block format)");
     if (ss.rank != 2 || ss[0] != ws[0] || ss[1] != ws[1] / 32 || t.scale->dtype != DType::kF8E8M0)
       return InvalidArgument("tensor '" + t.scale->name + "': " + std::string(dtype_name(t.scale->dtype)) + " " +
                              ss.to_string() + ", expected F8_E8M0 [" + std::to_string(ws[0]) + ", " +
@@ -128,6 +144,7 @@ Result<std::unique_ptr<EngramRowStore>> EngramRowStore::create(const io::Checkpo
     t.n_rows = ws[0];
     t.head_dim = ws[1];
     t.n_scales = ss[1];
+    t.row_bytes = t.head_dim;
     s->row_bytes_ = std::max<size_t>(s->row_bytes_, static_cast<size_t>(t.head_dim + t.n_scales));
     // Row reads are random: readahead would turn each 256-byte row into 128 KiB of I/O.
     for (const io::TensorInfo* ti : {t.weight, t.scale}) {
@@ -137,8 +154,8 @@ Result<std::unique_ptr<EngramRowStore>> EngramRowStore::create(const io::Checkpo
   }
   if (options.scales_resident) {
     for (const EngramTable& t : s->tables_) {
-      AlignedBytes b(static_cast<size_t>(t.scale->nbytes));
-      STRATA_RETURN_IF_ERROR(ck.read(*t.scale, b.data()));
+      AlignedBytes b(t.scale ? static_cast<size_t>(t.scale->nbytes) : 0);  // empty for a block format
+      if (t.scale) STRATA_RETURN_IF_ERROR(ck.read(*t.scale, b.data()));
       s->scales_.push_back(std::move(b));
     }
   }
@@ -166,6 +183,7 @@ void EngramRowStore::add_stats(PlacementStats* out) const {
   out->engram_rows_read += stats_.engram_rows_read;
   out->engram_reads += stats_.engram_reads;
   out->engram_bytes_read += stats_.engram_bytes_read;
+  out->engram_row_bytes_read += stats_.engram_row_bytes_read;
   out->engram_fetch_ns += stats_.engram_fetch_ns;
   out->engram_busy_ns += stats_.engram_busy_ns;
   out->engram_wait_ns += stats_.engram_wait_ns;
@@ -226,7 +244,7 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
   for (size_t i = 0; i < rows.size(); ++i)
     f->uidx_[i] = static_cast<uint32_t>(std::lower_bound(f->uniq_.begin(), f->uniq_.end(), rows[i]) - f->uniq_.begin());
 
-  const uint64_t hd = static_cast<uint64_t>(t->head_dim), ns = static_cast<uint64_t>(t->n_scales);
+  const uint64_t hd = static_cast<uint64_t>(t->row_bytes), ns = static_cast<uint64_t>(t->n_scales);
   const uint64_t rb = hd + ns;
   f->staging_.resize(f->uniq_.size() * rb);
   // The cache stores rows of the widest table; a narrower table's row is a prefix of that slot.
@@ -242,9 +260,10 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
     stats_.engram_rows_unique += f->uniq_.size();
     stats_.engram_rows_cached += f->uniq_.size() - f->miss_.size();
     stats_.engram_rows_read += f->miss_.size();
+    stats_.engram_row_bytes_read += f->miss_.size() * rb;
   }
   const bool resident_scales = !scales_.empty();
-  if (resident_scales)
+  if (resident_scales && ns > 0)
     for (uint32_t u : f->miss_)
       std::memcpy(f->staging_.data() + u * rb + hd, scales_[tidx].data() + static_cast<uint64_t>(f->uniq_[u]) * ns, ns);
 
@@ -261,7 +280,7 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
     }
   };
   plan(t->weight, hd, false);
-  if (!resident_scales) plan(t->scale, ns, true);
+  if (!resident_scales && ns > 0) plan(t->scale, ns, true);
   uint64_t total = 0;
   for (auto& g : f->groups_) {
     g.bounce = total;
@@ -269,6 +288,7 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
   }
   if (!f->groups_.empty()) {
     for (const io::TensorInfo* ti : {t->weight, t->scale}) {
+      if (!ti) continue;  // a block-format table has no scale tensor
       const io::File& file = ck_.shard(ti->shard);
       STRATA_ASSIGN_OR_RETURN(uint64_t now, file.current_size());
       if (now != file.size())
@@ -294,7 +314,7 @@ Status EngramRowStore::Fetch::wait(uint8_t* weight_out, uint8_t* scale_out) {
   const uint64_t t0 = now_ns();
   Status s = batch_.wait();
   const uint64_t t1 = now_ns();
-  const uint64_t hd = static_cast<uint64_t>(t_->head_dim), ns = static_cast<uint64_t>(t_->n_scales), rb = hd + ns;
+  const uint64_t hd = static_cast<uint64_t>(t_->row_bytes), ns = static_cast<uint64_t>(t_->n_scales), rb = hd + ns;
   if (!s.ok()) {
     // Re-read each row of every failed request on its own to name what fails (a transient error heals).
     for (size_t i = 0; i < groups_.size(); ++i) {
@@ -335,7 +355,7 @@ Status EngramRowStore::Fetch::wait(uint8_t* weight_out, uint8_t* scale_out) {
   for (size_t i = 0; i < uidx_.size(); ++i) {
     const uint8_t* src = staging_.data() + uidx_[i] * rb;
     std::memcpy(weight_out + i * hd, src, hd);
-    std::memcpy(scale_out + i * ns, src + hd, ns);
+    if (ns > 0) std::memcpy(scale_out + i * ns, src + hd, ns);
   }
   return Status();
 }

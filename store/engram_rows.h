@@ -6,7 +6,9 @@
 // one request. The reads are in flight while the model computes the layers before the Engram layer;
 // wait() scatters the rows back into request order. The per-row scales (8 bytes per 256-byte row
 // at the release shape) are kept in RAM when `scales_resident` (then a row costs one read), else
-// read like the rows.
+// read like the rows. A table re-quantised by `strata quantize --engram T` (a ggml block format:
+// Q8_0, Q6_K, Q4_K, IQ4_NL, Q3_K, Q2_K) has no scale tensor: its row is the type's bytes for
+// head_dim values (dtype_nbytes), read and cached the same way (issue 16 item 4).
 // DECISION: rows are read through the page cache with readahead off (POSIX_FADV_RANDOM on the
 // shard descriptor), even with --direct-io: an O_DIRECT row read needs a 4 KiB bounce buffer per
 // row (200+ MB for a 2048-token prefill chunk) for the same one-page device read.
@@ -38,15 +40,18 @@ struct EngramRowStoreOptions {
 // One Engram table as found in the checkpoint.
 struct EngramTable {
   int layer = 0;                          // model layer id
-  const io::TensorInfo* weight = nullptr; // [n_rows, head_dim] F8_E4M3
-  const io::TensorInfo* scale = nullptr;  // [n_rows, head_dim / 32] F8_E8M0
-  int64_t n_rows = 0, head_dim = 0, n_scales = 0;
+  const io::TensorInfo* weight = nullptr; // [n_rows, head_dim] F8_E4M3, or a block format (kQ8_0..kIQ4_NL)
+  const io::TensorInfo* scale = nullptr;  // [n_rows, head_dim / 32] F8_E8M0; null for a block format
+  int64_t n_rows = 0, head_dim = 0, n_scales = 0;  // n_scales: scale bytes per row (0 for a block format)
+  int64_t row_bytes = 0;                  // weight bytes per row: head_dim (FP8) or dtype_nbytes(dtype, head_dim)
 };
 
 class EngramRowStore {
  public:
-  // Finds "<prefix>.engram.embed.{weight,scale}" for every layer. Errors: a table without its scale
-  // tensor, or shapes that disagree (kInvalidArgument naming the tensor); reading resident scales.
+  // Finds "<prefix>.engram.embed.{weight,scale}" for every layer (a block-format weight has no
+  // scale). Errors: an FP8 table without its scale tensor (kNotFound), a dtype other than F8_E4M3
+  // or a block format whose block divides head_dim, or shapes that disagree (kInvalidArgument
+  // naming the tensor); reading resident scales.
   [[nodiscard]] static Result<std::unique_ptr<EngramRowStore>> create(const io::Checkpoint& ck, int n_layers,
                                                                       io::UringReader& reader,
                                                                       const EngramRowStoreOptions& options);
@@ -54,7 +59,8 @@ class EngramRowStore {
 
   // Scale bytes of all tables (what scales_resident keeps in RAM).
   static uint64_t scale_bytes(const io::Checkpoint& ck);
-  // Bytes of one cached row at the widest table (head_dim + head_dim / 32).
+  // Bytes of one cached row at the widest table: head_dim + head_dim / 32 for FP8 (264 at the
+  // release shape), dtype_nbytes(type, head_dim) for a block format (Q4_K: 144). 0 without tables.
   static uint64_t row_bytes(const io::Checkpoint& ck);
 
   bool has_layer(int layer) const { return table_of(layer) != nullptr; }

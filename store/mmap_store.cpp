@@ -84,6 +84,12 @@ Status MmapStore::read_engram_rows(int layer, std::span<const int64_t> rows, uin
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   const io::TensorInfo* wt = ck_->find(p + "weight");
   const io::TensorInfo* st = ck_->find(p + "scale");
+  if (wt && dtype_is_block_quant(wt->dtype)) {  // `strata quantize --engram T`: no scale tensor
+    STRATA_RETURN_IF_ERROR(check_shard(wt->shard));
+    const auto* wb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(wt->shard)].base) + wt->offset;
+    const int64_t rb = static_cast<int64_t>(dtype_nbytes(wt->dtype, wt->shape[1]));
+    return gather_engram_rows(p + "weight", wb, nullptr, wt->shape[0], rb, 0, rows, weight_out, scale_out);
+  }
   if (!wt || !st) return NotFound(ck_->dir() + ": tensor '" + p + "weight' or '" + p + "scale' is missing");
   STRATA_RETURN_IF_ERROR(check_shard(wt->shard));
   STRATA_RETURN_IF_ERROR(check_shard(st->shard));

@@ -31,7 +31,9 @@ struct PlacementStats {
   uint64_t engram_rows_cached = 0;     // unique rows served by the row cache
   uint64_t engram_rows_read = 0;       // unique rows read from disk
   uint64_t engram_reads = 0;           // read requests issued (coalesced rows share one)
-  uint64_t engram_bytes_read = 0;
+  uint64_t engram_bytes_read = 0;     // bytes of those requests (coalescing gaps included)
+  uint64_t engram_row_bytes_read = 0; // rows read x row bytes (codes + scales: 264 for FP8 at head_dim
+                                      // 256, 144 for Q4_K), what `strata plan` counts per row
   uint64_t engram_fetch_ns = 0;        // per fetch: start until its rows were in RAM, summed
   uint64_t engram_busy_ns = 0;         // wall time with at least one fetch's reads in flight
   // Waiting: time the forward pass was blocked on reads.

@@ -41,7 +41,7 @@ Status ResidentStore::preload_layer(int layer, int n_experts, const std::functio
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   if (ck_->find(p + "weight") != nullptr) {
     STRATA_RETURN_IF_ERROR(resident(p + "weight").status());
-    STRATA_RETURN_IF_ERROR(resident(p + "scale").status());
+    if (ck_->find(p + "scale") != nullptr) STRATA_RETURN_IF_ERROR(resident(p + "scale").status());
   }
   return Status();
 }
@@ -50,6 +50,10 @@ Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows,
                                        uint8_t* scale_out) {
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   STRATA_ASSIGN_OR_RETURN(TensorView w, resident(p + "weight"));
+  if (dtype_is_block_quant(w.dtype)) {  // `strata quantize --engram T`: no scale tensor
+    const int64_t rb = static_cast<int64_t>(dtype_nbytes(w.dtype, w.shape[1]));
+    return gather_engram_rows(p + "weight", w.as<uint8_t>(), nullptr, w.shape[0], rb, 0, rows, weight_out, scale_out);
+  }
   STRATA_ASSIGN_OR_RETURN(TensorView s, resident(p + "scale"));
   const int64_t n_rows = w.shape[0], hd = w.shape[1], ns = s.shape[1];
   return gather_engram_rows(p + "weight", w.as<uint8_t>(), s.as<uint8_t>(), n_rows, hd, ns, rows, weight_out, scale_out);

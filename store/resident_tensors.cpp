@@ -154,7 +154,7 @@ Status gather_engram_rows(const std::string& table, const uint8_t* weights, cons
       return InvalidArgument("Engram row " + std::to_string(r) + " out of range for '" + table + "' with " +
                              std::to_string(n_rows) + " rows");
     std::memcpy(weight_out + i * row_bytes, weights + r * row_bytes, static_cast<size_t>(row_bytes));
-    std::memcpy(scale_out + i * scale_bytes, scales + r * scale_bytes, static_cast<size_t>(scale_bytes));
+    if (scale_bytes > 0) std::memcpy(scale_out + i * scale_bytes, scales + r * scale_bytes, static_cast<size_t>(scale_bytes));
   }
   return Status();
 }

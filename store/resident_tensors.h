@@ -72,7 +72,8 @@ std::vector<const io::TensorInfo*> select_tensors(const io::Checkpoint& ck,
 
 // Copies Engram rows `rows` of a table held in memory: weight rows of `row_bytes` and scale rows of
 // `scale_bytes` (both u8 storage) into weight_out [rows.size(), row_bytes] and scale_out
-// [rows.size(), scale_bytes]. Errors: kInvalidArgument for a row outside [0, n_rows), naming `table`.
+// [rows.size(), scale_bytes]; scale_bytes 0 (a block-format table: scales and scale_out may be
+// null) copies weight rows only. Errors: kInvalidArgument for a row outside [0, n_rows), naming `table`.
 Status gather_engram_rows(const std::string& table, const uint8_t* weights, const uint8_t* scales, int64_t n_rows,
                           int64_t row_bytes, int64_t scale_bytes, std::span<const int64_t> rows, uint8_t* weight_out,
                           uint8_t* scale_out);

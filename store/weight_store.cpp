@@ -55,6 +55,7 @@ PlacementStats PlacementStats::since(const PlacementStats& e) const {
   STRATA_SUB_(engram_rows_read);
   STRATA_SUB_(engram_reads);
   STRATA_SUB_(engram_bytes_read);
+  STRATA_SUB_(engram_row_bytes_read);
   STRATA_SUB_(engram_fetch_ns);
   STRATA_SUB_(engram_busy_ns);
   STRATA_SUB_(expert_wait_ns);

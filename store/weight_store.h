@@ -54,6 +54,8 @@ class EngramFetch {
   virtual ~EngramFetch() = default;
   // Blocks until the rows are in RAM, then copies them in request order: head_dim e4m3 codes per
   // row into weight_out[i * head_dim ...], head_dim/32 e8m0 codes into scale_out[i * head_dim/32 ...].
+  // A block-format table (`strata quantize --engram T`) has no scales: each row is
+  // dtype_nbytes(type, head_dim) bytes into weight_out[i * that ...] and scale_out is not written.
   // Errors: a failed read, naming the tensor and byte offset. Call at most once.
   [[nodiscard]] virtual Status wait(uint8_t* weight_out, uint8_t* scale_out) = 0;
 };

@@ -203,7 +203,7 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   p.config = c;
   p.options = o;
   p.machine = m;
-  STRATA_ASSIGN_OR_RETURN(p.footprint, model_footprint(c, vision));
+  STRATA_ASSIGN_OR_RETURN(p.footprint, model_footprint(c, vision, o.engram));
   const ModelFootprint& f = p.footprint;
   p.threads = o.threads > 0 ? o.threads : std::max(1, m.physical_cores);
   if (p.threads > p.machine.threads.back().threads)
@@ -394,7 +394,9 @@ std::string plan_text(const Plan& p) {
   o << "  at 8K: " << kv_at(8192) << "   128K: " << kv_at(131072) << "   1M: " << kv_at(1 << 20) << "\n";
   o << "Engram: " << f.engram_rows_per_token << " rows x " << f.engram_row_bytes << " B = "
     << with_commas(f.engram_bytes_per_token) << " B (" << fmt("%.1f", static_cast<double>(f.engram_bytes_per_token) / 1000)
-    << " KB) read per token\n";
+    << " KB) read per token";
+  if (f.engram_dtype) o << " (tables " << dtype_name(*f.engram_dtype) << ")";
+  o << "\n";
   auto active = [&](const char* name, const ActivePerToken& a) {
     o << "  " << name << params_str(static_cast<double>(a.params)) << " params, "
       << format_bytes(static_cast<double>(a.weight_bytes)) << " of weights (routed experts "
@@ -550,7 +552,8 @@ std::string plan_json(const Plan& p) {
   j["engram"] = {{"rows_per_token", f.engram_rows_per_token},
                  {"row_bytes", f.engram_row_bytes},
                  {"bytes_per_token", f.engram_bytes_per_token},
-                 {"table_bytes", f.engram_table_bytes}};
+                 {"table_bytes", f.engram_table_bytes},
+                 {"dtype", f.engram_dtype ? std::string(dtype_name(*f.engram_dtype)) : std::string("F8_E4M3")}};
   auto active = [](const ActivePerToken& a) {
     return ojson{{"params", a.params},
                  {"weight_bytes", a.weight_bytes},

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct PlanOptions {
   // --hosts FILE: expert parallelism over these machines, at the first prompt length's decode
   // context (tools/plan_hosts.h). Empty: none.
   std::vector<Host> hosts;
+  // The Engram dial: the tables' block format (`strata quantize --engram T`; `strata plan -m` a GGUF
+  // reads it from the file). nullopt = the official FP8 + E8M0 scales.
+  std::optional<DType> engram;
 
   [[nodiscard]] Status validate() const;
 };

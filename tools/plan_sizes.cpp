@@ -147,9 +147,14 @@ KvFootprint kv_footprint(const model::ModelConfig& c) {
   return kv;
 }
 
-Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision) {
+Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision,
+                                       std::optional<DType> engram) {
   STRATA_RETURN_IF_ERROR(c.validate());
+  if (engram && (!dtype_is_block_quant(*engram) || c.engram_head_dim % dtype_block(*engram).elems != 0))
+    return InvalidArgument("Engram tables as " + std::string(dtype_name(*engram)) + ": engram_head_dim " +
+                           std::to_string(c.engram_head_dim) + " is not a whole number of its blocks");
   ModelFootprint f;
+  f.engram_dtype = engram;
   const std::vector<SynthTensor> tensors = synth_tensors(c, 0);
   f.n_tensors = tensors.size();
   const SizeBreakdown synth_sizes = size_of(tensors);
@@ -163,6 +168,15 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
   for (const SynthTensor& t : tensors) {
     by_name[t.decl.name] = &t;
     ComponentSize& cs = comp[static_cast<size_t>(component_of(t.decl.name))];
+    if (engram && contains(t.decl.name, ".engram.embed.")) {  // the dial: one block-format tensor, no scales
+      if (!ends_with(t.decl.name, ".weight")) continue;
+      const uint64_t b = dtype_nbytes(*engram, t.decl.shape[0] * t.decl.shape[1]);
+      cs.bytes += b;
+      cs.ram_bytes += b;
+      cs.params += static_cast<uint64_t>(t.decl.shape[0] * t.decl.shape[1]);
+      cs.bytes_by_dtype[*engram] += b;
+      continue;
+    }
     cs.bytes += t.decl.nbytes();
     cs.ram_bytes += ram_bytes_of(t);
     cs.params += params_of(t);
@@ -175,7 +189,7 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     f.text_ram_bytes += cs.ram_bytes;
   }
   // The same total as `strata synth --dry-run` (synth_plan.cpp size_of), by construction.
-  STRATA_CHECK(f.text_bytes == synth_sizes.total, "plan footprint disagrees with synth's tensor list");
+  STRATA_CHECK(engram || f.text_bytes == synth_sizes.total, "plan footprint disagrees with synth's tensor list");
   f.routed_bytes = comp[kRouted].bytes;
   f.engram_table_bytes = comp[kEngramTables].bytes;
   f.dspark_ram_bytes = comp[kDSpark].ram_bytes;
@@ -211,7 +225,8 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
 
   // Engram rows per token.
   f.engram_rows_per_token = static_cast<int>(c.engram_layer_ids.size()) * c.engram_n_cols();
-  f.engram_row_bytes = static_cast<uint64_t>(c.engram_head_dim + c.engram_head_dim / 32);
+  f.engram_row_bytes = engram ? dtype_nbytes(*engram, c.engram_head_dim)
+                              : static_cast<uint64_t>(c.engram_head_dim + c.engram_head_dim / 32);
   f.engram_bytes_per_token = static_cast<uint64_t>(f.engram_rows_per_token) * f.engram_row_bytes;
   f.kv = kv_footprint(c);
   for (int l = 0; l < c.n_layers; ++l)

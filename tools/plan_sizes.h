@@ -11,7 +11,9 @@
 //     E4M3 scale per 16 = 288 B per entry at head_dim 512, index keys E2M1 + E8M0 per 32 = 68 B per
 //     entry, one entry per compress_ratio tokens at each KV source / index-key owner) and the fixed
 //     per-sequence part (sliding-window ring, compressor state),
-//   - the Engram rows one token reads (rows x (head_dim + head_dim/32) bytes),
+//   - the Engram rows one token reads (rows x (head_dim + head_dim/32) bytes; with the Engram dial
+//     `engram` set, the tables as one block-format tensor each and rows of the type's bytes for
+//     head_dim values, as `strata quantize --engram T` writes them),
 //   - the linears every token runs (per layer, with the dtype the kernel runs) and the parameters
 //     and bytes active per token in decode and prefill (exact: every layer; replay: encoder layers).
 // Vision (when config.json has vision_config or flat vision_* keys) is an estimate: strata does not
@@ -24,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,7 +117,8 @@ struct ModelFootprint {
   uint64_t engram_table_bytes = 0;
   uint64_t engram_scale_bytes = 0;       // of which the E8M0 scale tensors
   int engram_rows_per_token = 0;         // engram layers x (max_ngram - 1) x heads (48)
-  uint64_t engram_row_bytes = 0;         // head_dim + head_dim / 32 (264)
+  uint64_t engram_row_bytes = 0;         // head_dim + head_dim / 32 (264); a block format's bytes (Q4_K: 144)
+  std::optional<DType> engram_dtype;     // the dial: nullopt = official FP8 + E8M0 scales
   uint64_t engram_bytes_per_token = 0;   // rows x row bytes (12,672)
   KvFootprint kv;
   int first_decoder_layer = -1;          // first layer with compress ratio 1 (-1: none)
@@ -125,8 +129,11 @@ struct ModelFootprint {
   ActivePerToken prefill_replay;  // one prompt token under bounded replay: encoder layers only
 };
 
-// The footprint of config `c` (+ `vision`, may be empty). Errors: a config that fails validate().
-[[nodiscard]] Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision = {});
+// The footprint of config `c` (+ `vision`, may be empty), with the Engram tables in `engram`
+// (a block format; nullopt = official FP8). Errors: a config that fails validate(); kInvalidArgument
+// for an `engram` type whose block does not divide engram_head_dim.
+[[nodiscard]] Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision = {},
+                                                     std::optional<DType> engram = std::nullopt);
 
 // KV footprint alone (pure function of the config).
 KvFootprint kv_footprint(const model::ModelConfig& c);

@@ -1,9 +1,12 @@
 #include "tools/quantize.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "core/thread_pool.h"
@@ -12,6 +15,7 @@
 #include "io/gguf_writer.h"
 #include "kernels/kquant.h"
 #include "kernels/linear.h"
+#include "model/config.h"
 #include "model/weights.h"
 #include "store/expert_catalog.h"
 
@@ -102,6 +106,44 @@ Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t ou
   return Status();
 }
 
+// An Engram table (F8_E4M3 [rows, hd] + E8M0 [rows, hd/32]) -> `target` rows, written to `w` in
+// chunks of rows: e4m3 * 2^k is exact in f32, so each row is quantised from the official values.
+Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, ThreadPool* pool, io::GgufWriter* w,
+                      const std::function<void(uint64_t)>& progress) {
+  const int64_t rows = p.w->shape[0], hd = p.w->shape[1], ns = hd / 32;
+  kernels::QuantType qt;
+  STRATA_CHECK(model::quant_type_of(target, &qt), "convert_engram: not a block format");
+  const int64_t rb = kernels::quant_row_bytes(qt, hd);
+  constexpr int64_t kChunk = 1 << 15;  // rows per chunk: 8 MiB of codes at head_dim 256
+  std::vector<uint8_t> codes, scales, out;
+  std::vector<float> f;
+  for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+    const int64_t n = std::min(kChunk, rows - r0);
+    codes.resize(static_cast<size_t>(n * hd));
+    scales.resize(static_cast<size_t>(n * ns));
+    STRATA_RETURN_IF_ERROR(ck.read_range(*p.w, static_cast<uint64_t>(r0 * hd), codes.size(), codes.data()));
+    STRATA_RETURN_IF_ERROR(ck.read_range(*p.scale, static_cast<uint64_t>(r0 * ns), scales.size(), scales.data()));
+    f.resize(static_cast<size_t>(n * hd));
+    out.assign(static_cast<size_t>(n * rb), 0);
+    std::atomic<int64_t> bad{-1};
+    pool->parallel_for(n, [&](int64_t a, int64_t b) {
+      for (int64_t r = a; r < b; ++r) {
+        float* fr = f.data() + r * hd;
+        for (int64_t i = 0; i < hd; ++i) {
+          fr[i] = e4m3_to_f32(codes[static_cast<size_t>(r * hd + i)]) * e8m0_to_f32(scales[static_cast<size_t>(r * ns + i / 32)]);
+          if (!std::isfinite(fr[i])) bad.store(r0 + r);
+        }
+        kernels::quantize_row_ref(qt, fr, out.data() + r * rb, hd);
+      }
+    });
+    if (bad.load() >= 0)
+      return Corruption("tensor '" + p.w->name + "': row " + std::to_string(bad.load()) + " has a value that is not finite");
+    STRATA_RETURN_IF_ERROR(w->write(out.data(), out.size()));
+    progress(static_cast<uint64_t>(n * (hd + ns)));
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<std::optional<DType>> parse_quant_choice(const std::string& s) {
@@ -170,6 +212,22 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       continue;
     }
     target[n] = want;
+  }
+  // Engram tables (--engram T): one block-format tensor each, every row whole blocks, or refused.
+  if (o.engram) {
+    const std::string tn = quant_choice_name(o.engram);
+    const int64_t be = dtype_block(*o.engram).elems;
+    for (const auto& [n, t] : all) {
+      if (!store::ExpertCatalog::is_engram_table(n) || !n.ends_with(".weight")) continue;
+      if (t.dtype != DType::kF8E4M3 || t.shape.rank != 2 || !find(sibling(n, ".weight", ".scale")))
+        return InvalidArgument("--engram " + tn + ": Engram table '" + n + "' is " + std::string(dtype_name(t.dtype)) +
+                               " " + t.shape.to_string() + ", expected F8_E4M3 [rows, head_dim] with its .scale");
+      if (t.shape[1] % be != 0)
+        return InvalidArgument("--engram " + tn + ": Engram table '" + n + "' has rows of " + std::to_string(t.shape[1]) +
+                               " values (engram_head_dim), not a multiple of " + tn + "'s block of " + std::to_string(be) +
+                               "; pick a type whose block divides it (q8_0 and iq4_nl have blocks of 32) or keep");
+      target[n] = o.engram;
+    }
   }
 
   // The GGUF tensors in source (name) order, stacked experts at their first expert, Engram tables last.
@@ -248,6 +306,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   meta.emplace_back("strata.quantize.experts", io::GgufValue::string(quant_choice_name(experts)));
   meta.emplace_back("strata.quantize.dense", io::GgufValue::string(quant_choice_name(o.dense)));
   meta.emplace_back("strata.quantize.head", io::GgufValue::string(quant_choice_name(o.head)));
+  meta.emplace_back("strata.quantize.engram", io::GgufValue::string(quant_choice_name(o.engram)));
   meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
   if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
   meta.emplace_back("strata.raw_tensors", io::GgufValue::string_array(raw_names));
@@ -261,6 +320,13 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   uint64_t done = 0;
   std::vector<uint8_t> buf;
   for (const Item& item : items) {
+    if (item.target && store::ExpertCatalog::is_engram_table(item.parts[0].w->name)) {
+      STRATA_RETURN_IF_ERROR(convert_engram(*ck, item.parts[0], *item.target, &pool, w.get(), [&](uint64_t n) {
+        done += n;
+        report_progress(progress, ProgressEvent{"quantize", "bytes", done, rep.src_bytes, "", false});
+      }));
+      continue;
+    }
     for (const Part& p : item.parts) {
       if (item.target) {
         STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, &pool, &buf));
@@ -276,6 +342,18 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   STRATA_RETURN_IF_ERROR(w->finish());
   report_progress(progress, ProgressEvent{"quantize", "bytes", rep.src_bytes, rep.src_bytes, "", true});
   rep.n_tensors = decls.size();
+  // Engram sizes as written (docs/performance.md "The Engram dial").
+  for (const Item& item : items) {
+    const io::TensorInfo& t = *item.parts[0].w;
+    if (!store::ExpertCatalog::is_engram_table(t.name)) continue;
+    rep.engram_table_bytes += item.target ? dtype_nbytes(*item.target, item.out * item.in) : t.nbytes;
+    if (!t.name.ends_with(".weight") || t.shape.rank != 2) continue;
+    const int64_t hd = t.shape[1];
+    const uint64_t rb = item.target ? dtype_nbytes(*item.target, hd) : static_cast<uint64_t>(hd + hd / 32);
+    rep.engram_row_bytes = std::max(rep.engram_row_bytes, rb);
+  }
+  if (auto mc = model::ModelConfig::parse(config, o.src_dir + "/config.json"); mc.ok() && rep.engram_row_bytes > 0)
+    rep.engram_rows_per_token = static_cast<int>(mc->engram_layer_ids.size()) * mc->engram_n_cols();
   rep.file_bytes = w->file_bytes();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;

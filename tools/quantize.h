@@ -6,13 +6,19 @@
 //   experts  routed experts w1/w2/w3 (MXFP4 in the release), of every layer and DSpark stage;
 //   dense    every other FP8-stored linear: attention wq_a/wq_b/wkv/wo_a/wo_b, indexer wq_b, shared
 //            experts, Engram wkv, DSpark main_proj;
-//   head     the LM head (BF16).
+//   head     the LM head (BF16);
+//   engram   the Engram tables (F8_E4M3 [rows, head_dim] + E8M0 scale per 32 in the release): each
+//            becomes one block-format tensor [rows, head_dim] without a scale tensor, quantised
+//            from the exactly dequantised FP8 values (e4m3 * e8m0), streamed in chunks of rows (the
+//            release tables are ~100 GB each). Every row must be whole blocks: a type whose block
+//            does not divide head_dim is refused (kInvalidArgument naming the table). The model
+//            reads such rows per row from disk as it does FP8 rows (store/engram_rows.h).
 // "Keep" (nullopt) writes the official bytes unchanged (FP8/E8M0/E2M1 as ggml I8 listed in
 // strata.raw_dtypes, BF16/F32 as themselves), so a keep/keep/keep GGUF runs bit-identically to its
 // source. A matrix whose rows are not a whole number of blocks is kept (and said so in the report);
 // routed experts are quantised all three matrices or none (the MoE kernel takes one format per expert).
-// Never quantised: norms, mHC, sinks, router, compressor/indexer BF16 projections, embeddings and
-// the Engram tables (copied as two tensors: docs/gguf.md).
+// Never quantised: norms, mHC, sinks, router, compressor/indexer BF16 projections and embeddings;
+// the Engram tables are copied as two tensors (docs/gguf.md) unless `engram` is set.
 // Output: tensor names of docs/gguf.md (io/gguf_names.h), config.json and tokenizer.json embedded as
 // strata.config_json / strata.tokenizer_json, written atomically by io::GgufWriter (an existing
 // OUT is refused). Memory: one source tensor (f32) and its output at a time.
@@ -36,6 +42,7 @@ struct QuantizeOptions {
   std::optional<DType> experts;      // block format for routed experts; nullopt = keep
   std::optional<DType> dense;        // for the other FP8 linears; nullopt = keep
   std::optional<DType> head;         // for the LM head; nullopt = keep
+  std::optional<DType> engram;       // for the Engram tables; nullopt = keep (official FP8 + scales)
   int n_threads = 0;                 // quantiser threads (0 = one per core)
   bool fsync = true;
   io::Env* env = nullptr;            // null = io::default_env()
@@ -46,6 +53,12 @@ struct QuantizeReport {
   uint64_t n_quantized = 0;          // source matrices re-quantised
   uint64_t src_bytes = 0, file_bytes = 0;
   std::vector<std::string> notes;    // matrices kept because of their shape, and similar
+  // Engram tables as written (0 when the checkpoint has none).
+  uint64_t engram_table_bytes = 0;   // all tables, scales included (keep) or the block-format tensors
+  uint64_t engram_row_bytes = 0;     // bytes of one row (widest table): head_dim + head_dim/32 (keep), or
+                                     // the type's bytes for head_dim values (Q4_K at 256: 144)
+  int engram_rows_per_token = 0;     // rows one token reads: engram layers x (max_ngram - 1) x heads
+  uint64_t engram_bytes_per_token() const { return engram_rows_per_token * engram_row_bytes; }
   double seconds = 0;
 };
 
@@ -56,8 +69,9 @@ struct QuantizeReport {
 std::string quant_choice_name(const std::optional<DType>& d);
 
 // Runs the conversion; progress as ProgressEvent{"quantize", "bytes"} over source bytes.
-// Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path,
-// the writer's I/O errors (no partial file is left).
+// Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path or
+// an `engram` type whose block does not divide head_dim (naming the table), the writer's I/O
+// errors (no partial file is left).
 [[nodiscard]] Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress = {});
 
 }  // namespace strata::tools

@@ -5,7 +5,9 @@
 #    text as the safetensors checkpoint;
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
-#  - an existing output is refused; a K-quant on rows of 64 is kept and said so.
+#  - an existing output is refused; a K-quant on rows of 64 is kept and said so;
+#  - --engram iq4_nl: the summary gives 18 B rows, the GGUF runs; --engram q4_k (blocks of 256 on
+#    head_dim 32) is refused.
 # With a 4th argument TOKENIZER (tokenizer.json) it instead synthesizes the demo checkpoint, measures
 # its Q4_K and Q2_K expert variants and checks KLD(Q4_K) < KLD(Q2_K) (cli.quantize_demo_check, label
 # slow; the tiny checks above are cli.quantize_check's, not repeated); with a 5th argument TEXT
@@ -65,6 +67,17 @@ if [[ -z "$demo_tokenizer" ]]; then
   grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
   "$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
   grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
+  # The Engram dial: head_dim 32 takes iq4_nl (18 B per row), refuses q4_k (blocks of 256).
+  "$strata" quantize -m "$ck" --out "$tmp/e4.gguf" --experts keep --engram iq4_nl > "$tmp/e4.out"
+  grep -q "Engram (iq4_nl): 24 rows x 18 B = 432 B read per token" "$tmp/e4.out" \
+    || { echo "FAIL --engram iq4_nl summary"; cat "$tmp/e4.out"; exit 1; }
+  "$strata" run -m "$tmp/e4.gguf" -p hi -n 4 > /dev/null 2>"$tmp/run_e4.err"
+  grep -Eq "generated [1-4] token" "$tmp/run_e4.err" || { echo "FAIL run -m e4.gguf"; cat "$tmp/run_e4.err"; exit 1; }
+  if "$strata" quantize -m "$ck" --out "$tmp/e4k.gguf" --experts keep --engram q4_k > /dev/null 2> "$tmp/e4k.err"; then
+    echo "FAIL --engram q4_k on head_dim 32 was accepted"; exit 1
+  fi
+  grep -q "not a multiple of q4_k's block of 256" "$tmp/e4k.err" || { echo "FAIL --engram q4_k message"; cat "$tmp/e4k.err"; exit 1; }
+  echo "ok   --engram iq4_nl: 18 B rows, runs; q4_k refused on head_dim 32"
 fi
 
 if [[ -n "$demo_tokenizer" ]]; then

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "io/file.h"
 #include "tests/support/files.h"
@@ -68,6 +69,36 @@ MachineProfile fake_machine(double gbps, double gflops, uint64_t ram, int thread
   m.disk.iops_qd32_buffered = m.disk.iops_qd32_direct = 100000;
   m.disk.iops_qd1_buffered = m.disk.iops_qd1_direct = 10000;
   return m;
+}
+
+// The Engram dial at the release config (issue 16 item 4): 2 tables, 768,022,850 rows of 256 values.
+TEST(PlanSizes, EngramDialAtTheReleaseConfig) {
+  STRATA_REQUIRE_FIXTURE(kRealConfig);
+  const Loaded l = load_config(kRealConfig);
+  auto fp8 = model_footprint(l.config);
+  ASSERT_TRUE(fp8.ok()) << fp8.error().to_string();
+  const uint64_t rows = 384006168ull + 384016682ull;
+  // Two types (each footprint of the release config takes ~0.7 s): Q8_0 is wider than FP8 + E8M0;
+  // Q4_K through make_plan and its text, as `strata plan -m X.gguf` prints it.
+  PlanOptions po;
+  po.engram = DType::kQ4_K;
+  auto plan = make_plan(l.config, l.vision, fake_machine(20.0, 200.0, 24ull << 30, 2), po, kRealConfig);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  const std::string text = plan_text(*plan);
+  EXPECT_NE(text.find("Engram: 48 rows x 144 B = 6,912 B (6.9 KB) read per token (tables Q4_K)"), std::string::npos)
+      << text;
+  EXPECT_NE(plan_json(*plan).find("\"dtype\": \"Q4_K\""), std::string::npos);
+  auto q8 = model_footprint(l.config, {}, DType::kQ8_0);
+  ASSERT_TRUE(q8.ok()) << q8.error().to_string();
+  for (auto [f, d, rb] : {std::tuple{&*q8, DType::kQ8_0, 272u}, std::tuple{&plan->footprint, DType::kQ4_K, 144u}}) {
+    EXPECT_EQ(f->engram_row_bytes, rb) << dtype_name(d);
+    EXPECT_EQ(f->engram_bytes_per_token, 48u * rb) << dtype_name(d);
+    EXPECT_EQ(f->engram_table_bytes, rows * rb) << dtype_name(d);
+    EXPECT_EQ(f->engram_scale_bytes, 0u);
+    // Everything else is the same checkpoint.
+    EXPECT_EQ(f->text_bytes - f->engram_table_bytes, fp8->text_bytes - fp8->engram_table_bytes) << dtype_name(d);
+    EXPECT_EQ(f->decode.engram_bytes, 48u * rb) << dtype_name(d);
+  }
 }
 
 TEST(PlanSizes, RealConfigPublishedFigures) {
