@@ -89,7 +89,11 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
     s.stats.spec.active = true;
     s.guard.emplace(s.o.spec.guard);
     s.drafter.emplace(m_);
-    session->set_undo_depth(std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1);
+    // The depth a sequence needs: the larger of what verification rewinds and what the session's
+    // owner keeps (a server slot's undo log for reuse by rewind), restored at the end.
+    s.undo_before = session->undo_depth();
+    session->set_undo_depth(
+        std::max(s.undo_before, std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1));
   }
   s.t_add = clock::now();
   seqs_.push_back(std::move(s));
@@ -114,7 +118,7 @@ Engine::SeqIt Engine::finish(SeqIt it, FinishReason r, const Status& st) {
   if (s.spec_on) {
     s.stats.spec.pauses = s.guard->pauses();
     s.stats.spec.probes = s.guard->probes();
-    s.session->set_undo_depth(0);
+    s.session->set_undo_depth(s.undo_before);
   }
   s.stats.generated_tokens = static_cast<int64_t>(s.generated.size());
   if (!s.generated.empty()) s.stats.decode_s = seconds(clock::now() - s.t_first);
@@ -283,7 +287,7 @@ void Engine::draft(Seq& s) {
   s.stats.spec.draft_s += s.draft_s;
   if (!d.ok()) {  // a store failure in a draft stage: decode plainly from now on (the forward reports its own)
     s.spec_on = false;
-    s.session->set_undo_depth(0);
+    s.session->set_undo_depth(s.undo_before);
     return;
   }
   if (d->empty()) {

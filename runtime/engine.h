@@ -232,6 +232,7 @@ class Engine {
     clock::time_point t_add, t_first;
     // Speculation (spec_on: mode dspark, greedy, this checkpoint has DSpark).
     bool spec_on = false;
+    int64_t undo_before = 0;  // the session's undo depth before speculation raised it
     std::optional<SpecGuard> guard;
     std::optional<DSparkDrafter> drafter;
     std::vector<int32_t> verify;  // this step's verification tokens: pending, then the drafts
