@@ -93,14 +93,19 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
     s.stats.spec.active = true;
     s.guard.emplace(s.o.spec.guard);
     s.drafter.emplace(m_);
-    session->set_undo_depth(std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1);
+    // The depth a sequence needs: the larger of what verification rewinds and what the session's
+    // owner keeps (a server slot's undo log for reuse by rewind), restored at the end.
+    s.undo_before = session->undo_depth();
+    session->set_undo_depth(
+        std::max(s.undo_before, std::min<int64_t>(s.o.spec.max_drafts, m_.config().dspark_block_size) + 1));
   } else if (s.o.spec.mode == SpecMode::kDraft) {
     s.spec_on = true;
     s.stats.spec.active = true;
     s.guard.emplace(s.o.spec.guard);
     if (s.o.spec.draft_model != nullptr && !s.o.spec.test_drafts)
       s.model_drafter = std::make_unique<ModelDrafter>(*s.o.spec.draft_model, s.o.spec.max_drafts, o_.prefill_chunk);
-    session->set_undo_depth(s.o.spec.max_drafts + 1);
+    s.undo_before = session->undo_depth();
+    session->set_undo_depth(std::max<int64_t>(s.undo_before, s.o.spec.max_drafts + 1));
   }
   s.t_add = clock::now();
   seqs_.push_back(std::move(s));
@@ -125,7 +130,7 @@ Engine::SeqIt Engine::finish(SeqIt it, FinishReason r, const Status& st) {
   if (s.spec_on) {
     s.stats.spec.pauses = s.guard->pauses();
     s.stats.spec.probes = s.guard->probes();
-    s.session->set_undo_depth(0);
+    s.session->set_undo_depth(s.undo_before);
   }
   s.stats.generated_tokens = static_cast<int64_t>(s.generated.size());
   if (!s.generated.empty()) s.stats.decode_s = seconds(clock::now() - s.t_first);
@@ -306,7 +311,7 @@ void Engine::draft(Seq& s) {
   s.stats.spec.draft_s += all_s;
   if (!ds.ok()) {  // a store failure in a drafter: decode plainly from now on (the forward reports its own)
     s.spec_on = false;
-    s.session->set_undo_depth(0);
+    s.session->set_undo_depth(s.undo_before);
     return;
   }
   if (d->empty()) {
@@ -448,7 +453,7 @@ void Engine::settle(const Batch& b, const StepStats& st) {
         s.stats.prefill_s += seconds(clock::now() - t0);
         if (!ds.ok()) {  // decode plainly (a draft store failure)
           s.spec_on = false;
-          s.session->set_undo_depth(0);
+          s.session->set_undo_depth(s.undo_before);
         }
       }
       if (last) s.state = State::kSample;

@@ -235,6 +235,7 @@ class Engine {
     clock::time_point t_add, t_first;
     // Speculation (spec_on: mode dspark on a checkpoint with DSpark, or mode draft).
     bool spec_on = false;
+    int64_t undo_before = 0;  // the session's undo depth before speculation raised it
     std::optional<SpecGuard> guard;
     std::optional<DSparkDrafter> drafter;         // mode dspark
     std::unique_ptr<ModelDrafter> model_drafter;  // mode draft (runtime/draft_model.h)

@@ -83,6 +83,7 @@ void PrefixCache::insert(const Session& s) {
       break;
     }
   entries_.push_back(Entry{s, h, own, ++tick_});
+  entries_.back().snap.set_undo_depth(0);  // not counted in own_bytes, and no restore rewinds (file comment)
   charge(entries_.back().snap, +1);
   bytes_ += own;
   ++stats_.inserts;

@@ -1,10 +1,16 @@
 // PrefixCache: snapshots of sessions, so a request that starts with tokens some session already ran
 // reuses that work instead of recomputing it.
 //
-// The sliding-window ring and the compressor state cannot be rolled back, so a session can only be
-// resumed from a point where its state was copied: snapshots are taken at chunk boundaries of a
+// A snapshot is resumed only at its own length: snapshots are taken at chunk boundaries of a
 // prefill (AppendOptions::on_boundary) and at the end of each append (a turn boundary; the server
-// inserts live sessions there). A snapshot is a Session copy: rings, compressor states, the Engram
+// inserts live sessions there). They carry no undo records (Session::rewind; insert drops them), so
+// one longer than the common prefix with a request is passed over: records reaching window_size
+// tokens back would cost about as much as the snapshot's own rings again (n_layers window rows plus
+// compressor slots per token, model/kv_undo.h), for every snapshot. The changed-tail case (a
+// regenerated answer, an edited last message) is the slot's live session, which keeps such a log
+// and is rewound to the common prefix (server/scheduler.h select_slot); snapshots cover the rest:
+// a conversation whose slot another one took, resumed at a turn or chunk boundary or where the
+// last assistant prefix began. A snapshot is a Session copy: rings, compressor states, the Engram
 // history, the last logits and the compressed-KV pages, which it shares with the session and with
 // other snapshots of the same history (model/kv_cache.h PagedRows), so ten snapshots of one growing
 // conversation cost about one conversation of pages plus ten rings.

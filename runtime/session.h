@@ -118,6 +118,9 @@ class Session {
   // recorded token n_layers ring rows + 2 x head_dim f32 per compressing KV source, copied before
   // each forward of at most window_size tokens (a longer one clears the log).
   void set_undo_depth(int64_t depth) { undo_.set_depth(depth); }
+  // The depth set last (0: nothing recorded). The engine raises it for speculation and puts this
+  // back afterwards, so a depth kept by the session's owner (the server's slots) survives.
+  int64_t undo_depth() const { return undo_.depth(); }
   // The shortest length rewind() can reach now (n_past() when nothing is recorded).
   int64_t rewind_floor() const { return undo_.floor(cache_.n_past); }
   // Cuts the session back to its first `n` tokens: tokens, caches (window rings, compressor partial

@@ -814,6 +814,7 @@ Status HttpServer::attach(std::unique_ptr<tokenizer::Tokenizer> tokenizer, std::
   so.prefill_chunk = opt_.prefill_chunk;
   so.batch_tokens = opt_.batch_tokens;
   so.prefix_cache_bytes = static_cast<uint64_t>(opt_.prefix_cache_mib) << 20;
+  so.slot_undo = opt_.slot_undo;
   so.spec = opt_.spec;
   if (so.spec.mode == runtime::SpecMode::kDSpark && !b->model->has_dspark())
     return NotSupported("--spec dspark: the checkpoint has no DSpark draft stages");

@@ -111,6 +111,9 @@ std::string Metrics::render(const Gauges& g) const {
   scalar(&out, "strata_kv_sessions", "gauge", "Slots holding a KV cache.", g.sessions);
   scalar(&out, "strata_kv_bytes", "gauge", "Bytes the slots' KV caches hold (as of the last engine step).",
          double(g.kv_bytes));
+  scalar(&out, "strata_prefix_rewinds_total", "counter",
+         "Admissions that reused a slot's session by cutting it back to the prompt's common prefix (Session::rewind).",
+         double(prefix_rewinds.load()));
   scalar(&out, "strata_prefix_cache_entries", "gauge", "Session snapshots in the prefix cache.",
          double(g.prefix_cache_entries));
   scalar(&out, "strata_prefix_cache_bytes", "gauge", "Bytes the prefix cache holds.", double(g.prefix_cache_bytes));

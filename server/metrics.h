@@ -47,6 +47,7 @@ class Metrics {
   void count_request(int http_status);
   std::atomic<uint64_t> prompt_tokens{0};         // prompt tokens of admitted requests
   std::atomic<uint64_t> prompt_tokens_cached{0};  // ... reused from a slot's session
+  std::atomic<uint64_t> prefix_rewinds{0};        // admissions that rewound a slot's session to reuse it
   std::atomic<uint64_t> generation_tokens{0};     // sampled tokens
   std::atomic<uint64_t> reasoning_tokens{0};      // ... of them counted as reasoning
   std::atomic<uint64_t> prefill_ns{0};            // time in prefill forwards

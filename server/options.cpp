@@ -15,6 +15,7 @@ Status ServerOptions::validate() const {
   if (prefill_chunk < 1) return InvalidArgument("--prefill-chunk: must be >= 1");
   if (batch_tokens < 1) return InvalidArgument("--batch-tokens: must be >= 1");
   if (prefix_cache_mib < 0) return InvalidArgument("--prefix-cache-mib: must be >= 0");
+  if (slot_undo < -1) return InvalidArgument("--slot-undo: must be >= 0, or -1 for the model's window_size");
   if (max_connections < 1 || max_connections > 100000) return InvalidArgument("--max-connections: must be in 1..100000");
   if (header_limit_kib < 1 || header_limit_kib > 16384) return InvalidArgument("--header-limit-kib: must be in 1..16384");
   if (max_header_fields < 1 || max_header_fields > 100000) return InvalidArgument("--max-header-fields: must be in 1..100000");

@@ -42,6 +42,12 @@ struct ServerOptions {
   // the decode tokens (a prompt chunk always joins a step even past the budget, so 1 still works).
   int64_t batch_tokens = 512;
   int64_t prefix_cache_mib = 1024;  // --prefix-cache-mib: snapshots of earlier turns / prompts; 0 = off
+  // --slot-undo: tokens a slot's session can be cut back (Session::set_undo_depth) so that a request
+  // changing the tail of the slot's history (a regenerated answer, an edited last message) reuses
+  // the rest; -1 = the model's window_size (the most a ring allows), 0 = off. Memory per slot: depth
+  // x (n_layers window rows + 2 x head_dim f32 per compressing KV source) (model/kv_undo.h), and
+  // each decode step copies one such token's worth before its forward.
+  int64_t slot_undo = -1;
   // --spec / --spec-max / --spec-min-conf / --spec-guard (cli/spec_flags.h): every request's
   // sequence; it speculates only while it is the only active one (runtime/engine.h).
   runtime::SpecOptions spec;

@@ -41,6 +41,7 @@ Status SchedulerOptions::validate() const {
   if (max_queue < 0) return InvalidArgument("--max-queue: must be >= 0");
   if (ctx < 0) return InvalidArgument("--ctx: must be >= 0");
   if (prefill_chunk < 1) return InvalidArgument("prefill chunk: must be >= 1");
+  if (slot_undo < -1) return InvalidArgument("--slot-undo: must be >= 0, or -1 for the model's window_size");
   if (batch_tokens < 1) return InvalidArgument("--batch-tokens: must be >= 1");
   return Status();
 }
@@ -52,6 +53,7 @@ Scheduler::Scheduler(model::Model& m, const SchedulerOptions& opt, Metrics* metr
       metrics_(metrics),
       slots_(static_cast<size_t>(std::max(1, opt.n_slots))) {
   ctx_ = engine_.context_limit();
+  undo_depth_ = opt.slot_undo < 0 ? m.config().window_size : opt.slot_undo;
   if (opt.prefix_cache_bytes > 0) {
     runtime::PrefixCacheOptions po;
     po.budget_bytes = opt.prefix_cache_bytes;
@@ -99,18 +101,20 @@ Status Scheduler::submit(std::shared_ptr<Job> job) {
 }
 
 Scheduler::Pick Scheduler::select_slot(std::span<const std::vector<int32_t>* const> histories,
-                                       std::span<const uint64_t> last_used, std::span<const bool> free,
-                                       std::span<const int32_t> prompt) {
+                                       std::span<const int64_t> floors, std::span<const uint64_t> last_used,
+                                       std::span<const bool> free, std::span<const int32_t> prompt) {
   Pick best;
   uint64_t best_used = 0;
   for (size_t i = 0; i < histories.size(); ++i) {
     if (!free[i] || !histories[i]) continue;
     const std::vector<int32_t>& h = *histories[i];
-    // A usable history is a proper prefix: at least one prompt token must still run for logits.
-    if (h.empty() || h.size() >= prompt.size() || !std::equal(h.begin(), h.end(), prompt.begin())) continue;
-    const auto n = static_cast<int64_t>(h.size());
-    if (n > best.reused || (n == best.reused && last_used[i] < best_used)) {
-      best = Pick{static_cast<int>(i), n};
+    const size_t cap = std::min(h.size(), prompt.size() - 1);
+    const auto lcp = static_cast<int64_t>(std::mismatch(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(cap),
+                                                        prompt.begin()).first - h.begin());
+    const bool extend = lcp == static_cast<int64_t>(h.size());
+    if (lcp == 0 || (!extend && lcp < floors[i])) continue;  // past the floor: the overwritten ring rows are gone
+    if (lcp > best.reused || (lcp == best.reused && last_used[i] < best_used)) {
+      best = Pick{static_cast<int>(i), lcp, !extend};
       best_used = last_used[i];
     }
   }
@@ -129,6 +133,7 @@ Scheduler::Pick Scheduler::select_slot(std::span<const std::vector<int32_t>* con
 void Scheduler::admit_locked() {
   while (!queue_.empty()) {
     std::vector<const std::vector<int32_t>*> hist(slots_.size(), nullptr);
+    std::vector<int64_t> floors(slots_.size(), 0);
     std::vector<uint64_t> used(slots_.size(), 0);
     std::unique_ptr<bool[]> free(new bool[slots_.size()]);
     bool any_free = false;
@@ -136,26 +141,44 @@ void Scheduler::admit_locked() {
       const Slot& s = slots_[i];
       free[i] = s.job == nullptr;
       any_free = any_free || free[i];
-      if (s.session && s.session->valid()) hist[i] = &s.session->tokens();
+      if (s.session && s.session->valid()) {
+        hist[i] = &s.session->tokens();
+        floors[i] = s.session->rewind_floor();
+      }
       used[i] = s.last_used;
     }
     if (!any_free) return;
     auto [job, t_submit] = std::move(queue_.front());
     queue_.pop_front();
-    Pick pick = select_slot(hist, used, std::span<const bool>(free.get(), slots_.size()), job->prompt);
+    Pick pick = select_slot(hist, floors, used, std::span<const bool>(free.get(), slots_.size()), job->prompt);
     Slot& s = slots_[static_cast<size_t>(pick.slot)];
     if (!s.session) {
       sessions_.fetch_add(1);
       s.session = std::make_unique<runtime::Session>(m_);
     }
-    // The longest reusable prefix: the slot's live session, or a longer snapshot of the shared cache
-    // (one taken where the last message's assistant prefix began survives a client re-rendering the
-    // history; issue 14 item 6). A session cannot be rewound, so a snapshot replaces it.
+    // The longest reusable prefix: the slot's live session (extended, or rewound to the common
+    // prefix when the client changed the tail: a regenerated answer, an edited last message), or a
+    // longer snapshot of the shared cache (one taken where the last message's assistant prefix began
+    // survives a client re-rendering the history; issue 14 item 6), which then replaces the session.
+    bool restored = false;
     if (prefix_cache_) {
       const int64_t got = prefix_cache_->restore(job->prompt, runtime::PrefillMode::kExact, s.session.get(), pick.reused);
-      if (got > pick.reused) pick.reused = got;
+      if (got > pick.reused) {
+        pick.reused = got;
+        restored = true;
+      }
+    }
+    if (!restored && pick.rewind) {
+      // Bit-exact (Session::rewind): what follows computes what a session prefilled to `reused` would.
+      if (s.session->rewind(pick.reused).ok()) {
+        if (metrics_) ++metrics_->prefix_rewinds;
+      } else {
+        pick.reused = 0;  // not expected (the floor was checked); a fresh session is always right
+      }
     }
     if (pick.reused == 0 && (s.session->n_past() > 0 || !s.session->valid())) s.session = std::make_unique<runtime::Session>(m_);
+    // Snapshots and fresh sessions carry no undo records: from here on the slot records its tail.
+    s.session->set_undo_depth(undo_depth_);
     s.job = std::move(job);
     s.stats = JobStats{};
     s.stats.prompt_tokens = static_cast<int64_t>(s.job->prompt.size());

@@ -104,6 +104,7 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per chunk, cut at absolute multiples (runtime::EngineOptions)
   int64_t batch_tokens = 512;   // tokens per engine step (runtime::EngineOptions::batch_tokens)
   uint64_t prefix_cache_bytes = 1ull << 30;  // runtime::PrefixCache budget; 0 = no shared cache
+  int64_t slot_undo = -1;  // undo depth of slot sessions (ServerOptions::slot_undo); -1 = window_size, 0 = none
   runtime::SpecOptions spec;   // speculative decoding of every sequence (runtime/engine.h: while alone)
   // Called on the worker thread between steps, at most every tick_interval_s (and once when idle):
   // where owners of other counters snapshot what only the model thread may read (store stats).
@@ -135,14 +136,20 @@ class Scheduler {
   // The shared prefix cache's counters (zeros when disabled).
   runtime::PrefixCacheStats prefix_cache_stats() const;
 
-  // The slot for `prompt` among free slots' histories: the longest history that is a proper prefix
-  // of the prompt (ties: least recently used), else the least recently used slot (reused = 0).
-  // Returns {slot index, reused tokens}; {-1, 0} if no slot is free.
+  // The slot for `prompt` among free slots' histories (issue 14 item 6, issue 17 item 4): the longest
+  // usable common prefix, where a slot's common prefix with the prompt (capped at prompt.size() - 1:
+  // one prompt token must still run for logits) is usable when it is the whole history (the prompt
+  // extends it) or reaches no lower than the slot's rewind floor (`floors[i]`,
+  // Session::rewind_floor: the session is cut back to it). Ties: least recently used. Without any,
+  // an empty slot, else the least recently used one (reused = 0). Returns {slot index, reused
+  // tokens, whether the session must be rewound}; {-1, 0} if no slot is free.
   struct Pick {
     int slot = -1;
     int64_t reused = 0;
+    bool rewind = false;  // reused < the slot's history: Session::rewind(reused) before use
   };
-  static Pick select_slot(std::span<const std::vector<int32_t>* const> histories, std::span<const uint64_t> last_used,
+  static Pick select_slot(std::span<const std::vector<int32_t>* const> histories, std::span<const int64_t> floors,
+                          std::span<const uint64_t> last_used,
                           std::span<const bool> free, std::span<const int32_t> prompt);
 
  private:
@@ -167,6 +174,7 @@ class Scheduler {
   runtime::Engine engine_;  // the generation loop; the worker thread's alone
   std::unique_ptr<runtime::PrefixCache> prefix_cache_;  // null when disabled
   int64_t ctx_;
+  int64_t undo_depth_ = 0;  // Session::set_undo_depth of every slot session (SchedulerOptions::slot_undo resolved)
   Metrics* metrics_;
   std::vector<Slot> slots_;
   mutable std::mutex mu_;

@@ -630,9 +630,65 @@ TEST_F(Serve, NextTurnReusesTheSession) {
   EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], p1 + answer);
   EXPECT_EQ(second["usage"]["prompt_cache_hit_tokens"], p1 + answer);
   EXPECT_GT(metric("strata_prompt_tokens_cached_total"), 0);
-  // A different conversation starts fresh.
+  // A different conversation reuses only the template's opening tokens (BOS, the user tag), the
+  // slot's session cut back to them (Session::rewind).
   const json other = chat(req(user("Something else"), {{"thinking", false}, {"max_tokens", 1}}));
-  EXPECT_EQ(other["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_LT(other["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), p1);
+}
+
+// A request that shares a prefix with the slot's history but changes its tail (issue 17 item 4):
+// the slot's session is rewound to the common prefix (Session::rewind, bit-exact), so the greedy
+// answer equals that of a cold session. B runs first on the fresh server (cold), then A takes the
+// slot (rewinding B's session), then B again (rewinding A's). No prefix cache: the reuse is the
+// rewind's. The tiny model's window is 16 tokens, so 12-token prompts stay within the undo log.
+TEST_F(Serve, ChangedTailRewindsTheSlotSessionExactly) {
+  ServerOptions o;
+  o.parallel = 1;
+  o.prefix_cache_mib = 0;
+  start(o);
+  const std::vector<int32_t> a = {0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100};
+  std::vector<int32_t> b(a.begin(), a.begin() + 8);
+  for (int32_t t : {5000, 5100, 5200, 5300}) b.push_back(t);
+  auto run = [&](const std::vector<int32_t>& prompt) {
+    auto r = post("/v1/completions", {{"model", kModel}, {"prompt", prompt}, {"temperature", 0}, {"max_tokens", 6}});
+    EXPECT_TRUE(r);
+    if (!r) return json();
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  };
+  const json cold = run(b);
+  EXPECT_EQ(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  run(a);
+  const json warm = run(b);
+  EXPECT_EQ(warm["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+  EXPECT_EQ(warm["choices"][0]["text"], cold["choices"][0]["text"]);
+  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 2);  // A's admission and B's second
+  // Past the floor: a 40-token prompt runs in one forward longer than the window, which leaves no
+  // undo records before its end, so a prompt changing its tail starts fresh.
+  std::vector<int32_t> c, d;
+  for (int32_t i = 0; i < 40; ++i) c.push_back(2000 + i);
+  d.assign(c.begin(), c.begin() + 30);
+  d.push_back(7);
+  run(c);
+  EXPECT_EQ(run(d)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 2);
+}
+
+// With --slot-undo 0 the slot keeps no undo log: a changed tail starts fresh.
+TEST_F(Serve, SlotUndoOffStartsAChangedTailFresh) {
+  ServerOptions o;
+  o.parallel = 1;
+  o.prefix_cache_mib = 0;
+  o.slot_undo = 0;
+  start(o);
+  auto run = [&](const std::vector<int32_t>& prompt) {
+    auto r = post("/v1/completions", {{"model", kModel}, {"prompt", prompt}, {"temperature", 0}, {"max_tokens", 2}});
+    EXPECT_TRUE(r);
+    return r ? json::parse(r->body) : json();
+  };
+  run({0, 100, 200, 300, 400});
+  EXPECT_EQ(run({0, 100, 200, 9, 9})["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 0);
 }
 
 // When another conversation took the slot in between, the shared prefix cache (a snapshot taken at
