@@ -105,6 +105,8 @@ Scheduler::Pick Scheduler::select_slot(std::span<const std::vector<int32_t>* con
                                        std::span<const bool> free, std::span<const int32_t> prompt) {
   Pick best;
   uint64_t best_used = 0;
+  bool empty_slot = false;
+  for (size_t i = 0; i < histories.size(); ++i) empty_slot = empty_slot || (free[i] && (!histories[i] || histories[i]->empty()));
   for (size_t i = 0; i < histories.size(); ++i) {
     if (!free[i] || !histories[i]) continue;
     const std::vector<int32_t>& h = *histories[i];
@@ -113,6 +115,10 @@ Scheduler::Pick Scheduler::select_slot(std::span<const std::vector<int32_t>* con
                                                         prompt.begin()).first - h.begin());
     const bool extend = lcp == static_cast<int64_t>(h.size());
     if (lcp == 0 || (!extend && lcp < floors[i])) continue;  // past the floor: the overwritten ring rows are gone
+    // A rewind keeping less than half of a slot's history would cut another conversation's live
+    // session for a few shared tokens (the chat template's opening ones): while an empty slot is
+    // free it takes that instead (llama.cpp's server likewise wants a prompt similarity of 0.5).
+    if (!extend && empty_slot && 2 * lcp < static_cast<int64_t>(h.size())) continue;
     if (lcp > best.reused || (lcp == best.reused && last_used[i] < best_used)) {
       best = Pick{static_cast<int>(i), lcp, !extend};
       best_used = last_used[i];

@@ -140,7 +140,9 @@ class Scheduler {
   // usable common prefix, where a slot's common prefix with the prompt (capped at prompt.size() - 1:
   // one prompt token must still run for logits) is usable when it is the whole history (the prompt
   // extends it) or reaches no lower than the slot's rewind floor (`floors[i]`,
-  // Session::rewind_floor: the session is cut back to it). Ties: least recently used. Without any,
+  // Session::rewind_floor: the session is cut back to it), and, while an empty slot is free, keeps at
+  // least half of the history (not another conversation cut back to a few template tokens). Ties:
+  // least recently used. Without any,
   // an empty slot, else the least recently used one (reused = 0). Returns {slot index, reused
   // tokens, whether the session must be rewound}; {-1, 0} if no slot is free.
   struct Pick {

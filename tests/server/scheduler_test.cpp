@@ -85,5 +85,24 @@ TEST(SchedulerSelectSlot, LongestReuseThenLeastRecentlyUsedAndBusySlotsSkipped) 
   EXPECT_EQ(s.pick({1, 2}).slot, -1);
 }
 
+TEST(SchedulerSelectSlot, EmptySlotBeforeARewindKeepingLessThanHalf) {
+  // Slot 0's conversation shares only 2 of its 7 tokens with the prompt: an empty slot is taken
+  // rather than cutting it back; with no empty slot the rewind is used; half or more is rewound.
+  Slots s{{{1, 2, 3, 4, 5, 6, 7}, {}}, {0, 0}, {1, 2}, {1, 1}};
+  Pick p = s.pick({1, 2, 8, 9});
+  EXPECT_EQ(p.slot, 1);
+  EXPECT_EQ(p.reused, 0);
+  s.free[1] = 0;
+  p = s.pick({1, 2, 8, 9});
+  EXPECT_EQ(p.slot, 0);
+  EXPECT_EQ(p.reused, 2);
+  EXPECT_TRUE(p.rewind);
+  s.free[1] = 1;
+  p = s.pick({1, 2, 3, 4, 8, 9});
+  EXPECT_EQ(p.slot, 0);
+  EXPECT_EQ(p.reused, 4);
+  EXPECT_TRUE(p.rewind);
+}
+
 }  // namespace
 }  // namespace strata::server
