@@ -1,11 +1,14 @@
 #include "io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "io/env.h"
 #include "io/temp_file.h"
@@ -209,6 +212,27 @@ Result<bool> direct_read_works(const std::string& path) {
   if (n >= 0) return true;
   if (err == EINVAL || err == EOPNOTSUPP) return false;
   return IOError(path + ": O_DIRECT test read", err);
+}
+
+Result<uint64_t> page_cache_bytes(const std::string& path) {
+  FdHandle fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return IOError(path + ": open", errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return IOError(path + ": stat", errno);
+  if (st.st_size <= 0) return uint64_t{0};
+  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return IOError(path + ": mmap for mincore", errno);
+  std::vector<unsigned char> vec((size + page - 1) / page, 0);
+  const int rc = ::mincore(m, size, vec.data());
+  const int err = errno;
+  ::munmap(m, size);
+  if (rc != 0) return IOError(path + ": mincore", err);
+  uint64_t resident = 0;
+  for (size_t i = 0; i < vec.size(); ++i)
+    if (vec[i] & 1) resident += std::min<uint64_t>(page, size - i * page);
+  return resident;
 }
 
 std::unique_ptr<File> make_faulty_file(std::unique_ptr<File> base, FaultSpec spec) {

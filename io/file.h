@@ -61,6 +61,11 @@ inline constexpr uint64_t kDirectIoAlign = 4096;
 // (EINVAL); other errors (missing file, EIO) are returned.
 [[nodiscard]] Result<bool> direct_read_works(const std::string& path);
 
+// Bytes of `path` that the page cache holds (mincore over a mapping that reads nothing), in
+// [0, size]; a file of size 0 holds 0. Errors: kIOError naming the file and the call (open, stat,
+// mmap, mincore).
+[[nodiscard]] Result<uint64_t> page_cache_bytes(const std::string& path);
+
 // What a reader accepts at a path. Checkpoint files, configs, tokenizers and sessions must be
 // regular files (a FIFO there would block forever, issue 13 item 8); a user's document may come
 // through a pipe (`-f <(cmd)`).

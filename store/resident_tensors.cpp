@@ -1,6 +1,9 @@
 #include "store/resident_tensors.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -21,12 +24,32 @@ constexpr uint64_t kHugePage = 2ull << 20;
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
-// One read of read_all(): bytes [offset, offset + n) of tensor t into dst + offset.
-struct Piece {
+// Bytes [offset, offset + n) of tensor t, for dst + offset.
+struct Segment {
   const io::TensorInfo* t;
   uint8_t* dst;
   uint64_t offset, n;
 };
+
+// One read of read_all(): file bytes [begin, end) of one shard, holding its segments in file order.
+// Buffered, each segment is read on its own; direct, the aligned range at once.
+struct Piece {
+  int shard;
+  uint64_t begin, end;
+  std::vector<Segment> segments;
+  uint64_t bytes() const {
+    uint64_t b = 0;
+    for (const Segment& s : segments) b += s.n;
+    return b;
+  }
+};
+
+// Neighbouring tensors closer than this in a file share one direct read (a checkpoint has tens of
+// thousands of small tensors: norms, biases, scales; one O_DIRECT read each would wait on the disk
+// every time, where the page cache's readahead had covered them).
+constexpr uint64_t kMaxGap = 64 * 1024;
+
+uint64_t align_down(uint64_t n, uint64_t a) { return n / a * a; }
 
 }  // namespace
 
@@ -88,10 +111,63 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
   for (const io::TensorInfo* t : todo) {
     uint8_t* dst = arena.get() + at;
     placed.emplace_back(t, dst);
-    for (uint64_t off = 0; off < t->nbytes; off += o.chunk_bytes)
-      pieces.push_back(Piece{t, dst, off, std::min(o.chunk_bytes, t->nbytes - off)});
+    for (uint64_t off = 0; off < t->nbytes; off += o.chunk_bytes) {
+      const uint64_t n = std::min(o.chunk_bytes, t->nbytes - off), begin = t->offset + off;
+      Piece* last = pieces.empty() ? nullptr : &pieces.back();
+      const bool joins = last && last->shard == t->shard && begin >= last->end && begin - last->end <= kMaxGap &&
+                         begin + n - last->begin <= o.chunk_bytes;
+      if (!joins) pieces.push_back(Piece{t->shard, begin, begin, {}});
+      pieces.back().end = begin + n;
+      pieces.back().segments.push_back(Segment{t, dst, off, n});
+    }
     at += round_up(std::max<uint64_t>(t->nbytes, 1), kTensorAlign);
   }
+
+  // O_DIRECT descriptors of the shards that take it (only plain files: a wrapper's reads must go
+  // through it).
+  std::vector<io::FdHandle> direct(static_cast<size_t>(ck.n_shards()));
+  if (o.direct != BulkReadOptions::Direct::kNever) {
+    std::vector<char> used(static_cast<size_t>(ck.n_shards()), 0);
+    for (const Piece& p : pieces) used[static_cast<size_t>(p.shard)] = 1;
+    for (int i = 0; i < ck.n_shards(); ++i) {
+      if (!used[static_cast<size_t>(i)] || ck.shard(i).native_fd() < 0) continue;
+      if (o.direct == BulkReadOptions::Direct::kAuto) {
+        auto cached = io::page_cache_bytes(ck.shard(i).path());
+        if (cached.ok() && *cached * 2 >= ck.shard(i).size()) continue;  // warm: from the page cache
+      }
+      auto works = io::direct_read_works(ck.shard(i).path());
+      if (!works.ok() || !*works) continue;  // refused (or odd): this shard reads buffered
+      auto fd = io::open_direct(ck.shard(i).path());
+      if (fd.ok()) direct[static_cast<size_t>(i)] = std::move(*fd);
+    }
+  }
+
+  // One piece through the O_DIRECT descriptor: the aligned range into `staging`, then each segment
+  // to its place. Errors name the file, the range and the first tensor.
+  auto read_direct = [&](const Piece& p, int fd, uint8_t* staging) -> Status {
+    const io::File& f = ck.shard(p.shard);
+    STRATA_ASSIGN_OR_RETURN(uint64_t now, f.current_size());
+    if (now != f.size())
+      return Corruption(f.path() + ": shard changed size since load (" + std::to_string(f.size()) + " -> " +
+                        std::to_string(now) + " bytes); reload the model");
+    const uint64_t a0 = align_down(p.begin, io::kDirectIoAlign);
+    const uint64_t len = round_up(p.end - a0, io::kDirectIoAlign);
+    const std::string where = f.path() + ": O_DIRECT read of bytes [" + std::to_string(p.begin) + ", " +
+                              std::to_string(p.end) + ") (tensor '" + p.segments.front().t->name + "')";
+    uint64_t got = 0;
+    while (got < p.end - a0) {
+      const ssize_t r = ::pread(fd, staging + got, static_cast<size_t>(len - got), static_cast<off_t>(a0 + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return IOError(where, errno);
+      if (r == 0) return Corruption(where + ": the file ends at byte " + std::to_string(a0 + got));
+      got += static_cast<uint64_t>(r);
+      if (got % io::kDirectIoAlign != 0) break;  // a short read only at the end of the file
+    }
+    if (got < p.end - a0) return Corruption(where + ": the file ends at byte " + std::to_string(a0 + got));
+    for (const Segment& s : p.segments)
+      std::memcpy(s.dst + s.offset, staging + (s.t->offset + s.offset - a0), static_cast<size_t>(s.n));
+    return Status();
+  };
 
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
@@ -101,18 +177,31 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
   Status err;
   auto read_pieces = [&](bool reports) {
     auto last = std::chrono::steady_clock::now();
+    Arena staging;  // this reader's O_DIRECT buffer: reused, so its pages are touched once
     for (;;) {
       const size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= pieces.size() || failed.load(std::memory_order_relaxed)) return;
       const Piece& p = pieces[i];
-      Status s = ck.read_range(*p.t, p.offset, p.n, p.dst + p.offset);
+      Status s;
+      const io::FdHandle& fd = direct[static_cast<size_t>(p.shard)];
+      if (fd.valid()) {
+        // At least a huge page, so new_arena aligns it for O_DIRECT (and beyond).
+        if (!staging) staging = new_arena(std::max(round_up(o.chunk_bytes, io::kDirectIoAlign) + 2 * io::kDirectIoAlign, kHugePage));
+        s = read_direct(p, fd.get(), staging.get());
+      } else {
+        for (const Segment& g : p.segments) {
+          s = ck.read_range(*g.t, g.offset, g.n, g.dst + g.offset);
+          if (!s.ok()) break;
+        }
+      }
       if (!s.ok()) {
         std::lock_guard<std::mutex> l(err_mu);
         if (i < err_piece) err_piece = i, err = std::move(s);  // the earliest in file order, whoever saw it
         failed.store(true, std::memory_order_relaxed);
         return;
       }
-      const uint64_t d = done.fetch_add(p.n, std::memory_order_relaxed) + p.n;
+      const uint64_t n = p.bytes();
+      const uint64_t d = done.fetch_add(n, std::memory_order_relaxed) + n;
       const auto now = std::chrono::steady_clock::now();
       if (reports && now - last >= std::chrono::milliseconds(100)) {
         last = now;

@@ -32,6 +32,15 @@ namespace strata::store {
 struct BulkReadOptions {
   int readers = 4;                    // reads in flight (threads): a VM disk needs a queue to reach its rate
   uint64_t chunk_bytes = 8ull << 20;  // largest single read (a tensor is split into pieces this size)
+  // O_DIRECT reads of whole file ranges (neighbouring tensors together) into a staging buffer per
+  // reader, copied to their places: no page-cache copy of the checkpoint, so a load touches half
+  // the fresh memory (on a VM the first touch of fresh memory is what a cold load pays most for,
+  // docs/performance.md "Load"). kAuto reads buffered the shards at least half in the page cache
+  // (a warm load copies from there faster than the disk would send it again); every mode reads
+  // buffered, one piece at a time, the shards whose file system refuses O_DIRECT and files that are
+  // not plain descriptors (fault-injection wrappers).
+  enum class Direct { kAuto, kAlways, kNever };
+  Direct direct = Direct::kAuto;
   [[nodiscard]] Status validate() const;
 };
 
@@ -42,7 +51,7 @@ class ResidentTensors {
   Result<TensorView> get(const io::Checkpoint& ck, const std::string& name);
 
   // Reads every tensor of `list` not already held, with o.readers threads, in (shard, offset)
-  // order, reporting ProgressEvent{"load", "bytes"} from the calling thread. Duplicates in `list`
+  // order (O_DIRECT or not: BulkReadOptions::direct), reporting ProgressEvent{"load", "bytes"} from the calling thread. Duplicates in `list`
   // are read once. Errors: bad options; the first failed read (file, offset, tensor) — then none of
   // this call's tensors is kept. Source: issue 15 item 2.
   [[nodiscard]] Status read_all(const io::Checkpoint& ck, std::span<const io::TensorInfo* const> list,

@@ -70,27 +70,13 @@ struct Fnv {
 
 Result<double> page_cache_fraction(const std::string& dir) {
   STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> files, regular_files(dir));
-  const long page = ::sysconf(_SC_PAGESIZE);
   uint64_t total = 0, resident = 0;
-  std::vector<unsigned char> vec;
   for (const fs::path& p : files) {
-    Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return IOError(p.string() + ": open", errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return IOError(p.string() + ": stat", errno);
-    if (st.st_size == 0) continue;
-    const size_t size = static_cast<size_t>(st.st_size);
-    // Mapping reads nothing; mincore reports which pages the cache holds.
-    void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
-    if (m == MAP_FAILED) return IOError(p.string() + ": mmap for mincore", errno);
-    const size_t pages = (size + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
-    vec.assign(pages, 0);
-    const int rc = ::mincore(m, size, vec.data());
-    const int err = errno;
-    ::munmap(m, size);
-    if (rc != 0) return IOError(p.string() + ": mincore", err);
-    for (size_t i = 0; i < pages; ++i)
-      if (vec[i] & 1) resident += std::min<uint64_t>(static_cast<uint64_t>(page), size - i * static_cast<size_t>(page));
+    STRATA_ASSIGN_OR_RETURN(uint64_t cached, io::page_cache_bytes(p.string()));
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(p, ec);
+    if (ec) return IOError(p.string() + ": stat", ec.value());
+    resident += cached;
     total += size;
   }
   return total > 0 ? static_cast<double>(resident) / static_cast<double>(total) : 0.0;

@@ -35,9 +35,14 @@ class ResidentTensorsTest : public ::testing::Test {
 };
 
 TEST_F(ResidentTensorsTest, ReadAllEqualsOnePreadPerTensor) {
-  for (const BulkReadOptions& o : {BulkReadOptions{1, 4096}, BulkReadOptions{3, 4096}, BulkReadOptions{4, 8 << 20}}) {
+  using D = BulkReadOptions::Direct;
+  for (const BulkReadOptions& o : {BulkReadOptions{1, 4096, D::kAlways}, BulkReadOptions{3, 4096, D::kAlways},
+                                   BulkReadOptions{4, 8 << 20, D::kAlways}, BulkReadOptions{2, 12288, D::kAlways},
+                                   BulkReadOptions{1, 4096, D::kNever}, BulkReadOptions{4, 8 << 20, D::kNever},
+                                   BulkReadOptions{3, 4096}, BulkReadOptions{}}) {
     ResidentTensors rt;
-    ASSERT_TRUE(rt.read_all(*ck, all, o).ok());
+    Status s = rt.read_all(*ck, all, o);
+    ASSERT_TRUE(s.ok()) << s.to_string();
     uint64_t total = 0;
     for (const io::TensorInfo* t : all) {
       auto v = rt.get(*ck, t->name);
@@ -45,11 +50,33 @@ TEST_F(ResidentTensorsTest, ReadAllEqualsOnePreadPerTensor) {
       EXPECT_EQ(reinterpret_cast<uintptr_t>(v->data) % 64, 0u) << t->name;
       EXPECT_EQ(v->dtype, t->dtype);
       const std::vector<uint8_t> want = disk(*t);
-      EXPECT_EQ(std::memcmp(v->data, want.data(), want.size()), 0) << t->name << " readers " << o.readers;
+      EXPECT_EQ(std::memcmp(v->data, want.data(), want.size()), 0)
+          << t->name << " readers " << o.readers << " chunk " << o.chunk_bytes << " direct mode " << static_cast<int>(o.direct);
       total += t->nbytes;
     }
     EXPECT_EQ(rt.bytes(), total);
   }
+}
+
+// The equality above exercises O_DIRECT only where the fixture's file system takes it: say so.
+TEST_F(ResidentTensorsTest, FixtureShardsTakeDirectReads) {
+  auto works = io::direct_read_works(ck->shard(0).path());
+  ASSERT_TRUE(works.ok()) << works.error().to_string();
+  if (!*works) GTEST_SKIP() << ck->shard(0).path() << ": this file system refuses O_DIRECT; only buffered reads were compared";
+  EXPECT_GE(ck->shard(0).native_fd(), 0);
+}
+
+// Just read, a shard is in the page cache (kAuto then reads it buffered); the count is bounded by
+// the file's size.
+TEST_F(ResidentTensorsTest, PageCacheBytesSeesAFileJustRead) {
+  const io::File& f = ck->shard(0);
+  std::vector<uint8_t> all_bytes(f.size());
+  ASSERT_TRUE(f.read_at(0, all_bytes.size(), all_bytes.data()).ok());
+  auto cached = io::page_cache_bytes(f.path());
+  ASSERT_TRUE(cached.ok()) << cached.error().to_string();
+  EXPECT_GT(*cached, 0u);
+  EXPECT_LE(*cached, f.size());
+  EXPECT_FALSE(io::page_cache_bytes(f.path() + ".missing").ok());
 }
 
 TEST_F(ResidentTensorsTest, ReadsEachTensorOnceAcrossCallsAndGet) {
