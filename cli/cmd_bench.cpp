@@ -103,6 +103,7 @@ int run_bench_cmd(BenchCliOptions& o) {
   std::string config_path;
   // The plan's routed expert reads (kNotStreamed when there is no plan or it keeps experts in RAM).
   store::ExpertReads plan_expert_reads = store::ExpertReads::kNotStreamed;
+  double load_predicted = 0;  // s; 0: no prediction
   if (!o.no_plan) {
     auto machine = tools::MachineProfile::load(o.probe);
     if (!machine.ok()) {
@@ -132,6 +133,7 @@ int run_bench_cmd(BenchCliOptions& o) {
         if (!s.disk_unknown) predicted.push_back(tools::PredictedSpeed{s.prompt, s.prefill_tok_s, s.decode_tok_s});
       std::sort(predicted.begin(), predicted.end(), [](auto& x, auto& y) { return x.prompt < y.prompt; });
       plan_json = tools::plan_json(*plan);
+      load_predicted = plan->placement.load_cold_s;
       if (plan->placement.load_mode == "stream")
         plan_expert_reads = plan->placement.expert_direct_io ? store::ExpertReads::kDirect : store::ExpertReads::kBuffered;
     }
@@ -173,6 +175,14 @@ int run_bench_cmd(BenchCliOptions& o) {
                        {"decode_measured", m.decode_tok_s.median},
                        {"decode_ratio", rd}});
       }
+  }
+  // The cold load against the plan's load model (load_cold_s of the plan's placement).
+  nlohmann::ordered_json load_cmp;
+  if (load_predicted > 0 && rep->load_cold_s > 0) {
+    const double r = rep->load_cold_s / load_predicted;
+    std::printf("  cold load: predicted %.2f s, measured %.2f s, ratio %.2f (measured / predicted)\n", load_predicted,
+                rep->load_cold_s, r);
+    load_cmp = {{"predicted_s", load_predicted}, {"measured_s", rep->load_cold_s}, {"ratio", r}};
   }
   // The plan's own hit rate is the uniform-routing estimate; real routing is more concentrated. The
   // time model is checked on its own by predicting again at the hit rates this run measured
@@ -228,6 +238,7 @@ int run_bench_cmd(BenchCliOptions& o) {
     if (!plan_json.empty()) {
       j["plan"] = nlohmann::ordered_json::parse(plan_json);
       j["predicted_vs_measured"] = cmp;
+      if (!load_cmp.is_null()) j["cold_load_vs_plan"] = load_cmp;
     }
     if (Status w = write_text(o.json, j.dump(2) + "\n"); !w.ok()) return fail(w);
     std::printf("wrote %s\n", o.json.c_str());

@@ -54,6 +54,9 @@ void print_profile(const tools::MachineProfile& p, const std::string& cache) {
                 d.io_uring ? "io_uring" : "pread threads");
     std::printf("    sequential read (1 MiB, depth 8): %.2f GB/s O_DIRECT, %.2f GB/s buffered; one pread at a time %.2f GB/s\n",
                 d.seq_gbps_direct, d.seq_gbps_buffered, d.seq_gbps_pread);
+    if (d.seq_gbps_load > 0)
+      std::printf("    as the load reads (8 MiB, 4 in flight, %s): %.2f GB/s\n", d.direct_supported ? "O_DIRECT" : "buffered",
+                  d.seq_gbps_load);
     std::printf("    4 KiB random read: %.0f / %.0f IOPS at depth 1 / 32 O_DIRECT; %.0f / %.0f buffered\n",
                 d.iops_qd1_direct, d.iops_qd32_direct, d.iops_qd1_buffered, d.iops_qd32_buffered);
     if (!d.note.empty()) std::printf("    note: %s\n", d.note.c_str());

@@ -106,7 +106,11 @@ struct Placement {
   uint64_t engram_bytes = 0;
   uint64_t vram_bytes = 0;       // reported, unused (no GPU backend)
   int64_t context = 0;
-  double load_cold_s = 0;        // reading the resident tensors from disk, one pread at a time (0: no disk numbers)
+  // A cold load: the resident tensors at the disk's sequential rate as the resident pass reads them
+  // (O_DIRECT where the probed file system takes it, else buffered), plus the first touch of the
+  // memory they fill (alloc_gbps); process start, validation and binding are not modelled. 0: no
+  // disk numbers. Source: issue 15 item 4; the pass is store::ResidentTensors::read_all.
+  double load_cold_s = 0;
   std::vector<std::string> streams;  // what is read from disk during a run
   std::vector<std::string> notes;
 };

@@ -517,6 +517,7 @@ std::string MachineProfile::to_json() const {
   d["seq_gbps_direct"] = disk.seq_gbps_direct;
   d["seq_gbps_buffered"] = disk.seq_gbps_buffered;
   d["seq_gbps_pread"] = disk.seq_gbps_pread;
+  d["seq_gbps_load"] = disk.seq_gbps_load;
   d["iops_qd1_direct"] = disk.iops_qd1_direct;
   d["iops_qd32_direct"] = disk.iops_qd32_direct;
   d["iops_qd1_buffered"] = disk.iops_qd1_buffered;
@@ -620,6 +621,9 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   STRATA_RETURN_IF_ERROR(get_field(*d, "seq_gbps_direct", wd, &p.disk.seq_gbps_direct));
   STRATA_RETURN_IF_ERROR(get_field(*d, "seq_gbps_buffered", wd, &p.disk.seq_gbps_buffered));
   STRATA_RETURN_IF_ERROR(get_field(*d, "seq_gbps_pread", wd, &p.disk.seq_gbps_pread));
+  // Optional: profiles measured before issue 15's O_DIRECT resident pass lack it (plan then uses the
+  // 1 MiB rates).
+  if (d->contains("seq_gbps_load")) STRATA_RETURN_IF_ERROR(get_field(*d, "seq_gbps_load", wd, &p.disk.seq_gbps_load));
   STRATA_RETURN_IF_ERROR(get_field(*d, "iops_qd1_direct", wd, &p.disk.iops_qd1_direct));
   STRATA_RETURN_IF_ERROR(get_field(*d, "iops_qd32_direct", wd, &p.disk.iops_qd32_direct));
   STRATA_RETURN_IF_ERROR(get_field(*d, "iops_qd1_buffered", wd, &p.disk.iops_qd1_buffered));

@@ -92,6 +92,8 @@ struct DiskProfile {
   double seq_gbps_direct = 0;          // 1 MiB reads, queue depth 8, GB/s
   double seq_gbps_buffered = 0;        // 1 MiB reads, queue depth 8, through the page cache (file evicted first)
   double seq_gbps_pread = 0;           // 1 MiB pread in order, one thread (how the resident store loads)
+  double seq_gbps_load = 0;            // 8 MiB reads, 4 in flight, O_DIRECT where it works (how the resident
+                                       // pass loads, store::ResidentTensors::read_all); 0 in older profiles
   double iops_qd1_direct = 0, iops_qd32_direct = 0;      // 4 KiB random reads
   double iops_qd1_buffered = 0, iops_qd32_buffered = 0;  // 4 KiB random reads, readahead off
   std::string note;                    // why something was not measured

@@ -54,6 +54,7 @@ MachineProfile sample_profile() {
   p.disk.seq_gbps_direct = 3.1;
   p.disk.seq_gbps_buffered = 2.2;
   p.disk.seq_gbps_pread = 1.1;
+  p.disk.seq_gbps_load = 2.9;
   p.disk.iops_qd1_direct = 12000;
   p.disk.iops_qd32_direct = 300000;
   p.disk.iops_qd1_buffered = 9000;
@@ -68,6 +69,7 @@ TEST(Probe, JsonRoundTrip) {
   ASSERT_TRUE(q.ok()) << q.error().to_string();
   EXPECT_EQ(q->to_json(), p.to_json());
   EXPECT_EQ(q->threads.size(), 3u);
+  EXPECT_EQ(q->disk.seq_gbps_load, 2.9);
   EXPECT_EQ(q->at_threads(3).threads, 2) << "the largest measured count <= 3";
   EXPECT_EQ(q->at_threads(64).threads, 4);
   EXPECT_EQ(q->at_threads(0).threads, 1);
@@ -86,6 +88,25 @@ TEST(Probe, SaveAndLoad) {
   auto missing = MachineProfile::load(dir.file("none.json"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+}
+
+// Profiles saved before the load-pattern rate existed still load (plan then uses the 1 MiB rates);
+// a wrong type is still an error.
+TEST(Probe, LoadRateIsOptionalButTyped) {
+  std::string j = sample_profile().to_json();
+  const std::string key = "\"seq_gbps_load\": 2.9";
+  const size_t at = j.find(key);
+  ASSERT_NE(at, std::string::npos) << j;
+  std::string old_profile = j;
+  old_profile.replace(at, key.size(), "\"seq_gbps_old\": 2.9");
+  auto q = MachineProfile::from_json(old_profile, "old.json");
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  EXPECT_EQ(q->disk.seq_gbps_load, 0.0);
+  std::string bad = j;
+  bad.replace(at, key.size(), "\"seq_gbps_load\": \"fast\"");
+  auto r = MachineProfile::from_json(bad, "bad.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("seq_gbps_load"), std::string::npos) << r.error().message();
 }
 
 TEST(Probe, JsonErrorsNameTheField) {
@@ -188,6 +209,7 @@ TEST(Probe, DiskMeasurementInATempDir) {
   EXPECT_EQ(d->file_bytes, 16ull << 20);
   EXPECT_GT(d->seq_gbps_buffered, 0);
   EXPECT_GT(d->seq_gbps_pread, 0);
+  EXPECT_GT(d->seq_gbps_load, 0) << "the resident pass's read pattern (8 MiB x 4), direct or buffered";
   EXPECT_GT(d->iops_qd1_buffered, 0);
   EXPECT_GT(d->iops_qd32_buffered, 0);
   if (d->direct_supported) {
