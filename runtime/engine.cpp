@@ -115,12 +115,20 @@ Result<Engine::SequenceId> Engine::add(Session* session, std::vector<int32_t> pr
 int64_t Engine::chunk_end(const Seq& s) const {
   const int64_t pos = s.prompt_start + s.done, end = s.prompt_start + static_cast<int64_t>(s.prompt.size());
   int64_t e = prefill_chunk_end(pos, s.prompt_start, end, o_.prefill_chunk, s.o.prefill_mode, m_.config().window_size);
-  if (s.o.prefill_mode == PrefillMode::kExact)
+  if (s.o.prefill_mode == PrefillMode::kExact) {
     for (int64_t at : s.o.snapshot_at)
       if (at > pos && at < e) {
         e = at;
         break;
       }
+    // A session keeping undo records (a server slot reused by rewind, speculation) must be able to
+    // rewind into this prompt's last `depth` positions; a forward longer than the window leaves no
+    // records (model/kv_undo.h), so those positions run in forwards of at most window_size tokens.
+    // Exact prefill: chunk cuts do not change a prompt row's bits (model/forward_request.h).
+    const int64_t depth = s.session->undo_depth(), win = m_.config().window_size;
+    const int64_t zone = std::max(pos, end - depth);
+    if (depth > 0 && e > zone && e - pos > win) e = pos < zone ? zone : pos + win;
+  }
   return e;
 }
 

@@ -143,6 +143,38 @@ TEST_F(EngineTiny, ChunksEndAtAbsoluteMultiplesAndSnapshotPositions) {
   EXPECT_EQ(seen, (std::vector<int64_t>{32, 50, 64, 90, 96, 100}));
 }
 
+// A slot session that keeps undo records (server --slot-undo, default the window) can rewind into
+// the last `depth` positions of a prompt whose chunks are longer than the window (issue 17: the
+// next turn of an edited conversation reuses the slot by rewind); the cut changes no logits.
+TEST_F(EngineTiny, UndoLoggingSessionCanRewindIntoItsPromptTail) {
+  const int64_t win = model_->config().window_size, n = 100;
+  ASSERT_LT(win, 36) << "the test needs a last chunk (36 tokens) longer than the window";
+  EngineOptions eo = options();
+  eo.prefill_chunk = 64;
+  eo.batch_tokens = 256;
+  Engine e(*model_, eo);
+  Session s(*model_);
+  s.set_undo_depth(win);
+  std::vector<float> last;
+  bool done = false;
+  SequenceCallbacks cb;
+  cb.on_finish = [&](FinishReason, const Status& st, const SequenceStats&) {
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    done = true;
+  };
+  ASSERT_TRUE(e.add(&s, std::vector<int32_t>(ids_.begin(), ids_.begin() + n), greedy(1), std::move(cb)).ok());
+  while (!done) e.step();
+  ASSERT_EQ(s.n_past(), n);
+  EXPECT_LE(s.rewind_floor(), n - win);
+  ASSERT_TRUE(s.rewind(n - win).ok());
+  // The rewound session continues exactly as one that only ever saw the shorter prompt.
+  Session fresh(*model_);
+  std::vector<float> want(static_cast<size_t>(model_->config().vocab_size)), got(want.size());
+  ASSERT_TRUE(fresh.append(std::span<const int32_t>(ids_).subspan(0, static_cast<size_t>(n - win + 1)), want.data()).ok());
+  ASSERT_TRUE(s.append(std::span<const int32_t>(ids_).subspan(static_cast<size_t>(n - win), 1), got.data()).ok());
+  EXPECT_EQ(want, got);
+}
+
 // A sequence whose gone probe fires ends before the next step without another token; the others
 // go on unchanged.
 // A short prompt that arrives while a long one is being prefilled runs in the next step (the fewest

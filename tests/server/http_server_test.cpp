@@ -663,15 +663,20 @@ TEST_F(Serve, ChangedTailRewindsTheSlotSessionExactly) {
   EXPECT_EQ(warm["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
   EXPECT_EQ(warm["choices"][0]["text"], cold["choices"][0]["text"]);
   EXPECT_EQ(metric("strata_prefix_rewinds_total"), 2);  // A's admission and B's second
-  // Past the floor: a 40-token prompt runs in one forward longer than the window, which leaves no
-  // undo records before its end, so a prompt changing its tail starts fresh.
-  std::vector<int32_t> c, d;
+  // A prompt longer than the window: the engine runs its last window (16) positions in forwards of
+  // at most the window, so they stay undoable; a prompt changing the tail after 30 of 40 tokens is
+  // rewound. Below the floor (the log keeps about the last window of positions) it starts fresh.
+  std::vector<int32_t> c, d, e;
   for (int32_t i = 0; i < 40; ++i) c.push_back(2000 + i);
   d.assign(c.begin(), c.begin() + 30);
   d.push_back(7);
+  e.assign(c.begin(), c.begin() + 10);
+  e.push_back(7);
   run(c);
-  EXPECT_EQ(run(d)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
-  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 2);
+  EXPECT_EQ(run(d)["usage"]["prompt_tokens_details"]["cached_tokens"], 30);
+  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 3);
+  EXPECT_EQ(run(e)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(metric("strata_prefix_rewinds_total"), 3);
 }
 
 // With --slot-undo 0 the slot keeps no undo log: a changed tail starts fresh.
@@ -916,13 +921,15 @@ TEST_F(Serve, Metrics) {
                         "strata_kv_bytes"})
     EXPECT_NE(r->body.find(m), std::string::npos) << m;
   EXPECT_EQ(metric("strata_generation_tokens_total"), 2);
-  // One request: its prompt in two chunks (cut where the assistant prefix begins, a prefix-cache
-  // snapshot point), then one decode step (the first token comes from the prompt's logits).
-  EXPECT_EQ(wait_metric("strata_engine_steps_total", 3), 3);
+  // One request: its prompt in three chunks (the slot keeps undo records for its last window of
+  // 16 positions, so a chunk reaching into them longer than the window is cut where they begin;
+  // then where the assistant prefix begins, a prefix-cache snapshot point), then one decode step
+  // (the first token comes from the prompt's logits).
+  EXPECT_EQ(wait_metric("strata_engine_steps_total", 4), 4);
   const std::string m = scrape();
   EXPECT_EQ(metric_in(m, "strata_batch_size_count"), metric_in(m, "strata_engine_steps_total"));
-  EXPECT_EQ(metric_in(m, "strata_step_tokens_count"), 3);
-  EXPECT_EQ(metric_in(m, "strata_batch_size_bucket{le=\"1\"}"), 3);
+  EXPECT_EQ(metric_in(m, "strata_step_tokens_count"), 4);
+  EXPECT_EQ(metric_in(m, "strata_batch_size_bucket{le=\"1\"}"), 4);
 }
 
 // Continuous batching (issue 14 item 5): greedy answers of concurrent requests equal their answers
