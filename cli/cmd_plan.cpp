@@ -1,11 +1,13 @@
 // strata plan (-m DIR | --config FILE) [--ram SIZE] [--vram SIZE] [--reserve SIZE] [-t N] [-c|--ctx N]
 //   [--prompt 512,2048,8192] [--gen N] [--chunk N] [--load-mode auto|resident|stream|mmap]
 //   [--prefill exact|replay] [--hit-rate X] [--hot FILE] [--disk-gbps X] [--iops X] [--direct-io] [--no-overlap]
-//   [--probe FILE] [--json]
+//   [--probe FILE] [--json] [--quant experts=T,dense=T,head=T,engram=T]
 // From config.json alone (no weights are read): the size of every component by dtype, KV bytes per
 // token and at 8K / 128K / 1M, Engram bytes per token, active weights per token; then, for the
 // probed machine (the cached `strata probe` profile, measured now if there is none) with any
 // overrides, the placement and the predicted prefill / decode speed with the bottleneck named.
+// --quant (or -m a GGUF, whose tensor types are read) sizes every component as `strata quantize`
+// writes it; block-format kernels are timed at assumed rates, which the output names.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +32,7 @@ namespace {
 struct PlanCliOptions {
   tools::PlanOptions plan;
   std::string model_dir, config, probe = default_probe_cache();
-  std::string ram, vram, reserve, prefill = "exact", hot, hosts;
+  std::string ram, vram, reserve, prefill = "exact", hot, hosts, quant;
   tools::RoutingCounts routing;
   std::vector<int64_t> prompts;
   bool json = false, direct_io = false, buffered_io = false, no_overlap = false, reprobe = false;
@@ -51,12 +53,28 @@ int run_plan(PlanCliOptions& o) {
   if (!vision.ok()) return fail(vision.error());
 
   tools::PlanOptions& po = o.plan;
-  // A GGUF from `strata quantize --engram T`: size the Engram tables and rows as that file stores them.
-  if (!o.model_dir.empty() && io::is_gguf_path(o.model_dir)) {
+  // --quant: every component as `strata quantize` would write it (tools/quant_choice.h).
+  const bool gguf = !o.model_dir.empty() && io::is_gguf_path(o.model_dir);
+  if (!o.quant.empty()) {
+    if (gguf)
+      return fail_usage(InvalidArgument("--quant sizes an official checkpoint or config; " + o.model_dir +
+                                        " is a GGUF, whose tensor types plan reads (drop --quant)"));
+    auto q = tools::parse_quant_spec(o.quant);
+    if (!q.ok()) return fail_usage(q.error());
+    po.quant = *q;
+    if (po.quant.engram)
+      if (Status s = tools::check_engram_quant(*po.quant.engram, cfg->engram_head_dim,
+                                               "--quant engram=" + tools::quant_choice_name(po.quant.engram));
+          !s.ok())
+        return fail_usage(s);
+  }
+  // A GGUF from `strata quantize`: size every component as that file stores it (its tensor types).
+  if (gguf) {
     auto ck = io::Checkpoint::open_gguf(o.model_dir);
     if (!ck.ok()) return fail(ck.error());
-    for (const auto& [name, t] : (*ck)->tensors())
-      if (name.ends_with(".engram.embed.weight") && dtype_is_block_quant(t.dtype)) po.engram = t.dtype;
+    auto q = tools::quant_choice_of_checkpoint(**ck);
+    if (!q.ok()) return fail(q.error());
+    po.quant = *q;
   }
   if (!o.prompts.empty()) po.prompts = o.prompts;
   if (po.context > cfg->max_position_embeddings) {
@@ -146,6 +164,10 @@ Command register_plan(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory or GGUF (only config.json and, for a GGUF, the tensor types are read)");
   app.add_option("--config", o->config, "a config.json (HF release layout or flat inference config)");
+  app.add_option("--quant", o->quant,
+                 std::string("size the checkpoint as strata quantize would write it: KEY=TYPE,... with KEY one of ") +
+                     tools::kQuantKeys + " (any subset; absent = keep) and TYPE one of " + tools::kQuantTypeNames +
+                     ", e.g. experts=q2_k,engram=q4_k (a GGUF given with -m: its own types)");
   app.add_option("--ram,--ram-budget", o->ram,
                  "RAM for weights, as run --ram-budget takes it: e.g. 24G, all for the store, KV and activations on "
                  "top (default: the probe's available RAM minus max(1G, 10%), as run)");

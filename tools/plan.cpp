@@ -203,8 +203,19 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   p.config = c;
   p.options = o;
   p.machine = m;
-  STRATA_ASSIGN_OR_RETURN(p.footprint, model_footprint(c, vision, o.engram));
+  STRATA_ASSIGN_OR_RETURN(p.footprint, model_footprint(c, vision, o.quant));
   const ModelFootprint& f = p.footprint;
+  {
+    std::string block;
+    for (const LinearUse& u : f.linears)
+      if (u.block && block.find(dtype_name(*u.block)) == std::string::npos)
+        block += (block.empty() ? "" : ", ") + std::string(dtype_name(*u.block));
+    if (!block.empty())
+      p.assumed_rates.push_back("block-format kernels (" + block +
+                                "): the profile measures none; timed at the fp8 kernel's measured matvec GB/s "
+                                "(weight bytes) and matmul GFLOP/s; there is no block-format GEMM (prefill runs the "
+                                "matvec over its rows), so block-format prefill is optimistic (docs/gguf.md)");
+  }
   p.threads = o.threads > 0 ? o.threads : std::max(1, m.physical_cores);
   if (p.threads > p.machine.threads.back().threads)
     p.placement.notes.push_back("the probe measured up to " + std::to_string(p.machine.threads.back().threads) +
@@ -305,6 +316,12 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
   if (pl.engram_bytes > 0 && !pl.engram_resident)
     pl.streams.push_back("Engram rows: " + std::to_string(f.engram_rows_per_token) + " per token, " +
                          std::to_string(f.engram_row_bytes) + " B each, 4 KiB reads through the page cache");
+  {
+    const double expert_disk = (1.0 - pl.expert_hit_rate) * static_cast<double>(f.decode.expert_bytes);
+    const double engram = static_cast<double>(f.decode.engram_bytes);
+    pl.decode_disk_bytes = expert_disk + (pl.engram_resident ? 0 : engram);
+    pl.decode_ram_bytes = static_cast<double>(f.decode.weight_bytes) - expert_disk + (pl.engram_resident ? engram : 0);
+  }
   if (!pl.budget_given && pl.kv_bytes + pl.scratch_bytes > pl.reserve_bytes)
     pl.notes.push_back("KV (" + format_bytes(static_cast<double>(pl.kv_bytes)) + ") + activations (" +
                        format_bytes(static_cast<double>(pl.scratch_bytes)) + ") exceed the margin of " +
@@ -372,7 +389,12 @@ std::string plan_text(const Plan& p) {
       << " tensors (what `strata synth` writes) + vision estimate";
   else
     o << " in " << f.n_tensors << " tensors";
-  o << "\n\n";
+  o << "\n";
+  if (f.quant.any())
+    o << "quantised as `strata quantize` writes it: " << f.quant.to_string()
+      << " (sizes from the tensor shapes and block bytes)\n";
+  for (const std::string& n : f.quant_notes) o << "  quant note: " << n << "\n";
+  o << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %-38s %11s %11s %10s  %s\n", "component", "on disk", "in RAM", "params",
                 "by dtype");
@@ -471,13 +493,16 @@ std::string plan_text(const Plan& p) {
          "memory; process start, validation and binding not modelled)";
   o << "\n  Engram tables: " << (pl.engram_bytes == 0 ? "none" : pl.engram_resident ? "in RAM" : "on disk")
     << "\n";
+  o << "  per decode token: " << format_bytes(pl.decode_ram_bytes) << " of weights and Engram rows from RAM, "
+    << format_bytes(pl.decode_disk_bytes) << " from disk\n";
   o << "  streams from disk:" << (pl.streams.empty() ? " nothing" : "") << "\n";
   for (const std::string& s : pl.streams) o << "    - " << s << "\n";
   for (const std::string& n : pl.notes) o << "  note: " << n << "\n";
   o << "\n";
 
   o << "predicted (" << p.threads << " threads, " << (p.options.replay ? "replay" : "exact") << " prefill, chunk "
-    << p.options.prefill_chunk << "):\n";
+    << p.options.prefill_chunk << (p.assumed_rates.empty() ? "" : "; ASSUMED RATES, see below") << "):\n";
+  for (const std::string& a : p.assumed_rates) o << "  assumed rate: " << a << "\n";
   std::snprintf(line, sizeof line, "  %8s %12s %10s  %-24s %12s  %s\n", "prompt", "prefill t/s", "TTFT", "prefill bottleneck",
                 "decode t/s", "decode bottleneck");
   o << line;
@@ -535,6 +560,11 @@ std::string plan_json(const Plan& p) {
   j["checkpoint_bytes"] = f.checkpoint_bytes;
   j["text_bytes"] = f.text_bytes;
   j["text_ram_bytes"] = f.text_ram_bytes;
+  j["quant"] = {{"experts", quant_choice_name(f.quant.experts)},
+                {"dense", quant_choice_name(f.quant.dense)},
+                {"head", quant_choice_name(f.quant.head)},
+                {"engram", quant_choice_name(f.quant.engram)},
+                {"notes", f.quant_notes}};
   j["n_tensors"] = f.n_tensors;
   ojson comps = ojson::array();
   for (const ComponentSize& cs : f.components) {
@@ -595,6 +625,8 @@ std::string plan_json(const Plan& p) {
   pj["expert_hit_rate"] = pl.expert_hit_rate;
   pj["expert_direct_io"] = pl.expert_direct_io;
   pj["engram_resident"] = pl.engram_resident;
+  pj["decode_ram_bytes"] = pl.decode_ram_bytes;
+  pj["decode_disk_bytes"] = pl.decode_disk_bytes;
   pj["vram_bytes"] = pl.vram_bytes;
   pj["streams"] = pl.streams;
   pj["notes"] = pl.notes;
@@ -620,6 +652,8 @@ std::string plan_json(const Plan& p) {
     sp.push_back(sj);
   }
   j["predicted"] = sp;
+  j["rates_assumed"] = !p.assumed_rates.empty();
+  j["assumed_rates"] = p.assumed_rates;
   ojson bj = ojson::array();
   const bool unknown = p.speeds.empty() || p.speeds.front().disk_unknown;
   for (const BatchedDecode& b : p.batched)

@@ -18,6 +18,9 @@
 // reached after the prompt, each with the bottleneck named.
 // Expert hit rate under streaming assumes uniform routing (cache slots / experts), which real
 // routing beats; PlanOptions::expert_hit_rate overrides it (e.g. measured by `strata bench`).
+// Quantised checkpoints (PlanOptions::quant, `plan --quant` or `-m X.gguf`): sizes are exact from the
+// tensor shapes and block sizes; the probe measures no block-format kernel, so their linears are
+// timed at the fp8 kernel's measured rates, an assumption the output names (Plan::assumed_rates).
 // No GPU backend exists yet: a given or probed VRAM size is reported, never used.
 #pragma once
 
@@ -78,9 +81,10 @@ struct PlanOptions {
   // --hosts FILE: expert parallelism over these machines, at the first prompt length's decode
   // context (tools/plan_hosts.h). Empty: none.
   std::vector<Host> hosts;
-  // The Engram dial: the tables' block format (`strata quantize --engram T`; `strata plan -m` a GGUF
-  // reads it from the file). nullopt = the official FP8 + E8M0 scales.
-  std::optional<DType> engram;
+  // `strata quantize`'s dials (plan --quant experts=q4_k,engram=q4_k,...; `strata plan -m` a GGUF
+  // reads them from the file's tensor types): every component sized as quantize writes it. All keep
+  // = the official checkpoint (FP8 + E8M0, MXFP4, BF16).
+  QuantChoice quant;
 
   [[nodiscard]] Status validate() const;
 };
@@ -111,6 +115,11 @@ struct Placement {
   // memory they fill (alloc_gbps); process start, validation and binding are not modelled. 0: no
   // disk numbers. Source: issue 15 item 4; the pass is store::ResidentTensors::read_all.
   double load_cold_s = 0;
+  // Weight bytes one decode token reads (the first prompt length's context is irrelevant: weights
+  // only, no KV): from RAM (resident tensors, cached experts, Engram rows when resident) and from disk
+  // (expert misses at the hit rate, Engram rows when on disk: the rows' bytes, before 4 KiB rounding).
+  double decode_ram_bytes = 0;
+  double decode_disk_bytes = 0;
   std::vector<std::string> streams;  // what is read from disk during a run
   std::vector<std::string> notes;
 };
@@ -139,6 +148,9 @@ struct Plan {
   std::vector<SpeedPrediction> speeds;
   std::vector<BatchedDecode> batched;  // one per PlanOptions::parallel entry
   std::vector<ExpertParallelPlan> expert_parallel;  // with PlanOptions::hosts: 1..N of them (first n hosts)
+  // Rates the profile does not measure and the prediction assumes (block-format kernels: the fp8
+  // kernel's measured rates stand in); each is printed, and the speeds are labelled "assumed rate".
+  std::vector<std::string> assumed_rates;
 };
 
 // Builds the plan. Errors: bad options (kInvalidArgument naming the flag), a config that fails

@@ -14,6 +14,7 @@ bool contains(const std::string& s, const char* part) { return s.find(part) != s
 const char* linear_term(const LinearUse& u) {
   if (u.layer < 0) return "LM head";
   if (u.routed) return "routed experts";
+  if (u.block) return "block-format linears";
   switch (u.kind) {
     case LinearKind::kFp8: return "fp8 linears";
     case LinearKind::kFp4: return "fp4 linears";

@@ -148,48 +148,99 @@ KvFootprint kv_footprint(const model::ModelConfig& c) {
 }
 
 Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision,
-                                       std::optional<DType> engram) {
+                                       const QuantChoice& quant) {
   STRATA_RETURN_IF_ERROR(c.validate());
-  if (engram && (!dtype_is_block_quant(*engram) || c.engram_head_dim % dtype_block(*engram).elems != 0))
-    return InvalidArgument("Engram tables as " + std::string(dtype_name(*engram)) + ": engram_head_dim " +
-                           std::to_string(c.engram_head_dim) + " is not a whole number of its blocks");
+  if (quant.engram) {
+    if (!dtype_is_block_quant(*quant.engram))
+      return InvalidArgument("Engram tables as " + std::string(dtype_name(*quant.engram)) + ": not a block format");
+    STRATA_RETURN_IF_ERROR(
+        check_engram_quant(*quant.engram, c.engram_head_dim, "Engram tables as " + quant_choice_name(quant.engram)));
+  }
   ModelFootprint f;
-  f.engram_dtype = engram;
+  f.engram_dtype = quant.engram;
+  f.quant = quant;
   const std::vector<SynthTensor> tensors = synth_tensors(c, 0);
   f.n_tensors = tensors.size();
   const SizeBreakdown synth_sizes = size_of(tensors);
+  std::map<std::string, const SynthTensor*> by_name;
+  for (const SynthTensor& t : tensors) by_name[t.decl.name] = &t;
+
+  // The type quantize gives each weight (tools/quant_choice.h); a quantised weight's .scale is dropped.
+  auto has_scale = [&](const std::string& n) {
+    return ends_with(n, ".weight") && by_name.count(n.substr(0, n.size() - 7) + ".scale") > 0;
+  };
+  if (f.quant.experts)
+    for (const SynthTensor& t : tensors)
+      if (quant_dial_of(t.decl.name, t.decl.dtype, has_scale(t.decl.name)) == QuantDial::kExperts &&
+          !quant_fits(*f.quant.experts, t.decl.shape, t.decl.dtype)) {
+        f.quant_notes.push_back("routed experts kept in their official format: '" + t.decl.name + "' has rows of " +
+                                std::to_string(quant_row_values(t.decl.shape, t.decl.dtype)) + " values, not a multiple of " +
+                                quant_choice_name(f.quant.experts) + "'s block of " +
+                                std::to_string(dtype_block(*f.quant.experts).elems));
+        f.quant.experts.reset();
+        break;
+      }
+  std::map<std::string, DType> target;  // weight name -> block format
+  for (const SynthTensor& t : tensors) {
+    const std::string& n = t.decl.name;
+    std::optional<DType> want;
+    switch (quant_dial_of(n, t.decl.dtype, has_scale(n))) {
+      case QuantDial::kExperts: want = f.quant.experts; break;
+      case QuantDial::kDense: want = f.quant.dense; break;
+      case QuantDial::kHead: want = f.quant.head; break;
+      case QuantDial::kEngram: want = f.quant.engram; break;
+      case QuantDial::kNone: break;
+    }
+    if (!want) continue;
+    if (!quant_fits(*want, t.decl.shape, t.decl.dtype)) {
+      f.quant_notes.push_back("'" + n + "' kept: rows of " + std::to_string(quant_row_values(t.decl.shape, t.decl.dtype)) +
+                              " values are not a multiple of " + quant_choice_name(want) + "'s block of " +
+                              std::to_string(dtype_block(*want).elems));
+      continue;
+    }
+    target[n] = *want;
+  }
+  // Values of a stored matrix (E2M1: two per byte).
+  auto values = [](const SynthTensor& t) { return t.decl.shape[0] * quant_row_values(t.decl.shape, t.decl.dtype); };
+  // Bytes of a tensor as written: its type's for a quantised weight, none for that weight's scale.
+  auto stored = [&](const SynthTensor& t) -> uint64_t {
+    const std::string& n = t.decl.name;
+    if (auto it = target.find(n); it != target.end()) return dtype_nbytes(it->second, values(t));
+    if (ends_with(n, ".scale") && target.count(n.substr(0, n.size() - 6) + ".weight")) return 0;
+    return t.decl.nbytes();
+  };
 
   std::array<ComponentSize, kNComp> comp;
   for (int i = 0; i < kNComp; ++i) {
     comp[static_cast<size_t>(i)].name = kCompName[i];
     comp[static_cast<size_t>(i)].group = kCompGroup[i];
   }
-  std::map<std::string, const SynthTensor*> by_name;
   for (const SynthTensor& t : tensors) {
-    by_name[t.decl.name] = &t;
-    ComponentSize& cs = comp[static_cast<size_t>(component_of(t.decl.name))];
-    if (engram && contains(t.decl.name, ".engram.embed.")) {  // the dial: one block-format tensor, no scales
-      if (!ends_with(t.decl.name, ".weight")) continue;
-      const uint64_t b = dtype_nbytes(*engram, t.decl.shape[0] * t.decl.shape[1]);
+    const std::string& n = t.decl.name;
+    ComponentSize& cs = comp[static_cast<size_t>(component_of(n))];
+    const uint64_t b = stored(t);
+    if (auto it = target.find(n); it != target.end()) {
       cs.bytes += b;
-      cs.ram_bytes += b;
-      cs.params += static_cast<uint64_t>(t.decl.shape[0] * t.decl.shape[1]);
-      cs.bytes_by_dtype[*engram] += b;
-      continue;
+      // attn.wo_a is widened to BF16 at load whatever its type (model/weights.cpp).
+      cs.ram_bytes += contains(n, ".attn.wo_a.") ? 2 * static_cast<uint64_t>(values(t)) : b;
+      cs.params += static_cast<uint64_t>(values(t));
+      cs.bytes_by_dtype[it->second] += b;
+    } else {
+      if (b == 0) continue;  // the scale of a quantised weight
+      cs.bytes += b;
+      cs.ram_bytes += ram_bytes_of(t);
+      cs.params += params_of(t);
+      cs.bytes_by_dtype[t.decl.dtype] += b;
+      if (contains(n, ".engram.embed.scale")) f.engram_scale_bytes += b;
     }
-    cs.bytes += t.decl.nbytes();
-    cs.ram_bytes += ram_bytes_of(t);
-    cs.params += params_of(t);
-    cs.bytes_by_dtype[t.decl.dtype] += t.decl.nbytes();
-    if (t.decl.name.rfind("mtp.", 0) == 0 && contains(t.decl.name, ".ffn.experts.")) f.dspark_expert_bytes += t.decl.nbytes();
-    if (contains(t.decl.name, ".engram.embed.scale")) f.engram_scale_bytes += t.decl.nbytes();
+    if (n.rfind("mtp.", 0) == 0 && contains(n, ".ffn.experts.")) f.dspark_expert_bytes += b;
   }
   for (ComponentSize& cs : comp) {
     f.text_bytes += cs.bytes;
     f.text_ram_bytes += cs.ram_bytes;
   }
   // The same total as `strata synth --dry-run` (synth_plan.cpp size_of), by construction.
-  STRATA_CHECK(engram || f.text_bytes == synth_sizes.total, "plan footprint disagrees with synth's tensor list");
+  STRATA_CHECK(quant.any() || f.text_bytes == synth_sizes.total, "plan footprint disagrees with synth's tensor list");
   f.routed_bytes = comp[kRouted].bytes;
   f.engram_table_bytes = comp[kEngramTables].bytes;
   f.dspark_ram_bytes = comp[kDSpark].ram_bytes;
@@ -220,12 +271,12 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
   for (int l = 0; l < c.n_layers; ++l) f.experts_per_layer[static_cast<size_t>(l)] = c.n_experts(l);
   for (const char* w : {"w1", "w2", "w3"}) {
     const std::string p = "layers.0.ffn.experts.0." + std::string(w);
-    f.expert_bytes += by_name.at(p + ".weight")->decl.nbytes() + by_name.at(p + ".scale")->decl.nbytes();
+    f.expert_bytes += stored(*by_name.at(p + ".weight")) + stored(*by_name.at(p + ".scale"));
   }
 
   // Engram rows per token.
   f.engram_rows_per_token = static_cast<int>(c.engram_layer_ids.size()) * c.engram_n_cols();
-  f.engram_row_bytes = engram ? dtype_nbytes(*engram, c.engram_head_dim)
+  f.engram_row_bytes = quant.engram ? dtype_nbytes(*quant.engram, c.engram_head_dim)
                               : static_cast<uint64_t>(c.engram_head_dim + c.engram_head_dim / 32);
   f.engram_bytes_per_token = static_cast<uint64_t>(f.engram_rows_per_token) * f.engram_row_bytes;
   f.kv = kv_footprint(c);
@@ -252,8 +303,8 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     u.routed = routed;
     u.out = t.decl.shape[0];
     u.in = t.decl.shape[1];
-    u.bytes = t.decl.nbytes();
-    if (auto it = by_name.find(u.name + ".scale"); it != by_name.end()) u.bytes += it->second->decl.nbytes();
+    u.bytes = stored(t);
+    if (auto it = by_name.find(u.name + ".scale"); it != by_name.end()) u.bytes += stored(*it->second);
     switch (t.decl.dtype) {
       case DType::kF8E4M3: u.kind = LinearKind::kFp8; break;
       case DType::kI8: u.kind = LinearKind::kFp4; u.in *= 2; break;
@@ -262,8 +313,13 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     }
     // The LM head's logits feed only the sampler: model.cpp runs a BF16 head in free order.
     if (u.layer < 0 && u.kind == LinearKind::kBf16) u.kind = LinearKind::kBf16Any;
-    if (contains(n, ".attn.wo_a.")) {  // BF16 after load, one call per output group
+    if (auto it = target.find(n); it != target.end()) {
+      u.block = it->second;
+      u.kind = LinearKind::kFp8;  // rates: see LinearUse::block
+    }
+    if (contains(n, ".attn.wo_a.")) {  // BF16 after load (whatever its stored type), one call per output group
       u.kind = LinearKind::kBf16;
+      u.block.reset();
       u.bytes = 2 * static_cast<uint64_t>(u.out * u.in) / static_cast<uint64_t>(c.o_groups);
       u.calls = c.o_groups;
       u.out /= c.o_groups;

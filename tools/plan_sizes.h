@@ -11,6 +11,8 @@
 //     E4M3 scale per 16 = 288 B per entry at head_dim 512, index keys E2M1 + E8M0 per 32 = 68 B per
 //     entry, one entry per compress_ratio tokens at each KV source / index-key owner) and the fixed
 //     per-sequence part (sliding-window ring, compressor state),
+//   - with `strata quantize`'s dials (plan --quant, or a GGUF's types), each tensor as quantize
+//     writes it (tools/quant_choice.h),
 //   - the Engram rows one token reads (rows x (head_dim + head_dim/32) bytes; with the Engram dial
 //     `engram` set, the tables as one block-format tensor each and rows of the type's bytes for
 //     head_dim values, as `strata quantize --engram T` writes them),
@@ -33,6 +35,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "model/config.h"
+#include "tools/quant_choice.h"
 
 namespace strata::tools {
 
@@ -63,6 +66,9 @@ struct LinearUse {
   double per_token = 1;     // applications per token (indexer.wk: once per compress_ratio tokens)
   uint64_t bytes = 0;       // weight bytes in RAM read per call (codes + scales)
   bool routed = false;      // a routed expert's w1/w2/w3
+  // A ggml block format (plan --quant, or a GGUF's type): `kind` is then kFp8, whose measured rates
+  // stand in for the block kernel's (the probe measures none; plan says so: tools/plan.h).
+  std::optional<DType> block;
 };
 
 // A component of the checkpoint.
@@ -119,6 +125,10 @@ struct ModelFootprint {
   int engram_rows_per_token = 0;         // engram layers x (max_ngram - 1) x heads (48)
   uint64_t engram_row_bytes = 0;         // head_dim + head_dim / 32 (264); a block format's bytes (Q4_K: 144)
   std::optional<DType> engram_dtype;     // the dial: nullopt = official FP8 + E8M0 scales
+  // The quantize dials as applied (tools/quant_choice.h): `experts` reset when some expert matrix
+  // is not whole blocks (quantize keeps them all then); what was kept and why in quant_notes.
+  QuantChoice quant;
+  std::vector<std::string> quant_notes;
   uint64_t engram_bytes_per_token = 0;   // rows x row bytes (12,672)
   KvFootprint kv;
   int first_decoder_layer = -1;          // first layer with compress ratio 1 (-1: none)
@@ -129,11 +139,15 @@ struct ModelFootprint {
   ActivePerToken prefill_replay;  // one prompt token under bounded replay: encoder layers only
 };
 
-// The footprint of config `c` (+ `vision`, may be empty), with the Engram tables in `engram`
-// (a block format; nullopt = official FP8). Errors: a config that fails validate(); kInvalidArgument
-// for an `engram` type whose block does not divide engram_head_dim.
+// The footprint of config `c` (+ `vision`, may be empty) with the tensors `strata quantize` would
+// write for `quant` (tools/quant_choice.h; all keep = the official checkpoint): a quantised matrix
+// is its type's bytes for its values and loses its .scale (routed experts: all or none; a dense or
+// head matrix whose rows are not whole blocks is kept, with a note), attn.wo_a is BF16 in RAM
+// whatever its type (the model widens it), Engram rows are the type's bytes for head_dim values.
+// Errors: a config that fails validate(); kInvalidArgument for an Engram type whose block does not
+// divide engram_head_dim.
 [[nodiscard]] Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision = {},
-                                                     std::optional<DType> engram = std::nullopt);
+                                                     const QuantChoice& quant = {});
 
 // KV footprint alone (pure function of the config).
 KvFootprint kv_footprint(const model::ModelConfig& c);

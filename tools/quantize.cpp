@@ -23,10 +23,6 @@ namespace strata::tools {
 
 namespace {
 
-constexpr std::pair<const char*, DType> kChoices[] = {{"q8_0", DType::kQ8_0}, {"q6_k", DType::kQ6_K},
-                                                      {"q4_k", DType::kQ4_K}, {"q3_k", DType::kQ3_K},
-                                                      {"q2_k", DType::kQ2_K}, {"iq4_nl", DType::kIQ4_NL}};
-
 io::GgmlType ggml_of(DType d) {
   switch (d) {
     case DType::kF32: return io::GgmlType::kF32;
@@ -65,12 +61,7 @@ void logical_shape(const io::TensorInfo& t, int64_t* out, int64_t* in) {
   if (t.dtype == DType::kI8) *in *= 2;
 }
 
-bool fits(const std::optional<DType>& t, const io::TensorInfo& w) {
-  if (!t || w.shape.rank != 2) return false;
-  int64_t out, in;
-  logical_shape(w, &out, &in);
-  return in % dtype_block(*t).elems == 0;
-}
+bool fits(const std::optional<DType>& t, const io::TensorInfo& w) { return t && quant_fits(*t, w.shape, w.dtype); }
 
 // Dequantises one part to f32 [out, in] and quantises its rows to `target`.
 Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t out, int64_t in, ThreadPool* pool,
@@ -146,20 +137,6 @@ Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, Thr
 
 }  // namespace
 
-Result<std::optional<DType>> parse_quant_choice(const std::string& s) {
-  if (s == "keep") return std::optional<DType>();
-  for (const auto& [n, d] : kChoices)
-    if (s == n) return std::optional<DType>(d);
-  return InvalidArgument("'" + s + "' is not a quantisation type (keep, q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl)");
-}
-
-std::string quant_choice_name(const std::optional<DType>& d) {
-  if (!d) return "keep";
-  for (const auto& [n, t] : kChoices)
-    if (t == *d) return n;
-  return "?";
-}
-
 Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   QuantizeReport rep;
@@ -198,10 +175,11 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   // The quantised FP8 weights (their .scale is consumed, not written).
   std::map<std::string, std::optional<DType>> target;  // strata weight name -> block format
   for (const auto& [n, t] : all) {
-    if (io::gguf_expert_tensor(n) || store::ExpertCatalog::is_engram_table(n)) continue;
+    // The dials' rules are shared with `strata plan --quant` (tools/quant_choice.h).
+    const QuantDial dial = quant_dial_of(n, t.dtype, find(sibling(n, ".weight", ".scale")) != nullptr);
     std::optional<DType> want;
-    if (n == "head.weight") want = o.head;
-    else if (t.dtype == DType::kF8E4M3 && n.ends_with(".weight") && find(sibling(n, ".weight", ".scale"))) want = o.dense;
+    if (dial == QuantDial::kHead) want = o.head;
+    else if (dial == QuantDial::kDense) want = o.dense;
     else continue;
     if (!want) continue;
     if (!fits(want, t)) {
@@ -216,16 +194,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   // Engram tables (--engram T): one block-format tensor each, every row whole blocks, or refused.
   if (o.engram) {
     const std::string tn = quant_choice_name(o.engram);
-    const int64_t be = dtype_block(*o.engram).elems;
     for (const auto& [n, t] : all) {
       if (!store::ExpertCatalog::is_engram_table(n) || !n.ends_with(".weight")) continue;
       if (t.dtype != DType::kF8E4M3 || t.shape.rank != 2 || !find(sibling(n, ".weight", ".scale")))
         return InvalidArgument("--engram " + tn + ": Engram table '" + n + "' is " + std::string(dtype_name(t.dtype)) +
                                " " + t.shape.to_string() + ", expected F8_E4M3 [rows, head_dim] with its .scale");
-      if (t.shape[1] % be != 0)
-        return InvalidArgument("--engram " + tn + ": Engram table '" + n + "' has rows of " + std::to_string(t.shape[1]) +
-                               " values (engram_head_dim), not a multiple of " + tn + "'s block of " + std::to_string(be) +
-                               "; pick a type whose block divides it (q8_0 and iq4_nl have blocks of 32) or keep");
+      STRATA_RETURN_IF_ERROR(check_engram_quant(*o.engram, t.shape[1], "--engram " + tn + ": Engram table '" + n + "'"));
       target[n] = o.engram;
     }
   }

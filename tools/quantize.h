@@ -33,6 +33,7 @@
 #include "core/progress.h"
 #include "core/status.h"
 #include "io/env.h"
+#include "tools/quant_choice.h"
 
 namespace strata::tools {
 
@@ -62,11 +63,7 @@ struct QuantizeReport {
   double seconds = 0;
 };
 
-// "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl" -> the DType; "keep" -> nullopt.
-// kInvalidArgument naming the accepted values otherwise.
-[[nodiscard]] Result<std::optional<DType>> parse_quant_choice(const std::string& s);
-// The GGUF/CLI name of a choice ("keep", "q4_k").
-std::string quant_choice_name(const std::optional<DType>& d);
+// parse_quant_choice / quant_choice_name and the dials' rules: tools/quant_choice.h.
 
 // Runs the conversion; progress as ProgressEvent{"quantize", "bytes"} over source bytes.
 // Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path or

@@ -81,14 +81,16 @@ TEST(PlanSizes, EngramDialAtTheReleaseConfig) {
   // Two types (each footprint of the release config takes ~0.7 s): Q8_0 is wider than FP8 + E8M0;
   // Q4_K through make_plan and its text, as `strata plan -m X.gguf` prints it.
   PlanOptions po;
-  po.engram = DType::kQ4_K;
+  po.quant.engram = DType::kQ4_K;
   auto plan = make_plan(l.config, l.vision, fake_machine(20.0, 200.0, 24ull << 30, 2), po, kRealConfig);
   ASSERT_TRUE(plan.ok()) << plan.error().to_string();
   const std::string text = plan_text(*plan);
   EXPECT_NE(text.find("Engram: 48 rows x 144 B = 6,912 B (6.9 KB) read per token (tables Q4_K)"), std::string::npos)
       << text;
   EXPECT_NE(plan_json(*plan).find("\"dtype\": \"Q4_K\""), std::string::npos);
-  auto q8 = model_footprint(l.config, {}, DType::kQ8_0);
+  QuantChoice q8_engram;
+  q8_engram.engram = DType::kQ8_0;
+  auto q8 = model_footprint(l.config, {}, q8_engram);
   ASSERT_TRUE(q8.ok()) << q8.error().to_string();
   for (auto [f, d, rb] : {std::tuple{&*q8, DType::kQ8_0, 272u}, std::tuple{&plan->footprint, DType::kQ4_K, 144u}}) {
     EXPECT_EQ(f->engram_row_bytes, rb) << dtype_name(d);
