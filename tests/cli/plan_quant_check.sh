@@ -55,7 +55,7 @@ if got != want:
 m = re.search(r"wrote \d+ tensors .*?, (\d+) bytes from", open(sys.argv[3]).read())
 if not a["rates_assumed"]:
     print("FAIL rates_assumed is false for block formats"); sys.exit(1)
-print("ok   plan -m X.gguf == plan --quant %s (checkpoint %d B; GGUF file %s B)" % (
+print("ok   plan -m X.gguf == plan --quant %s (tensor data %d B; the file, with config and tokenizer, %s B)" % (
     ",".join("%s=%s" % kv for kv in want.items()), a["checkpoint_bytes"], m.group(1) if m else "?"))
 PY
 for pat in "quantised as \`strata quantize\` writes it: experts=q8_0,dense=q8_0,head=q8_0,engram=iq4_nl" \
