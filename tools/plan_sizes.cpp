@@ -172,7 +172,7 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
   if (f.quant.experts)
     for (const SynthTensor& t : tensors)
       if (quant_dial_of(t.decl.name, t.decl.dtype, has_scale(t.decl.name)) == QuantDial::kExperts &&
-          !quant_fits(*f.quant.experts, t.decl.shape, t.decl.dtype)) {
+          !expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype)) {
         f.quant_notes.push_back("routed experts kept in their official format: '" + t.decl.name + "' has rows of " +
                                 std::to_string(quant_row_values(t.decl.shape, t.decl.dtype)) + " values, not a multiple of " +
                                 quant_choice_name(f.quant.experts) + "'s block of " +
@@ -185,7 +185,9 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     const std::string& n = t.decl.name;
     std::optional<DType> want;
     switch (quant_dial_of(n, t.decl.dtype, has_scale(n))) {
-      case QuantDial::kExperts: want = f.quant.experts; break;
+      case QuantDial::kExperts:  // the type or llama.cpp's fallback, as quantize writes it
+        if (f.quant.experts) want = expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype);
+        break;
       case QuantDial::kDense: want = f.quant.dense; break;
       case QuantDial::kHead: want = f.quant.head; break;
       case QuantDial::kEngram: want = f.quant.engram; break;

@@ -97,6 +97,23 @@ bool quant_fits(DType t, const Shape& shape, DType dtype) {
   return shape.rank == 2 && quant_row_values(shape, dtype) % dtype_block(t).elems == 0;
 }
 
+std::optional<DType> expert_fallback(DType t) {
+  switch (t) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K: return DType::kIQ4_NL;
+    case DType::kQ6_K: return DType::kQ8_0;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<DType> expert_quant_type(DType chosen, const Shape& shape, DType dtype) {
+  if (quant_fits(chosen, shape, dtype)) return chosen;
+  const std::optional<DType> f = expert_fallback(chosen);
+  if (f && quant_fits(*f, shape, dtype)) return f;
+  return std::nullopt;
+}
+
 Status check_engram_quant(DType t, int64_t head_dim, const std::string& where) {
   const std::string tn = quant_choice_name(t);
   const int64_t be = dtype_block(t).elems;
@@ -117,6 +134,15 @@ Result<QuantChoice> quant_choice_of_checkpoint(const io::Checkpoint& ck) {
     else if (store::ExpertCatalog::is_engram_table(name)) k = 3;
     else if (name == "head.weight") k = 2;
     std::optional<DType>* slots[4] = {&q.experts, &q.dense, &q.head, &q.engram};
+    if (k == 0 && *slots[k] && **slots[k] != t.dtype) {
+      // Routed experts: a K-quant with its fallback on the matrices it does not fit.
+      if (expert_fallback(t.dtype) == **slots[k]) {
+        *slots[k] = t.dtype;
+        first[k] = name;
+        continue;
+      }
+      if (expert_fallback(**slots[k]) == t.dtype) continue;
+    }
     if (*slots[k] && **slots[k] != t.dtype)
       return NotSupported(ck.dir() + ": tensors '" + first[k] + "' (" + std::string(dtype_name(**slots[k])) + ") and '" +
                           name + "' (" + std::string(dtype_name(t.dtype)) +

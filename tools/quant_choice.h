@@ -2,9 +2,10 @@
 // dial a checkpoint tensor belongs to and whether a block format fits it. `strata quantize` writes
 // GGUFs by these rules and `strata plan --quant` sizes a checkpoint by them, so a plan of a choice
 // and the GGUF quantize writes for it agree (tests/tools/plan_quant_test.cpp checks it).
-//   experts  routed experts w1/w2/w3 (MXFP4 in the release) of every layer and DSpark stage: all
-//            three matrices of every expert take the type, or none does (the MoE kernel takes one
-//            format per expert)
+//   experts  routed experts w1/w2/w3 (MXFP4 in the release) of every layer and DSpark stage: each
+//            matrix takes the type, or llama.cpp's fallback for it where its rows are not whole
+//            blocks (expert_quant_type); when a matrix fits neither, every expert is kept (an
+//            expert is all block formats or all MXFP4: model/weights.cpp check_experts)
 //   dense    every other FP8-stored linear with a .scale (attention, shared experts, Engram wkv,
 //            DSpark main_proj); a matrix whose rows are not whole blocks is kept
 //   head     the LM head (BF16); kept when its rows are not whole blocks
@@ -60,6 +61,16 @@ int64_t quant_row_values(const Shape& shape, DType dtype);
 // Whether a stored 2-D matrix's rows are a whole number of `t`'s blocks.
 bool quant_fits(DType t, const Shape& shape, DType dtype);
 
+// llama.cpp's type for a matrix whose rows are not whole blocks of `t` (llama-quant.cpp
+// llama_tensor_get_type's fallback): Q2_K, Q3_K, Q4_K -> IQ4_NL (llama.cpp takes Q5_0 after Q4_K;
+// strata has no Q5_0, IQ4_NL is the nearest), Q6_K -> Q8_0; nullopt for the 32-blocks.
+std::optional<DType> expert_fallback(DType t);
+// The type a routed-expert matrix (stored shape and dtype) gets under the experts dial `chosen`:
+// `chosen` where its rows are whole blocks, else expert_fallback(chosen) where that fits, else
+// nullopt (then quantize keeps every expert official). E.g. the scaled checkpoints' w2 (rows of
+// moe_inter 448) under q2_k: IQ4_NL.
+std::optional<DType> expert_quant_type(DType chosen, const Shape& shape, DType dtype);
+
 // Engram tables as `t`: OK when t's block divides head_dim, else kInvalidArgument starting with
 // `where` (e.g. "--quant engram=q4_k" or "--engram q4_k: Engram table 'layers.1.engram.embed.weight'").
 [[nodiscard]] Status check_engram_quant(DType t, int64_t head_dim, const std::string& where);
@@ -67,7 +78,7 @@ bool quant_fits(DType t, const Shape& shape, DType dtype);
 // The dials a GGUF was written with, read from its tensor types (a checkpoint from
 // io::Checkpoint::open_gguf): each dial takes the block format its tensors carry (none = keep).
 // kNotSupported when one dial's tensors carry two block formats (not a file quantize writes),
-// naming both tensors.
+// naming both tensors; routed experts may carry a type and its expert_fallback (the dial is the type).
 [[nodiscard]] Result<QuantChoice> quant_choice_of_checkpoint(const io::Checkpoint& ck);
 
 }  // namespace strata::tools

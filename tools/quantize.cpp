@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
@@ -157,21 +158,44 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     return n.size() > k && n.compare(n.size() - k, k, from) == 0 ? n.substr(0, n.size() - k) + to : std::string();
   };
 
-  // Routed experts: all three matrices of every expert must fit the block, else all are kept.
+  // Routed experts: each stacked matrix (layer, w1/w2/w3) takes expert_quant_type (the chosen type,
+  // or llama.cpp's fallback where its rows are not whole blocks: tools/quant_choice.h); one that
+  // fits neither keeps every expert official.
   std::optional<DType> experts = o.experts;
+  std::map<std::string, std::optional<DType>> expert_kind;  // stacked GGUF weight name -> its type
+  std::set<int64_t> noted;
   if (experts) {
     for (const auto& [n, t] : all) {
       auto e = io::gguf_expert_tensor(n);
-      if (!e || n.ends_with(".scale") || fits(experts, t)) continue;
-      int64_t out, in;
-      logical_shape(t, &out, &in);
-      rep.notes.push_back("routed experts kept in their official format: '" + n + "' has rows of " + std::to_string(in) +
-                          " values, not a multiple of " + quant_choice_name(experts) + "'s block of " +
-                          std::to_string(dtype_block(*experts).elems));
-      experts.reset();
-      break;
+      if (!e || !n.ends_with(".weight")) continue;
+      const std::string& kind = e->stacked;
+      if (expert_kind.count(kind)) continue;
+      const std::optional<DType> pick = expert_quant_type(*experts, t.shape, t.dtype);
+      if (pick == experts) {
+        expert_kind[kind] = pick;
+        continue;
+      }
+      const int64_t in = quant_row_values(t.shape, t.dtype);
+      const std::string why = "'" + n + "' has rows of " + std::to_string(in) + " values, not a multiple of " +
+                              quant_choice_name(experts) + "'s block of " + std::to_string(dtype_block(*experts).elems);
+      if (!pick) {
+        rep.notes.push_back("routed experts kept in their official format: " + why);
+        experts.reset();
+        expert_kind.clear();
+        break;
+      }
+      if (noted.insert(in).second)  // once per row length, not once per layer
+        rep.notes.push_back("routed experts with rows of " + std::to_string(in) + " values in " + quant_choice_name(pick) +
+                            " (llama.cpp's fallback): " + why);
+      expert_kind[kind] = pick;
     }
   }
+  auto expert_target = [&](const std::string& n) -> std::optional<DType> {
+    if (!experts) return std::nullopt;
+    auto e = io::gguf_expert_tensor(n.ends_with(".scale") ? sibling(n, ".scale", ".weight") : n);
+    auto it = e ? expert_kind.find(e->stacked) : expert_kind.end();
+    return it == expert_kind.end() ? std::nullopt : it->second;
+  };
   // The quantised FP8 weights (their .scale is consumed, not written).
   std::map<std::string, std::optional<DType>> target;  // strata weight name -> block format
   for (const auto& [n, t] : all) {
@@ -211,14 +235,15 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   for (const auto& [n, t] : all) {
     if (auto e = io::gguf_expert_tensor(n)) {
       const bool scale = n.ends_with(".scale");
-      if (experts && scale) continue;
+      const std::optional<DType> tgt = expert_target(n);
+      if (tgt && scale) continue;
       auto it = stacked.find(e->stacked);
       if (it == stacked.end()) {
         Item item;
         item.gguf = e->stacked;
         item.src_dtype = t.dtype;
-        if (experts) {
-          item.target = experts;
+        if (tgt) {
+          item.target = tgt;
           logical_shape(t, &item.out, &item.in);
         }
         it = stacked.emplace(e->stacked, items.size()).first;
@@ -227,7 +252,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       Item& item = items[it->second];
       if (static_cast<int>(item.parts.size()) <= e->expert) item.parts.resize(static_cast<size_t>(e->expert) + 1);
       item.parts[static_cast<size_t>(e->expert)].w = &t;
-      if (experts) item.parts[static_cast<size_t>(e->expert)].scale = find(sibling(n, ".weight", ".scale"));
+      if (tgt) item.parts[static_cast<size_t>(e->expert)].scale = find(sibling(n, ".weight", ".scale"));
       continue;
     }
     if (n.ends_with(".scale") && target.count(sibling(n, ".scale", ".weight"))) continue;

@@ -2,8 +2,8 @@
 // linears and block-quantised experts of model/): on the v41-tiny fixture, a keep/keep/keep GGUF
 // gives logits bit-identical to the safetensors checkpoint; Q8_0 experts (and dense, head) run
 // with a bounded KLD (computed here); the finer format is closer than the coarser one (Q8_0 < IQ4_NL on the
-// tiny dims; the K-quants need rows of 256, see tests/cli/quantize_check.sh for the demo's
-// Q4_K < Q2_K); an existing output is refused and a tensor of the wrong shape is named at load.
+// tiny dims, where the K-quants take llama.cpp's fallback; see tests/cli/quantize_check.sh for the
+// demo's Q4_K < Q2_K); an existing output is refused and a tensor of the wrong shape is named at load.
 #include "tools/quantize.h"
 
 #include <gtest/gtest.h>
@@ -159,23 +159,43 @@ TEST(Quantize, FinerFormatIsCloser) {
   EXPECT_LT(k8, k4);
 }
 
-TEST(Quantize, KQuantOnTinyRowsIsKeptAndSaid) {
+// The tiny fixture's expert rows (64 and 32 values) are not whole K-quant blocks: every matrix takes
+// llama.cpp's fallback (Q4_K -> IQ4_NL, Q6_K -> Q8_0), says so once per row length, and runs.
+TEST(Quantize, KQuantOnTinyRowsTakesTheFallbackAndSaysSo) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
-  QuantizeOptions o;
-  o.src_dir = ckpt();
-  o.out_path = d.file("q4.gguf");
-  o.experts = DType::kQ4_K;
-  o.fsync = false;
-  auto r = quantize_checkpoint(o);
-  ASSERT_TRUE(r.ok()) << r.error().to_string();
-  EXPECT_EQ(r->n_quantized, 0u);
-  ASSERT_FALSE(r->notes.empty());
-  EXPECT_NE(r->notes[0].find("not a multiple of q4_k's block of 256"), std::string::npos) << r->notes[0];
-  // An existing output is refused.
-  auto again = quantize_checkpoint(o);
-  ASSERT_FALSE(again.ok());
-  EXPECT_NE(again.error().message().find("exists"), std::string::npos);
+  for (const auto& [want, fallback] : {std::pair{DType::kQ4_K, DType::kIQ4_NL}, std::pair{DType::kQ6_K, DType::kQ8_0}}) {
+    QuantizeOptions o;
+    o.src_dir = ckpt();
+    o.out_path = d.file(std::string(dtype_name(want)) + ".gguf");
+    o.experts = want;
+    o.fsync = false;
+    auto r = quantize_checkpoint(o);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_GT(r->n_quantized, 0u);
+    ASSERT_EQ(r->notes.size(), 2u) << "one note per expert row length (dim 64, moe_inter 32)";
+    for (const std::string& n : r->notes) {
+      EXPECT_NE(n.find("llama.cpp's fallback"), std::string::npos) << n;
+      EXPECT_NE(n.find(std::string("in ") + (fallback == DType::kIQ4_NL ? "iq4_nl" : "q8_0")), std::string::npos) << n;
+    }
+    auto q = io::Checkpoint::open(o.out_path);
+    ASSERT_TRUE(q.ok()) << q.error().to_string();
+    for (const std::string m : {"w1", "w2", "w3"}) {
+      const io::TensorInfo* t = (*q)->find("layers.3.ffn.experts.7." + m + ".weight");
+      ASSERT_NE(t, nullptr) << m;
+      EXPECT_EQ(t->dtype, fallback) << m;
+    }
+    // An existing output is refused.
+    auto again = quantize_checkpoint(o);
+    ASSERT_FALSE(again.ok());
+    EXPECT_NE(again.error().message().find("exists"), std::string::npos);
+  }
+  // The fallback runs, as close as that format is on its own.
+  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> fb = logits_of(d.file(std::string(dtype_name(DType::kQ4_K)) + ".gguf"), kPositions);
+  const std::vector<float> nl = logits_of(quantize(d, "iq4nl.gguf", DType::kIQ4_NL), kPositions);
+  ASSERT_EQ(ref.size(), fb.size());
+  EXPECT_EQ(std::memcmp(fb.data(), nl.data(), fb.size() * sizeof(float)), 0) << "q4_k with its fallback = iq4_nl here";
 }
 
 // The GGUF view's slice of a stacked Q8_0 expert dequantises to the source MXFP4 matrix within Q8_0's
