@@ -5,7 +5,8 @@
 #    text as the safetensors checkpoint;
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
-#  - an existing output is refused; a K-quant on rows of 64 is kept and said so;
+#  - an existing output is refused; a K-quant on rows of 64 takes llama.cpp's fallback (IQ4_NL), says
+#    so and runs;
 #  - --engram iq4_nl: the summary gives 18 B rows, the GGUF runs; --engram q4_k (blocks of 256 on
 #    head_dim 32) is refused.
 # With a 4th argument TOKENIZER (tokenizer.json) it instead synthesizes the demo checkpoint, measures
@@ -64,9 +65,12 @@ if [[ -z "$demo_tokenizer" ]]; then
   if "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/again.out" 2> "$tmp/again.err"; then
     echo "FAIL an existing output was overwritten"; exit 1
   fi
-  grep -q "exists" "$tmp/again.err" && echo "ok   existing output refused"
+  grep -q "exists" "$tmp/again.err" || { echo "FAIL the refusal does not say the output exists"; cat "$tmp/again.err"; exit 1; }
+  echo "ok   existing output refused"
   "$strata" quantize -m "$ck" --out "$tmp/q4.gguf" --experts q4_k > "$tmp/q4.out"
-  grep -q "routed experts kept in their official format" "$tmp/q4.out" && echo "ok   q4_k on rows of 64 is kept and said so"
+  grep -q "in iq4_nl (llama.cpp's fallback)" "$tmp/q4.out" || { echo "FAIL q4_k on rows of 64: no fallback note"; cat "$tmp/q4.out"; exit 1; }
+  "$strata" run -m "$tmp/q4.gguf" -p hi -n 2 --temp 0 > /dev/null || { echo "FAIL the q4_k (iq4_nl fallback) GGUF does not run"; exit 1; }
+  echo "ok   q4_k on rows of 64 takes llama.cpp's fallback (iq4_nl), says so and runs"
   # The Engram dial: head_dim 32 takes iq4_nl (18 B per row), refuses q4_k (blocks of 256).
   "$strata" quantize -m "$ck" --out "$tmp/e4.gguf" --experts keep --engram iq4_nl > "$tmp/e4.out"
   grep -q "Engram (iq4_nl): 24 rows x 18 B = 432 B read per token" "$tmp/e4.out" \
