@@ -9,6 +9,18 @@
 #include "kernels/kquant_unpack.h"
 
 namespace strata::kernels {
+namespace {
+
+// ggml's nearest_int: round to nearest, ties to even, by adding 1.5 * 2^23 and reading the mantissa
+// (exact for |v| < 2^22; here |v| <= 127 + 2^-17). Same value as nearbyint, without a libm call.
+inline int nearest_int(float v) {
+  const float f = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &f, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace
 
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t k) {
   for (int64_t b = 0; b < k / 256; ++b, x += 256) {
@@ -26,10 +38,10 @@ void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t k) {
       continue;
     }
     // ROUNDING: as ggml: iscale = -127 / max (one rounding), q = nearest_int(iscale * x) (ties to
-    // even, what ggml's 1.5 * 2^23 trick does), d = 1 / iscale. The sign flip makes max map to -127.
+    // even), d = 1 / iscale. The sign flip makes max map to -127.
     const float iscale = -127.0f / max;
     for (int j = 0; j < 256; ++j) {
-      const int v = static_cast<int>(std::nearbyint(iscale * x[j]));
+      const int v = nearest_int(iscale * x[j]);
       out.qs[j] = static_cast<int8_t>(v < 127 ? v : 127);
     }
     for (int i = 0; i < 16; ++i) {

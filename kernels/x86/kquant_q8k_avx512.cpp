@@ -105,20 +105,23 @@ struct Q2K {
   }
 };
 
-// Lane j = the sum of the int32 lanes of v_j (exact).
-inline __m128i hsum4(__m512i a, __m512i b, __m512i c, __m512i d) {
-  auto fold = [](__m512i v) {
-    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-  };
-  return _mm_hadd_epi32(_mm_hadd_epi32(fold(a), fold(b)), _mm_hadd_epi32(fold(c), fold(d)));
+// [sum S0, sum S1, sum S2, sum S3, sum M0, .., sum M3]: the int32 lanes of each vector added up (exact,
+// so in any order), as one transpose-and-add tree for all eight.
+inline __m256i hsum_sm(__m512i s0, __m512i s1, __m512i s2, __m512i s3, __m256i m0, __m256i m1, __m256i m2, __m256i m3) {
+  const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+  const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(s2, s3), _mm512_unpackhi_epi32(s2, s3));
+  const __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));  // per 128: S0..S3
+  const __m256i cs = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+  const __m256i e = _mm256_add_epi32(_mm256_unpacklo_epi32(m0, m1), _mm256_unpackhi_epi32(m0, m1));
+  const __m256i f = _mm256_add_epi32(_mm256_unpacklo_epi32(m2, m3), _mm256_unpackhi_epi32(m2, m3));
+  const __m256i cm = _mm256_add_epi32(_mm256_unpacklo_epi64(e, f), _mm256_unpackhi_epi64(e, f));  // per 128: M0..M3
+  return _mm256_add_epi32(_mm256_permute2x128_si256(cs, cm, 0x20), _mm256_permute2x128_si256(cs, cm, 0x31));
 }
-inline __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  auto fold = [](__m256i v) { return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)); };
-  return _mm_hadd_epi32(_mm_hadd_epi32(fold(a), fold(b)), _mm_hadd_epi32(fold(c), fold(d)));
-}
-inline __m128 f16x4(const uint8_t* const p[4], int64_t off) {
-  return _mm_cvtph_ps(_mm_setr_epi16(ld16(p[0] + off), ld16(p[1] + off), ld16(p[2] + off), ld16(p[3] + off), 0, 0, 0, 0));
+// [d0..d3, dmin0..dmin3] of the four rows' blocks at offset off, as f32 (exact).
+inline __m256 f16x8(const uint8_t* const p[4], int64_t off_d, int64_t off_dmin) {
+  return _mm256_cvtph_ps(_mm_setr_epi16(ld16(p[0] + off_d), ld16(p[1] + off_d), ld16(p[2] + off_d), ld16(p[3] + off_d),
+                                        ld16(p[0] + off_dmin), ld16(p[1] + off_dmin), ld16(p[2] + off_dmin),
+                                        ld16(p[3] + off_dmin)));
 }
 
 // Four rows at a time (a tail group repeats its last row and drops the copies).
@@ -142,14 +145,12 @@ void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, in
       B::sums(p[2] + off, X, bsums, k, S2, M2);
       B::sums(p[3] + off, X, bsums, k, S3, M3);
       // ROUNDING: the definition's dd = d * xd, dm = dmin * xd, t = dd * S, u = dm * M, acc += t - u,
-      // lane-wise (one f32 rounding each, no FMA: -ffp-contract=off).
+      // lane-wise for the four rows (one f32 rounding each, no FMA: -ffp-contract=off).
       float xd;
       std::memcpy(&xd, xb, 4);
-      const __m128 xdv = _mm_set1_ps(xd);
-      const __m128 dd = _mm_mul_ps(f16x4(p, off + B::kD), xdv);
-      const __m128 dm = _mm_mul_ps(f16x4(p, off + B::kDmin), xdv);
-      const __m128 t = _mm_mul_ps(dd, _mm_cvtepi32_ps(hsum4(S0, S1, S2, S3)));
-      const __m128 u = _mm_mul_ps(dm, _mm_cvtepi32_ps(hsum4(M0, M1, M2, M3)));
+      const __m256 ddm = _mm256_mul_ps(f16x8(p, off + B::kD, off + B::kDmin), _mm256_set1_ps(xd));
+      const __m256 tu = _mm256_mul_ps(ddm, _mm256_cvtepi32_ps(hsum_sm(S0, S1, S2, S3, M0, M1, M2, M3)));
+      const __m128 t = _mm256_castps256_ps128(tu), u = _mm256_extractf128_ps(tu, 1);
       acc = _mm_add_ps(acc, _mm_sub_ps(t, u));
     }
     float out[4];
