@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/kquant_q8k.h"
 #if !defined(STRATA_KERNELS_NO_X86)
 #include "kernels/x86/kquant_x86.h"
 #endif
@@ -16,13 +17,44 @@ namespace {
 // Rows per task: a multiple of the 4 rows the vector kernels run side by side.
 constexpr int64_t kRowGrain = 16;
 
+// Q4_K / Q2_K: x rounded to Q8_K once per call (per token, shared by every row range and thread), then
+// the integer dot (kernels/kquant_q8k.h) row by row: the AVX-512 kernel, or the reference elsewhere.
+void linear_q8k(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
+  const int64_t nb = w.in / 256;
+  std::vector<BlockQ8_K> xq(static_cast<size_t>(n * nb));  // once per call, never per row
+  for (int64_t i = 0; i < n; ++i) quantize_row_q8_K(x + i * w.in, xq.data() + i * nb, w.in);
+  const auto* base = static_cast<const uint8_t*>(w.w);
+  const int64_t row_bytes = quant_row_bytes(w.type, w.in);
+  const bool vec = linear_quant_has_kernel(w.type, level);
+  auto run = [&](int64_t r0, int64_t r1) {
+    for (int64_t i = 0; i < n; ++i) {
+      const BlockQ8_K* xi = xq.data() + i * nb;
+      float* yi = y + i * w.out;
+#if !defined(STRATA_KERNELS_NO_X86)
+      if (vec) {
+        x86::linear_q8k_rows_avx512(static_cast<int>(w.type), xi, nb, base, row_bytes, r0, r1, yi);
+        continue;
+      }
+#endif
+      for (int64_t r = r0; r < r1; ++r) yi[r] = ref::dot_q8k(w.type, base + r * row_bytes, xi, nb);
+    }
+  };
+  (void)vec;
+  if (pool == nullptr || level == KernelLevel::kScalar)
+    run(0, w.out);
+  else
+    pool->parallel_for(w.out, run, kRowGrain);
+}
+
 }  // namespace
 
 bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
-  (void)t;
 #if !defined(STRATA_KERNELS_NO_X86)
+  // The Q8_K integer path has an AVX-512 kernel only; AVX2 runs its reference (same bits).
+  if (q8k_dot_supported(t)) return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
   return level != KernelLevel::kScalar;
 #else
+  (void)t;
   (void)level;
   return false;
 #endif
@@ -31,6 +63,7 @@ bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
   STRATA_CHECK(kernel_level_supported(level), "linear_quant: level not supported by this CPU");
   STRATA_DCHECK(w.in % quant_block_elems(w.type) == 0, "linear_quant: in must be a multiple of the block");
+  if (q8k_dot_supported(w.type)) return linear_q8k(x, n, w, y, pool, level);
   if (!linear_quant_has_kernel(w.type, level)) {
     if (level == KernelLevel::kScalar || pool == nullptr) return ref::linear_quant(x, n, w, y);
     // The reference, row range by row range (same bits: each row is computed whole).

@@ -1,22 +1,27 @@
 // Linear layers over ggml's block formats (kernels/kquant.h): y[n, out] = x[n, in] . dequant(W)^T.
 //
 // W is [out, in] in one QuantType, each row quant_row_bytes(type, in) bytes, rows contiguous (a GGUF
-// tensor as stored). x and y are f32; x is used as is.
-// DECISION: no quantisation of x. ggml's vec_dot for these types first rounds x to Q8_K (K-quants)
-// or Q8_0 (Q8_0, IQ4_NL) and sums integer products; we keep x in f32 (as strata's BF16/F32 linears
-// do), so results differ from ggml's by x's rounding, and every level here computes the same bits.
+// tensor as stored). x and y are f32.
+// DECISION: for Q8_0, Q6_K, Q3_K and IQ4_NL no quantisation of x (ggml rounds x to Q8_K / Q8_0 and
+// sums integer products; we keep x in f32, so results differ from ggml's by x's rounding, and every
+// level here computes the same bits). For Q4_K and Q2_K (q8k_dot_supported) x IS rounded to Q8_K, as
+// ggml does, once per call, and the result is the integer dot of kernels/kquant_q8k.h (its own
+// definition, reference kernels/ref/kquant_q8k.cpp; AVX-512 kernel x86/kquant_q8k_avx512.cpp, the
+// AVX2 level runs the reference). The model's E4M3 rounding of activations happens before this call
+// (model/weights.cpp); Q8_K is the kernel's own step after it.
 //
-// The sum (the definition, kernels/ref/kquant_linear.cpp): each weight w_k is exactly ggml's
+// The sum for the f32-x types (the definition, kernels/ref/kquant_linear.cpp): each weight w_k is exactly ggml's
 // dequantised value (dequantize_row_<type>); element k goes to lane k % 16 of 16 f32 accumulators,
 //   acc[k % 16] = fma(w_k, x_k, acc[k % 16])   for k = 0 .. in-1 in order,
 // then the lanes are added as a tree, acc[j] += acc[j + h] for h = 8, 4, 2, 1, and y = acc[0].
 // This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
 // the reference bit for bit, whatever the thread count.
 // Threading: parallel over output rows on `pool` (may be null). Cannot fail: REQUIRES
-// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: none for n = 1; for
+// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: Q4_K/Q2_K: n * in / 256
+// Q8_K blocks (292 B each) per call; the other types: none for n = 1; for
 // n > 1 the AVX-512 kernel takes 4 * in floats of scratch per task (each group of four rows is decoded
-// once and shared by all n tokens). Levels: AVX-512 (and AVX-512 BF16, which runs it) and AVX2
-// kernels for every type; kScalar runs the reference.
+// once and shared by all n tokens). Levels: AVX-512 (and AVX-512 BF16, which runs it) kernels for
+// every type, AVX2 kernels for all but Q4_K/Q2_K; kScalar runs the reference.
 // Source: ggml-quants.c dequantize_row_*; ggml-cpu/quants.c ggml_vec_dot_*_q8_K (what ggml does instead).
 #pragma once
 

@@ -1,13 +1,25 @@
 // The reference linear over ggml block formats (kernels/kquant_linear.h): dequantise a row exactly
-// (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result.
+// (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result; for Q4_K and Q2_K
+// the Q8_K integer dot of kernels/kquant_q8k.h instead.
 #include "kernels/kquant_linear.h"
 
 #include <cmath>
 #include <vector>
 
+#include "kernels/kquant_q8k.h"
+
 namespace strata::kernels::ref {
 
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y) {
+  if (q8k_dot_supported(w.type)) {  // x -> Q8_K, integer block sums (kernels/kquant_q8k.h)
+    const int64_t nb = w.in / 256;
+    std::vector<BlockQ8_K> xq(static_cast<size_t>(nb));
+    for (int64_t i = 0; i < n; ++i) {
+      quantize_row_q8_K(x + i * w.in, xq.data(), w.in);
+      for (int64_t r = 0; r < w.out; ++r) y[i * w.out + r] = dot_q8k(w.type, quant_weight_row(w, r), xq.data(), nb);
+    }
+    return;
+  }
   std::vector<float> row(static_cast<size_t>(w.in));
   for (int64_t r = 0; r < w.out; ++r) {
     dequantize_row(w.type, quant_weight_row(w, r), row.data(), w.in);

@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kquant.h"
+#include "kernels/kquant_q8k.h"
 
 #ifndef STRATA_GGML_BASE_LIB
 #define STRATA_GGML_BASE_LIB ""
@@ -238,6 +239,40 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, KquantGgml, ::testing::ValuesIn(kAllQuantType
                          [](const ::testing::TestParamInfo<QuantType>& info) {
                            return std::string(quant_type_name(info.param));
                          });
+
+// x -> Q8_K (the activation rounding of the Q4_K / Q2_K integer dot, kernels/kquant_q8k.h): the same
+// d, quants and bsums as ggml's quantize_row_q8_K_ref on every test row plus exact ties (x = k + 0.5
+// after scaling) and extreme magnitudes. An all-zero block: ggml leaves its bsums unwritten, so only d
+// and the quants are compared there.
+TEST(KquantGgmlQ8K, QuantizeBytesEqualGgml) {
+  Ggml g;
+  STRATA_REQUIRE_GGML(g);
+  const auto fn = g.symbol<QuantFn>("quantize_row_q8_K_ref");
+  ASSERT_NE(fn, nullptr);
+  const int64_t k = 1024;
+  std::vector<Row> rows = test_rows(k, 11);
+  {
+    std::vector<float> v(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 255 - 127) + (i % 2 ? 0.5f : 0.0f);
+    for (int64_t b = 0; b < k; b += 256) v[static_cast<size_t>(b)] = 127.0f;  // iscale = -1: exact ties
+    rows.push_back({"ties", v});
+    std::vector<float> big(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) big[static_cast<size_t>(i)] = (i % 3 ? -1.0f : 1.0f) * 3.0e38f / static_cast<float>(1 + i % 7);
+    rows.push_back({"max_magnitude", big});
+  }
+  for (const Row& row : rows) {
+    std::vector<BlockQ8_K> got(static_cast<size_t>(k / 256)), want(got.size());
+    std::memset(want.data(), 0x5A, want.size() * sizeof(BlockQ8_K));
+    quantize_row_q8_K(row.x.data(), got.data(), k);
+    fn(row.x.data(), want.data(), k);
+    for (size_t b = 0; b < got.size(); ++b) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[b].d), std::bit_cast<uint32_t>(want[b].d)) << row.name << " block " << b;
+      EXPECT_EQ(std::memcmp(got[b].qs, want[b].qs, 256), 0) << row.name << " block " << b;
+      if (want[b].d != 0.0f)
+        EXPECT_EQ(std::memcmp(got[b].bsums, want[b].bsums, 32), 0) << row.name << " block " << b;
+    }
+  }
+}
 
 TEST(KquantGgmlF16, RoundingMatchesGgml) {
   // f32_to_f16 is the rounding point of every stored scale: check it over many f32 patterns through
