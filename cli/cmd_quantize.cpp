@@ -1,8 +1,10 @@
 // strata quantize -m SRC_DIR --out DST.gguf [--experts T] [--dense T] [--head T] [--engram T] [-t N]:
 // re-quantises an official-format checkpoint into one GGUF (tools/quantize.h). T is one of keep
-// (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl. Progress goes to stderr
-// when it is a terminal; the summary (and every matrix kept because of its shape, and the Engram
-// row bytes and bytes read per token of the tables as written) to stdout.
+// (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case). stdout: first
+// what will be done and every note (a matrix kept, or given llama.cpp's fallback, because of its
+// shape), then the summary (the Engram row bytes and bytes read per token of the tables as
+// written). Progress goes to stderr when it is a terminal. Ctrl-C stops between tensors, removes
+// the temporary file and exits 130.
 // The GGUF runs with `-m DST.gguf` on run/serve/bench/logits (docs/gguf.md).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -11,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/progress_bar.h"
 #include "tools/quantize.h"
 
@@ -26,10 +29,11 @@ struct QuantizeCliOptions {
 
 Command register_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeCliOptions>();
-  const auto types = CLI::IsMember({"keep", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl"});
+  // Case-insensitive, as `plan --quant` (tools/quant_choice.h); the value becomes the lower-case name.
+  const auto types = CLI::IsMember({"keep", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl"}, CLI::ignore_case);
   app.add_option("-m,--model", o->src, "official-format checkpoint directory (config.json, *.safetensors, tokenizer.json)")
       ->required();
-  app.add_option("--out", o->out, "GGUF file to write (must not exist; written atomically)")->required();
+  app.add_option("--out", o->out, "GGUF file to write, named *.gguf (must not exist; written atomically)")->required();
   app.add_option("--experts", o->experts, "routed experts (MXFP4 in the release): keep or a block format")
       ->check(types)
       ->capture_default_str();
@@ -43,6 +47,11 @@ Command register_quantize(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-t,--threads", o->threads, "quantiser threads (0 = one per core)")->capture_default_str();
   return [o]() -> int {
+    // -m X.gguf and run/serve find a GGUF by its name (io::is_gguf_path): refuse any other name
+    // before the work, not after it.
+    if (o->out.size() <= 5 || o->out.compare(o->out.size() - 5, 5, ".gguf") != 0)
+      return fail_usage(InvalidArgument("--out '" + o->out + "': expected a file name ending in .gguf (lower case), " +
+                                        "which is how run/serve/bench -m recognise a GGUF"));
     if (Status s = check_checkpoint_dir(o->src); !s.ok()) return fail(s);
     tools::QuantizeOptions q;
     q.src_dir = o->src;
@@ -60,14 +69,27 @@ Command register_quantize(CLI::App& app) {
     q.experts = *e;
     q.dense = *d;
     q.head = *h;
+    // What will be done, and every note (shape-kept matrices, llama.cpp's fallback), before the work.
+    std::printf("strata quantize: %s -> %s (experts %s, dense %s, head %s, engram %s)\n", o->src.c_str(),
+                o->out.c_str(), tools::quant_choice_name(q.experts).c_str(), tools::quant_choice_name(q.dense).c_str(),
+                tools::quant_choice_name(q.head).c_str(), tools::quant_choice_name(q.engram).c_str());
+    std::fflush(stdout);
+    q.on_note = [](const std::string& n) {
+      std::printf("note: %s\n", n.c_str());
+      std::fflush(stdout);
+    };
+    InterruptGuard interrupt;  // Ctrl-C: stop between tensors, remove the temporary file, exit 130
+    q.cancel = interrupt.flag_ptr();
     ProgressBar bar;
     auto rep = tools::quantize_checkpoint(q, bar.fn());
+    if (!rep.ok() && rep.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
+      std::fprintf(stderr, "strata quantize: %s\n", rep.error().message().c_str());
+      return kExitInterrupted;
+    }
     if (!rep.ok()) return fail(rep.error());
-    for (const std::string& n : rep->notes) std::printf("note: %s\n", n.c_str());
-    std::printf("strata quantize: %s -> %s (experts %s, dense %s, head %s, engram %s)\n", o->src.c_str(),
-                o->out.c_str(), o->experts.c_str(), o->dense.c_str(), o->head.c_str(), o->engram.c_str());
     if (rep->engram_row_bytes > 0)
-      std::printf("Engram (%s): %d rows x %llu B = %llu B read per token; tables %llu bytes\n", o->engram.c_str(),
+      std::printf("Engram (%s): %d rows x %llu B = %llu B read per token; tables %llu bytes\n",
+                  tools::quant_choice_name(q.engram).c_str(),
                   rep->engram_rows_per_token, static_cast<unsigned long long>(rep->engram_row_bytes),
                   static_cast<unsigned long long>(rep->engram_bytes_per_token()),
                   static_cast<unsigned long long>(rep->engram_table_bytes));

@@ -3,6 +3,7 @@
 #include "tools/plan_sizes.h"
 
 #include <algorithm>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "tools/synth_plan.h"
@@ -181,12 +182,22 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
         break;
       }
   std::map<std::string, DType> target;  // weight name -> block format
+  std::set<int64_t> fallback_rows;       // row lengths whose fallback is noted
   for (const SynthTensor& t : tensors) {
     const std::string& n = t.decl.name;
     std::optional<DType> want;
     switch (quant_dial_of(n, t.decl.dtype, has_scale(n))) {
-      case QuantDial::kExperts:  // the type or llama.cpp's fallback, as quantize writes it
-        if (f.quant.experts) want = expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype);
+      case QuantDial::kExperts:  // the type or llama.cpp's fallback, as quantize writes it (and notes it)
+        if (f.quant.experts) {
+          want = expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype);
+          const int64_t in = quant_row_values(t.decl.shape, t.decl.dtype);
+          if (want != f.quant.experts && fallback_rows.insert(in).second)
+            f.quant_notes.push_back("routed experts with rows of " + std::to_string(in) + " values in " +
+                                    quant_choice_name(want) + " (llama.cpp's fallback): '" + n +
+                                    "' has rows of " + std::to_string(in) + " values, not a multiple of " +
+                                    quant_choice_name(f.quant.experts) + "'s block of " +
+                                    std::to_string(dtype_block(*f.quant.experts).elems));
+        }
         break;
       case QuantDial::kDense: want = f.quant.dense; break;
       case QuantDial::kHead: want = f.quant.head; break;

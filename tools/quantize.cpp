@@ -100,8 +100,9 @@ Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t ou
 
 // An Engram table (F8_E4M3 [rows, hd] + E8M0 [rows, hd/32]) -> `target` rows, written to `w` in
 // chunks of rows: e4m3 * 2^k is exact in f32, so each row is quantised from the official values.
+// `progress` returns false to stop (cancelled) after the chunk it was told of.
 Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, ThreadPool* pool, io::GgufWriter* w,
-                      const std::function<void(uint64_t)>& progress) {
+                      const std::function<bool(uint64_t)>& progress) {
   const int64_t rows = p.w->shape[0], hd = p.w->shape[1], ns = hd / 32;
   kernels::QuantType qt;
   STRATA_CHECK(model::quant_type_of(target, &qt), "convert_engram: not a block format");
@@ -131,7 +132,7 @@ Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, Thr
     if (bad.load() >= 0)
       return Corruption("tensor '" + p.w->name + "': row " + std::to_string(bad.load()) + " has a value that is not finite");
     STRATA_RETURN_IF_ERROR(w->write(out.data(), out.size()));
-    progress(static_cast<uint64_t>(n * (hd + ns)));
+    if (!progress(static_cast<uint64_t>(n * (hd + ns)))) return Status();
   }
   return Status();
 }
@@ -152,6 +153,11 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     tok = std::move(t);
   }
   const auto& all = ck->tensors();
+  auto note = [&](std::string n) {
+    if (o.on_note) o.on_note(n);
+    rep.notes.push_back(std::move(n));
+  };
+  auto cancelled = [&] { return o.cancel != nullptr && o.cancel->load(std::memory_order_relaxed); };
   auto find = [&](const std::string& n) { return ck->find(n); };
   auto sibling = [](const std::string& n, const char* from, const char* to) {
     const size_t k = std::string(from).size();
@@ -179,13 +185,13 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       const std::string why = "'" + n + "' has rows of " + std::to_string(in) + " values, not a multiple of " +
                               quant_choice_name(experts) + "'s block of " + std::to_string(dtype_block(*experts).elems);
       if (!pick) {
-        rep.notes.push_back("routed experts kept in their official format: " + why);
+        note("routed experts kept in their official format: " + why);
         experts.reset();
         expert_kind.clear();
         break;
       }
       if (noted.insert(in).second)  // once per row length, not once per layer
-        rep.notes.push_back("routed experts with rows of " + std::to_string(in) + " values in " + quant_choice_name(pick) +
+        note("routed experts with rows of " + std::to_string(in) + " values in " + quant_choice_name(pick) +
                             " (llama.cpp's fallback): " + why);
       expert_kind[kind] = pick;
     }
@@ -209,7 +215,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     if (!fits(want, t)) {
       int64_t out, in;
       logical_shape(t, &out, &in);
-      rep.notes.push_back("'" + n + "' kept: rows of " + std::to_string(in) + " values are not a multiple of " +
+      note("'" + n + "' kept: rows of " + std::to_string(in) + " values are not a multiple of " +
                           quant_choice_name(want) + "'s block of " + std::to_string(dtype_block(*want).elems));
       continue;
     }
@@ -318,15 +324,19 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   ThreadPool pool(o.n_threads);
   uint64_t done = 0;
   std::vector<uint8_t> buf;
+  const Status interrupted = Cancelled(o.out_path + ": interrupted; the partial file was removed");
   for (const Item& item : items) {
     if (item.target && store::ExpertCatalog::is_engram_table(item.parts[0].w->name)) {
-      STRATA_RETURN_IF_ERROR(convert_engram(*ck, item.parts[0], *item.target, &pool, w.get(), [&](uint64_t n) {
+      STRATA_RETURN_IF_ERROR(convert_engram(*ck, item.parts[0], *item.target, &pool, w.get(), [&](uint64_t n) -> bool {
         done += n;
         report_progress(progress, ProgressEvent{"quantize", "bytes", done, rep.src_bytes, "", false});
+        return !cancelled();
       }));
+      if (cancelled()) return interrupted;
       continue;
     }
     for (const Part& p : item.parts) {
+      if (cancelled()) return interrupted;
       if (item.target) {
         STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, &pool, &buf));
       } else {

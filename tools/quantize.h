@@ -24,7 +24,9 @@
 // OUT is refused). Memory: one source tensor (f32) and its output at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +49,12 @@ struct QuantizeOptions {
   int n_threads = 0;                 // quantiser threads (0 = one per core)
   bool fsync = true;
   io::Env* env = nullptr;            // null = io::default_env()
+  // Set (e.g. by Ctrl-C) -> the conversion stops between tensors / row chunks with kCancelled and
+  // removes its temporary file. Null = never.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called with each note (a matrix kept or given llama.cpp's fallback because of its shape) as it
+  // is decided, before any tensor is written; the notes are in the report too.
+  std::function<void(const std::string&)> on_note;
 };
 
 struct QuantizeReport {
@@ -68,7 +76,7 @@ struct QuantizeReport {
 // Runs the conversion; progress as ProgressEvent{"quantize", "bytes"} over source bytes.
 // Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path or
 // an `engram` type whose block does not divide head_dim (naming the table), the writer's I/O
-// errors (no partial file is left).
+// errors, kCancelled when `cancel` was set (no partial file is left in any of these).
 [[nodiscard]] Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress = {});
 
 }  // namespace strata::tools

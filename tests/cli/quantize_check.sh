@@ -71,6 +71,15 @@ if [[ -z "$demo_tokenizer" ]]; then
   grep -q "in iq4_nl (llama.cpp's fallback)" "$tmp/q4.out" || { echo "FAIL q4_k on rows of 64: no fallback note"; cat "$tmp/q4.out"; exit 1; }
   "$strata" run -m "$tmp/q4.gguf" -p hi -n 2 --temp 0 > /dev/null || { echo "FAIL the q4_k (iq4_nl fallback) GGUF does not run"; exit 1; }
   echo "ok   q4_k on rows of 64 takes llama.cpp's fallback (iq4_nl), says so and runs"
+  # The notes come before the work; an --out run/serve would not recognise is refused up front (exit 2);
+  # type names in any case.
+  head -1 "$tmp/q4.out" | grep -q "^strata quantize: .* (experts q4_k," || { echo "FAIL the header is not first"; cat "$tmp/q4.out"; exit 1; }
+  rc=0; "$strata" quantize -m "$ck" --out "$tmp/noext" --experts q8_0 > /dev/null 2> "$tmp/noext.err" || rc=$?
+  [[ $rc == 2 && ! -e "$tmp/noext" ]] && grep -q "ending in .gguf" "$tmp/noext.err" \
+    || { echo "FAIL --out without .gguf: exit $rc"; cat "$tmp/noext.err"; exit 1; }
+  "$strata" quantize -m "$ck" --out "$tmp/upper.gguf" --experts Q8_0 --dense KEEP > "$tmp/upper.out" \
+    && grep -q "(experts q8_0, dense keep," "$tmp/upper.out" || { echo "FAIL upper-case type names"; cat "$tmp/upper.out"; exit 1; }
+  echo "ok   header and notes first; --out without .gguf refused (exit 2); type names in any case"
   # The Engram dial: head_dim 32 takes iq4_nl (18 B per row), refuses q4_k (blocks of 256).
   "$strata" quantize -m "$ck" --out "$tmp/e4.gguf" --experts keep --engram iq4_nl > "$tmp/e4.out"
   grep -q "Engram (iq4_nl): 24 rows x 18 B = 432 B read per token" "$tmp/e4.out" \

@@ -233,9 +233,16 @@ TEST(PlanQuant, FootprintEqualsTheGgufQuantizeWrites) {
     auto from_gguf = model_footprint(c, {}, *read);
     ASSERT_TRUE(from_gguf.ok());
     EXPECT_EQ(from_gguf->text_bytes, f->text_bytes) << v.name;
-    if (v.experts_read != v.q.experts) {
+    if (v.experts_read != v.q.experts) {  // quantize and plan say the same about the fallback
       ASSERT_FALSE(rep->notes.empty());
       EXPECT_NE(rep->notes[0].find("(llama.cpp's fallback)"), std::string::npos) << rep->notes[0];
+      std::vector<std::string> plan_fallback;
+      for (const std::string& n : f->quant_notes)
+        if (n.find("(llama.cpp's fallback)") != std::string::npos) plan_fallback.push_back(n);
+      std::vector<std::string> quant_fallback;
+      for (const std::string& n : rep->notes)
+        if (n.find("(llama.cpp's fallback)") != std::string::npos) quant_fallback.push_back(n);
+      EXPECT_EQ(plan_fallback, quant_fallback);
     }
   }
 }

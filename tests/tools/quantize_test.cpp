@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -196,6 +197,39 @@ TEST(Quantize, KQuantOnTinyRowsTakesTheFallbackAndSaysSo) {
   const std::vector<float> nl = logits_of(quantize(d, "iq4nl.gguf", DType::kIQ4_NL), kPositions);
   ASSERT_EQ(ref.size(), fb.size());
   EXPECT_EQ(std::memcmp(fb.data(), nl.data(), fb.size() * sizeof(float)), 0) << "q4_k with its fallback = iq4_nl here";
+}
+
+// Cancelled (Ctrl-C in the CLI) -> kCancelled, and neither the output nor a temporary file is left;
+// the notes reach on_note as they are decided, before any tensor is written.
+TEST(Quantize, CancelLeavesNothingAndNotesComeFirst) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> seen;
+  QuantizeOptions o;
+  o.src_dir = ckpt();
+  o.out_path = d.file("c.gguf");
+  o.experts = DType::kQ4_K;
+  o.fsync = false;
+  o.cancel = &cancel;
+  o.on_note = [&](const std::string& n) {
+    seen.push_back(n);
+    cancel.store(true);  // the first note stops it: nothing has been written yet
+  };
+  auto r = quantize_checkpoint(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kCancelled) << r.error().to_string();
+  EXPECT_EQ(seen.size(), 2u);  // both notes were decided before the (cancelled) writing
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(d.path())) left += e.path().filename().string().rfind("c.gguf", 0) == 0;
+  EXPECT_EQ(left, 0u) << "no output and no temporary file";
+  // Not cancelled: on_note sees the report's notes, in order.
+  cancel.store(false);
+  seen.clear();
+  o.on_note = [&](const std::string& n) { seen.push_back(n); };
+  auto ok = quantize_checkpoint(o);
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_EQ(seen, ok->notes);
 }
 
 // The GGUF view's slice of a stacked Q8_0 expert dequantises to the source MXFP4 matrix within Q8_0's
