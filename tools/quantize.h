@@ -15,8 +15,9 @@
 //            reads such rows per row from disk as it does FP8 rows (store/engram_rows.h).
 // "Keep" (nullopt) writes the official bytes unchanged (FP8/E8M0/E2M1 as ggml I8 listed in
 // strata.raw_dtypes, BF16/F32 as themselves), so a keep/keep/keep GGUF runs bit-identically to its
-// source. A matrix whose rows are not a whole number of blocks is kept (and said so in the report);
-// routed experts are quantised all three matrices or none (the MoE kernel takes one format per expert).
+// source. A dense or head matrix whose rows are not a whole number of blocks is kept; a routed-expert
+// matrix takes llama.cpp's fallback type instead (tools/quant_choice.h expert_quant_type), and only
+// when that does not fit either are all experts kept; each said so in the report (and on_note).
 // Never quantised: norms, mHC, sinks, router, compressor/indexer BF16 projections and embeddings;
 // the Engram tables are copied as two tensors (docs/gguf.md) unless `engram` is set.
 // Output: tensor names of docs/gguf.md (io/gguf_names.h), config.json and tokenizer.json embedded as
