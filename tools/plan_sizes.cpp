@@ -174,10 +174,7 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     for (const SynthTensor& t : tensors)
       if (quant_dial_of(t.decl.name, t.decl.dtype, has_scale(t.decl.name)) == QuantDial::kExperts &&
           !expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype)) {
-        f.quant_notes.push_back("routed experts kept in their official format: '" + t.decl.name + "' has rows of " +
-                                std::to_string(quant_row_values(t.decl.shape, t.decl.dtype)) + " values, not a multiple of " +
-                                quant_choice_name(f.quant.experts) + "'s block of " +
-                                std::to_string(dtype_block(*f.quant.experts).elems));
+        f.quant_notes.push_back(expert_note(*f.quant.experts, std::nullopt, t.decl.name, t.decl.shape, t.decl.dtype));
         f.quant.experts.reset();
         break;
       }
@@ -190,13 +187,8 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
       case QuantDial::kExperts:  // the type or llama.cpp's fallback, as quantize writes it (and notes it)
         if (f.quant.experts) {
           want = expert_quant_type(*f.quant.experts, t.decl.shape, t.decl.dtype);
-          const int64_t in = quant_row_values(t.decl.shape, t.decl.dtype);
-          if (want != f.quant.experts && fallback_rows.insert(in).second)
-            f.quant_notes.push_back("routed experts with rows of " + std::to_string(in) + " values in " +
-                                    quant_choice_name(want) + " (llama.cpp's fallback): '" + n +
-                                    "' has rows of " + std::to_string(in) + " values, not a multiple of " +
-                                    quant_choice_name(f.quant.experts) + "'s block of " +
-                                    std::to_string(dtype_block(*f.quant.experts).elems));
+          if (want != f.quant.experts && fallback_rows.insert(quant_row_values(t.decl.shape, t.decl.dtype)).second)
+            f.quant_notes.push_back(expert_note(*f.quant.experts, want, n, t.decl.shape, t.decl.dtype));
         }
         break;
       case QuantDial::kDense: want = f.quant.dense; break;

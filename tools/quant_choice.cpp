@@ -114,6 +114,15 @@ std::optional<DType> expert_quant_type(DType chosen, const Shape& shape, DType d
   return std::nullopt;
 }
 
+std::string expert_note(DType chosen, const std::optional<DType>& fallback, const std::string& tensor, const Shape& shape,
+                        DType dtype) {
+  const std::string in = std::to_string(quant_row_values(shape, dtype));
+  const std::string why = "'" + tensor + "' has rows of " + in + " values, not a multiple of " + quant_choice_name(chosen) +
+                          "'s block of " + std::to_string(dtype_block(chosen).elems);
+  if (!fallback) return "routed experts kept in their official format: " + why;
+  return "routed experts with rows of " + in + " values in " + quant_choice_name(fallback) + " (llama.cpp's fallback): " + why;
+}
+
 Status check_engram_quant(DType t, int64_t head_dim, const std::string& where) {
   const std::string tn = quant_choice_name(t);
   const int64_t be = dtype_block(t).elems;

@@ -71,6 +71,11 @@ std::optional<DType> expert_fallback(DType t);
 // moe_inter 448) under q2_k: IQ4_NL.
 std::optional<DType> expert_quant_type(DType chosen, const Shape& shape, DType dtype);
 
+// The notes quantize prints and plan --quant repeats for a routed-expert matrix `tensor` (stored
+// shape/dtype) that is not whole blocks of `chosen`: given `fallback`, or (nullopt) every expert kept.
+std::string expert_note(DType chosen, const std::optional<DType>& fallback, const std::string& tensor, const Shape& shape,
+                        DType dtype);
+
 // Engram tables as `t`: OK when t's block divides head_dim, else kInvalidArgument starting with
 // `where` (e.g. "--quant engram=q4_k" or "--engram q4_k: Engram table 'layers.1.engram.embed.weight'").
 [[nodiscard]] Status check_engram_quant(DType t, int64_t head_dim, const std::string& where);

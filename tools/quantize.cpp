@@ -181,18 +181,14 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
         expert_kind[kind] = pick;
         continue;
       }
-      const int64_t in = quant_row_values(t.shape, t.dtype);
-      const std::string why = "'" + n + "' has rows of " + std::to_string(in) + " values, not a multiple of " +
-                              quant_choice_name(experts) + "'s block of " + std::to_string(dtype_block(*experts).elems);
       if (!pick) {
-        note("routed experts kept in their official format: " + why);
+        note(expert_note(*experts, std::nullopt, n, t.shape, t.dtype));
         experts.reset();
         expert_kind.clear();
         break;
       }
-      if (noted.insert(in).second)  // once per row length, not once per layer
-        note("routed experts with rows of " + std::to_string(in) + " values in " + quant_choice_name(pick) +
-                            " (llama.cpp's fallback): " + why);
+      if (noted.insert(quant_row_values(t.shape, t.dtype)).second)  // once per row length, not once per layer
+        note(expert_note(*experts, pick, n, t.shape, t.dtype));
       expert_kind[kind] = pick;
     }
   }
