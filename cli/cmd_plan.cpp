@@ -75,6 +75,7 @@ int run_plan(PlanCliOptions& o) {
     auto q = tools::quant_choice_of_checkpoint(**ck);
     if (!q.ok()) return fail(q.error());
     po.quant = *q;
+    po.gguf_layout = true;
   }
   if (!o.prompts.empty()) po.prompts = o.prompts;
   if (po.context > cfg->max_position_embeddings) {

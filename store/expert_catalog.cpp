@@ -14,8 +14,10 @@ namespace {
 constexpr const char* kPartNames[kExpertParts] = {"w1.weight", "w1.scale", "w2.weight",
                                                   "w2.scale",  "w3.weight", "w3.scale"};
 
-// Reading a gap of up to this many bytes beats issuing a second request.
-constexpr uint64_t kMergeGap = 64 << 10;
+// Reading a gap of up to this many bytes beats issuing a second request: one O_DIRECT block, the
+// read granularity anyway (the official layout's parts are back to back: gap 0). A larger gap
+// would land in every slot of the cache.
+constexpr uint64_t kMergeGap = 4 << 10;
 
 uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -134,6 +136,11 @@ Result<ExpertCatalog> ExpertCatalog::build(const io::Checkpoint& ck, int n_layer
       std::vector<Raw> raw;
       for (int p : order) {
         const io::TensorInfo* t = plan.tensors[static_cast<size_t>(p)];
+        // An empty part (a GGUF block-format expert's placeholder .scale, io/gguf_checkpoint.cpp)
+        // has nothing to read: no span, and its slot offset stays 0 (a zero-byte view).
+        if (t->nbytes == 0) continue;
+        // A GGUF's stacked parts of one expert are separated by the other experts' bytes: merged
+        // only where that gap is small.
         if (!raw.empty() && raw.back().shard == t->shard && t->offset >= raw.back().begin &&
             t->offset <= raw.back().end + kMergeGap) {
           raw.back().end = std::max(raw.back().end, t->offset + t->nbytes);

@@ -5,7 +5,9 @@
 // "layers.L" or "mtp.S"; shapes and dtypes are validated later by model::bind_weights). An
 // expert's tensors are merged into as few file spans as possible (the release and `strata synth`
 // store them back to back, so one span per expert); each span is one region of the slot. With
-// O_DIRECT, spans are widened to 4 KiB boundaries and placed at 4 KiB-aligned slot offsets.
+// O_DIRECT, spans are widened to 4 KiB boundaries and placed at 4 KiB-aligned slot offsets. A
+// GGUF stacks each matrix of all a layer's experts in one tensor, so there an expert is up to six
+// spans (three for block formats, whose empty .scale parts get none).
 // Also names the Engram tables ("<prefix>.engram.embed.{weight,scale}"), so the store can tell
 // the resident tensors (everything else) from the two streamed kinds.
 // Thread safety: immutable after build().

@@ -271,9 +271,8 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
     pl.engram_ram_bytes = (scales_resident ? f.engram_scale_bytes : 0) +
                           (f.engram_table_bytes > 0 ? 65536ull * (f.engram_row_bytes + 16) : 0);
     const uint64_t fixed = pl.dense_bytes + pl.engram_ram_bytes;
-    // As ExpertCatalog sizes slots: 4 KiB multiples; an O_DIRECT read also starts at the 4 KiB
-    // boundary below the expert, one more block for an expert that does not start on one.
-    const uint64_t slot = (f.expert_bytes + 4095) / 4096 * 4096 + (pl.expert_direct_io ? 4096 : 0);
+    // As ExpertCatalog sizes slots (a GGUF, or what --quant would write, stacks experts per matrix).
+    const uint64_t slot = expert_slot_bytes(f, pl.expert_direct_io, o.gguf_layout || o.quant.any());
     const uint64_t left = pl.budget_bytes > fixed ? pl.budget_bytes - fixed : 0;
     pl.expert_slots = std::min<int64_t>(pl.total_experts, static_cast<int64_t>(left / slot));
     pl.expert_cache_bytes = static_cast<uint64_t>(pl.expert_slots) * slot;

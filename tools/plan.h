@@ -85,6 +85,9 @@ struct PlanOptions {
   // reads them from the file's tensor types): every component sized as quantize writes it. All keep
   // = the official checkpoint (FP8 + E8M0, MXFP4, BF16).
   QuantChoice quant;
+  // The checkpoint is a GGUF (set by `plan -m X.gguf`; --quant implies it): routed experts are
+  // stacked per matrix, so each is read in up to six spans (expert_slot_bytes).
+  bool gguf_layout = false;
 
   [[nodiscard]] Status validate() const;
 };

@@ -123,6 +123,18 @@ uint64_t KvFootprint::bytes_at(int64_t tokens) const {
   return b;
 }
 
+uint64_t expert_slot_bytes(const ModelFootprint& f, bool direct_io, bool stacked) {
+  auto span = [&](uint64_t b) { return direct_io ? (b + 4095) / 4096 * 4096 + 4096 : (b + 63) / 64 * 64; };
+  uint64_t slot = 0;
+  if (stacked) {
+    for (uint64_t b : f.expert_part_bytes)
+      if (b > 0) slot += span(b);
+  } else {
+    slot = span(f.expert_bytes);
+  }
+  return (slot + 4095) / 4096 * 4096;
+}
+
 KvFootprint kv_footprint(const model::ModelConfig& c) {
   KvFootprint kv;
   // Compressed main KV: E2M1 codes (head_dim / 2 bytes) + one E4M3 scale per 16 values.
@@ -274,10 +286,12 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
   // Routed experts of the backbone.
   f.experts_per_layer.resize(static_cast<size_t>(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) f.experts_per_layer[static_cast<size_t>(l)] = c.n_experts(l);
-  for (const char* w : {"w1", "w2", "w3"}) {
-    const std::string p = "layers.0.ffn.experts.0." + std::string(w);
-    f.expert_bytes += stored(*by_name.at(p + ".weight")) + stored(*by_name.at(p + ".scale"));
+  for (int i = 0; i < 3; ++i) {
+    const std::string p = "layers.0.ffn.experts.0.w" + std::to_string(i + 1);
+    f.expert_part_bytes[static_cast<size_t>(2 * i)] = stored(*by_name.at(p + ".weight"));
+    f.expert_part_bytes[static_cast<size_t>(2 * i + 1)] = stored(*by_name.at(p + ".scale"));
   }
+  for (uint64_t b : f.expert_part_bytes) f.expert_bytes += b;
 
   // Engram rows per token.
   f.engram_rows_per_token = static_cast<int>(c.engram_layer_ids.size()) * c.engram_n_cols();

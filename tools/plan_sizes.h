@@ -117,6 +117,9 @@ struct ModelFootprint {
   uint64_t dspark_expert_bytes = 0;      // DSpark routed experts (read per use, never bound resident)
   // Routed experts of the backbone.
   uint64_t expert_bytes = 0;             // one expert: w1, w2, w3 with their scales
+  // The six parts of expert_bytes in store order: w1, w1.scale, w2, w2.scale, w3, w3.scale (a
+  // block format's scale parts are 0).
+  std::array<uint64_t, 6> expert_part_bytes{};
   std::vector<int> experts_per_layer;    // n_routed_experts per backbone layer
   uint64_t routed_bytes = 0;             // all backbone routed experts
   // Engram.
@@ -148,6 +151,14 @@ struct ModelFootprint {
 // divide engram_head_dim.
 [[nodiscard]] Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision = {},
                                                      const QuantChoice& quant = {});
+
+// One expert-cache slot in the stream store, as store::ExpertCatalog sizes it: `stacked` (a GGUF,
+// whose tensors stack one matrix of all a layer's experts) = one read span per non-empty part,
+// else the official layout's one span for the six back-to-back parts. Each span is its bytes
+// rounded up to 64 B, or with `direct_io` to 4 KiB plus one more 4 KiB block for a start that is
+// not on a boundary (the worst case, which the largest of many experts meets); the slot is a 4 KiB
+// multiple. Bytes.
+uint64_t expert_slot_bytes(const ModelFootprint& f, bool direct_io, bool stacked);
 
 // KV footprint alone (pure function of the config).
 KvFootprint kv_footprint(const model::ModelConfig& c);

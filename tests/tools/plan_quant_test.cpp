@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "io/checkpoint.h"
+#include "store/expert_catalog.h"
 #include "tests/support/files.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
@@ -243,6 +244,29 @@ TEST(PlanQuant, FootprintEqualsTheGgufQuantizeWrites) {
       for (const std::string& n : rep->notes)
         if (n.find("(llama.cpp's fallback)") != std::string::npos) quant_fallback.push_back(n);
       EXPECT_EQ(plan_fallback, quant_fallback);
+    }
+    // The stream store's slot for this GGUF is the one plan sizes: every span reads a non-empty
+    // part (the block formats' empty .scale placeholders get none), and the largest expert's
+    // spans fit the plan's slot, within one 4 KiB block per span of it.
+    const model::ModelConfig& gc = c;
+    for (bool direct : {false, true}) {
+      auto cat = store::ExpertCatalog::build(**g, gc.n_layers, direct);
+      ASSERT_TRUE(cat.ok()) << cat.error().to_string();
+      const uint64_t planned = expert_slot_bytes(*f, direct, /*stacked=*/true);
+      int max_spans = 0;
+      for (int id = 0; id < cat->size(); ++id) {
+        const store::ExpertPlan& p = cat->plan(id);
+        if (p.key.layer >= gc.n_layers) continue;  // DSpark stages: not in the plan's slot
+        max_spans = std::max(max_spans, static_cast<int>(p.spans.size()));
+        for (const store::ExpertSpan& sp : p.spans) EXPECT_GT(sp.needed, 0u) << v.name;
+        // Buffered reads merge parts across gaps of up to 4 KiB (store/expert_catalog.cpp), which
+        // the plan's 64-byte rounding does not count.
+        EXPECT_LE(p.slot_bytes, planned + (direct ? 0u : 4096u * 5)) << v.name << " direct " << direct << " expert " << id;
+      }
+      int parts = 0;
+      for (uint64_t b : f->expert_part_bytes) parts += b > 0;
+      EXPECT_LE(max_spans, parts) << v.name << ": at most one span per non-empty stacked part";
+      EXPECT_GE(cat->slot_bytes() + (direct ? 4096u * parts : 4096u), planned) << v.name << " direct " << direct;
     }
   }
 }
