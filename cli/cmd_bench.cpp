@@ -240,7 +240,7 @@ int run_bench_cmd(BenchCliOptions& o) {
       j["predicted_vs_measured"] = cmp;
       if (!load_cmp.is_null()) j["cold_load_vs_plan"] = load_cmp;
     }
-    if (Status w = write_text(o.json, j.dump(2) + "\n"); !w.ok()) return fail(w);
+    if (Status w = write_text(o.json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"); !w.ok()) return fail(w);
     std::printf("wrote %s\n", o.json.c_str());
   }
   if (!o.svg.empty()) {

@@ -41,6 +41,9 @@ struct PlanCliOptions {
 int run_plan(PlanCliOptions& o) {
   if (o.model_dir.empty() == o.config.empty())
     return fail_usage(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  if (!o.config.empty() && io::is_gguf_path(o.config))
+    return fail_usage(InvalidArgument("--config '" + o.config + "': a GGUF is a checkpoint, not a config.json; " +
+                                      "use -m " + o.config));
   if (!o.model_dir.empty())
     if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
   const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;

@@ -15,6 +15,9 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/progress_bar.h"
+#include "io/checkpoint.h"
+#include "model/config.h"
+#include "tools/quant_choice.h"
 #include "tools/quantize.h"
 
 namespace strata::cli {
@@ -52,6 +55,9 @@ Command register_quantize(CLI::App& app) {
     if (o->out.size() <= 5 || o->out.compare(o->out.size() - 5, 5, ".gguf") != 0)
       return fail_usage(InvalidArgument("--out '" + o->out + "': expected a file name ending in .gguf (lower case), " +
                                         "which is how run/serve/bench -m recognise a GGUF"));
+    if (io::is_gguf_path(o->src))
+      return fail_usage(InvalidArgument("-m '" + o->src + "': strata quantize reads an official-format checkpoint " +
+                                        "directory (config.json + safetensors); re-quantising a GGUF is not supported"));
     if (Status s = check_checkpoint_dir(o->src); !s.ok()) return fail(s);
     tools::QuantizeOptions q;
     q.src_dir = o->src;
@@ -66,6 +72,14 @@ Command register_quantize(CLI::App& app) {
     auto g = tools::parse_quant_choice(o->engram);
     if (!g.ok()) return fail_usage(g.error());
     q.engram = *g;
+    if (q.engram) {  // a bad value for this checkpoint: a usage error (exit 2), as plan --quant says
+      auto text = io::read_checkpoint_text(o->src, "config.json", 16u << 20);
+      if (!text.ok()) return fail(text.error());
+      auto cfg = model::ModelConfig::parse(*text, o->src + "/config.json");
+      if (!cfg.ok()) return fail(cfg.error());
+      if (Status s = tools::check_engram_quant(*q.engram, cfg->engram_head_dim, "--engram " + o->engram); !s.ok())
+        return fail_usage(s);
+    }
     q.experts = *e;
     q.dense = *d;
     q.head = *h;

@@ -82,7 +82,7 @@ std::string with_spec_stats(const std::string& stats_json, const runtime::SpecSt
                       {"verify_share", s.verify_share()},
                       {"guard_pauses", s.pauses},
                       {"guard_probes", s.probes}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace strata::cli

@@ -117,7 +117,7 @@ std::string stats_json(const std::vector<PhaseStats>& phases, const std::string&
     ph[p.name] = std::move(o);
   }
   j["phases"] = std::move(ph);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace strata::cli

@@ -1,8 +1,12 @@
 #include "io/gguf_writer.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "io/file.h"
@@ -44,6 +48,14 @@ void put_value(std::string* out, const GgufValue& v) {
 
 uint64_t pad_to(uint64_t n, uint64_t align) { return (align - n % align) % align; }
 
+}  // namespace
+
+namespace {
+std::string format_gib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+  return buf;
+}
 }  // namespace
 
 Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
@@ -114,6 +126,19 @@ Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
   w->env_ = env_or_default(options.env);
   w->tensors_ = std::move(tensors);
   (void)sweep_stale_temps_of(path, w->env_);  // best effort: a killed writer's PATH.tmp.<pid>
+  if (options.check_free_space) {
+    // Refused before the first byte, not after hours of quantising (a 300 GB variant).
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    struct statvfs vfs {};
+    if (::statvfs(dir.c_str(), &vfs) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+      if (w->file_bytes_ > free_bytes)
+        return ResourceExhausted(path + ": the GGUF needs " + std::to_string(w->file_bytes_) + " bytes (" +
+                                 format_gib(w->file_bytes_) + ") but " + dir + " has " + std::to_string(free_bytes) +
+                                 " bytes free (" + format_gib(free_bytes) + ")");
+    }
+  }
   auto f = w->env_->new_writable_file(w->temp_);
   if (!f.ok()) return f.error();
   w->file_ = std::move(f).value();

@@ -44,6 +44,9 @@ struct GgufWriterOptions {
   bool fsync = true;
   // Where the file is written (null = io::default_env()). Not owned; must outlive the writer.
   Env* env = nullptr;
+  // Refuse (kResourceExhausted naming the bytes needed and free) when the file system holding
+  // the output has less free space than the whole file (default true).
+  bool check_free_space = true;
 };
 
 // ggml's limit on tensor name length, terminating NUL included (ggml.h GGML_MAX_NAME).

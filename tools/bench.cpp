@@ -508,7 +508,7 @@ std::string BenchReport::to_json() const {
                    {"steps", p.steps}});
   j["parallel"] = par;
   j["notes"] = notes;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string BenchReport::to_text() const {

@@ -141,7 +141,7 @@ std::string eval_json(const EvalReport& r) {
     j["delta_ppl"] = r.delta_ppl;
     j["base_ppl"] = r.base_ppl;
   }
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace strata::tools

@@ -678,7 +678,7 @@ std::string plan_json(const Plan& p) {
                   {"notes", e.notes}});
   }
   j["expert_parallel"] = ej;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace strata::tools

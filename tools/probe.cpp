@@ -527,7 +527,7 @@ std::string MachineProfile::to_json() const {
   ojson g = ojson::array();
   for (const GpuInfo& gi : gpus) g.push_back({{"name", gi.name}, {"vram_total_bytes", gi.vram_total}, {"vram_free_bytes", gi.vram_free}});
   j["gpus"] = g;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Result<MachineProfile> MachineProfile::from_json(const std::string& text, const std::string& what) {

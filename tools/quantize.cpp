@@ -304,7 +304,19 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   std::vector<std::pair<std::string, io::GgufValue>> meta;
   meta.emplace_back("general.architecture", io::GgufValue::string("deepseek41"));
   meta.emplace_back("general.name", io::GgufValue::string(std::filesystem::path(o.src_dir).filename().string()));
-  meta.emplace_back("strata.quantize.experts", io::GgufValue::string(quant_choice_name(experts)));
+  // What the expert tensors carry, not what was asked: the distinct types written, the asked one
+  // first ("q2_k,iq4_nl" where llama.cpp's fallback took some matrices; "iq4_nl" where it took all).
+  std::string experts_written = experts && std::any_of(expert_kind.begin(), expert_kind.end(),
+                                                       [&](const auto& kv) { return kv.second == experts; })
+                                    ? quant_choice_name(experts)
+                                    : std::string();
+  for (const auto& [kind, t] : expert_kind)
+    if (t != experts && experts_written.find(quant_choice_name(t)) == std::string::npos) {
+      if (!experts_written.empty()) experts_written += ',';
+      experts_written += quant_choice_name(t);
+    }
+  if (experts_written.empty()) experts_written = quant_choice_name(experts);
+  meta.emplace_back("strata.quantize.experts", io::GgufValue::string(experts_written));
   meta.emplace_back("strata.quantize.dense", io::GgufValue::string(quant_choice_name(o.dense)));
   meta.emplace_back("strata.quantize.head", io::GgufValue::string(quant_choice_name(o.head)));
   meta.emplace_back("strata.quantize.engram", io::GgufValue::string(quant_choice_name(o.engram)));

@@ -150,7 +150,7 @@ std::string tokenizer_config_json() {
   j["legacy"] = true;
   j["model_max_length"] = 1048576;
   j["tokenizer_class"] = "LlamaTokenizerFast";
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Status write_text(const std::string& dir, const std::string& name, const std::string& text, io::Env* env) {

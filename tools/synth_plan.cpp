@@ -259,7 +259,7 @@ std::string config_json(const model::ModelConfig& c, const std::string& note) {
                                  {"expert_dtype", c.expert_dtype}};
   root["text_config"] = std::move(t);
   root["_synth_note"] = note;
-  return root.dump(2) + "\n";
+  return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string inference_config_json(const model::ModelConfig& c) {
@@ -319,7 +319,7 @@ std::string inference_config_json(const model::ModelConfig& c) {
   j["image_token_id"] = 129264;
   j["engram_n_heads"] = c.engram_n_heads;
   j["engram_head_dim"] = c.engram_head_dim;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace strata::tools

@@ -2,6 +2,7 @@
 # strata plan --quant (issue 16 item 6), on the v41-tiny fixture:
 #  - a bad --quant (unknown key, unknown type, an Engram K-quant whose block of 256 does not divide
 #    the fixture's head_dim 32, --quant beside a GGUF) is a usage error (exit 2) naming what is wrong;
+#    so are `plan --config X.gguf`, `quantize -m X.gguf` and quantize's own --engram q4_k there;
 #  - `strata plan -m X.gguf --json` of a GGUF `strata quantize` wrote equals `strata plan --config
 #    <its config.json> --quant <the same choices> --json` (everything but the "config" path), and its
 #    checkpoint bytes equal the GGUF's tensor bytes (quantize's report);
@@ -35,6 +36,21 @@ q="experts=q8_0,dense=q8_0,head=q8_0,engram=iq4_nl"
   > "$tmp/quantize.out" || { echo "FAIL quantize"; exit 1; }
 expect_usage "plan --quant beside a GGUF" "is a GGUF, whose tensor types plan reads" -- \
   "${plan[@]}" -m "$tmp/q.gguf" --quant "$q"
+# A GGUF where a config.json or an official checkpoint is expected; an Engram type the checkpoint's
+# head_dim refuses: the same usage error (exit 2) from quantize as from plan --quant.
+expect_usage "plan --config X.gguf" "a GGUF is a checkpoint, not a config.json; use -m $tmp/q.gguf" -- \
+  "${plan[@]}" --config "$tmp/q.gguf"
+expect_usage "quantize -m X.gguf" "re-quantising a GGUF is not supported" -- \
+  "$strata" quantize -m "$tmp/q.gguf" --out "$tmp/qq.gguf"
+expect_usage "quantize --engram q4_k on head_dim 32" "--engram q4_k: rows of 32 values (engram_head_dim) are not a multiple of q4_k's block of 256" -- \
+  "$strata" quantize -m "$ck" --out "$tmp/e4k.gguf" --engram q4_k
+[[ ! -e "$tmp/qq.gguf" && ! -e "$tmp/e4k.gguf" ]] || { echo "FAIL: a refused quantize left a file"; fail=1; }
+# A path that is not UTF-8 still gives valid JSON (the bad bytes replaced), not a crash.
+bad="$tmp/bad$(printf '\xff')dir"
+mkdir -p "$bad" && cp "$ck/config.json" "$bad/"
+"${plan[@]}" --config "$bad/config.json" --json > "$tmp/bad.json" 2> "$tmp/bad.err" &&
+  "$py" -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/bad.json" ||
+  { echo "FAIL plan --json with a non-UTF-8 path"; cat "$tmp/bad.err"; fail=1; }
 "${plan[@]}" -m "$tmp/q.gguf" --json > "$tmp/gguf.json" 2>/dev/null || { echo "FAIL plan -m q.gguf"; exit 1; }
 "${plan[@]}" --config "$ck/config.json" --quant "EXPERTS=Q8_0,dense=q8_0,head=q8_0,engram=IQ4_NL" --json > "$tmp/quant.json" \
   || { echo "FAIL plan --quant"; exit 1; }

@@ -278,6 +278,23 @@ TEST(GgufWriter, RefusesAnExistingDestination) {
   EXPECT_EQ(std::filesystem::file_size(q), 0u);
 }
 
+// A file larger than the free space of its file system is refused before anything is written.
+TEST(GgufWriter, RefusesAFileLargerThanTheFreeSpace) {
+  testing::TempDir dir;
+  const std::string p = dir.file("huge.gguf");
+  const int64_t n = int64_t{1} << 52;  // 4 PiB of I8
+  auto w = GgufWriter::create(p, {}, {{"t", GgmlType::kI8, Shape{n}}});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(w.error().message().find("bytes free"), std::string::npos) << w.error().message();
+  EXPECT_NE(w.error().message().find(p), std::string::npos) << w.error().message();
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "no temp file left";
+  GgufWriterOptions o;
+  o.check_free_space = false;  // the check can be turned off: then the plan itself is accepted
+  auto w2 = GgufWriter::create(p, {}, {{"t", GgmlType::kI8, Shape{n}}}, o);
+  ASSERT_TRUE(w2.ok()) << w2.error().to_string();
+}
+
 TEST(GgufWriter, ByteCountsAreChecked) {
   testing::TempDir dir;
   const std::vector<GgufTensorDecl> ts = {{"a", GgmlType::kF32, Shape{4}}, {"b", GgmlType::kQ8_0, Shape{32}}};

@@ -186,6 +186,12 @@ TEST(Quantize, KQuantOnTinyRowsTakesTheFallbackAndSaysSo) {
       ASSERT_NE(t, nullptr) << m;
       EXPECT_EQ(t->dtype, fallback) << m;
     }
+    // The metadata records what the experts carry, not what was asked.
+    auto g = io::GgufModel::open(o.out_path);
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    const io::GgufValue* rec = (*g)->find_key("strata.quantize.experts");
+    ASSERT_TRUE(rec != nullptr && rec->as_string() != nullptr);
+    EXPECT_EQ(*rec->as_string(), fallback == DType::kIQ4_NL ? "iq4_nl" : "q8_0");
     // An existing output is refused.
     auto again = quantize_checkpoint(o);
     ASSERT_FALSE(again.ok());
