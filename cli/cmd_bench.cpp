@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/mpi_flags.h"
 #include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
@@ -36,6 +37,7 @@ struct BenchCliOptions {
   std::string json, svg, probe = default_probe_cache(), ram_budget;
   bool no_plan = false, direct_io = false, buffered_io = false;
   SpecFlags spec;
+  MpiFlags mpi;
 };
 
 // `git describe --always --dirty` of the source tree strata was built from ("" when unknown).
@@ -93,6 +95,23 @@ int run_bench_cmd(BenchCliOptions& o) {
     b.ram_budget = *v;
   }
   if (Status v = b.validate(); !v.ok()) return fail(v);
+  // --mpi: ranks >= 1 open the store as the target is opened and serve their experts until rank 0
+  // is done; rank 0 benches with them (every load of the target routes through the peers).
+  store::PlacementOptions peer_placement;
+  auto mode = store::parse_load_mode(b.load_mode);
+  if (!mode.ok()) return fail(mode.error());
+  peer_placement.mode = *mode;
+  peer_placement.ram_budget_bytes = b.ram_budget;
+  peer_placement.expert_io = b.expert_io;
+  auto role = start_mpi(o.mpi, b.model_dir, b.threads, peer_placement);  // before the model: it must outlive it
+  if (!role.ok()) return fail(role.error());
+  if (role->served) return 0;
+  b.expert_peers = role->peers;
+  b.mpi_ranks = role->job ? role->job->size() : 0;
+  if (role->job) b.command += " --mpi (" + std::to_string(b.mpi_ranks) + " ranks)";
+  if (role->job && !o.no_plan)
+    std::fprintf(stderr, "strata: note: --mpi: the predictions below are for one process (strata plan --hosts "
+                         "FILE predicts several)\n");
 
   // Predictions first (config only), so a bad config fails before minutes of measuring.
   std::vector<tools::PredictedSpeed> predicted;
@@ -285,6 +304,7 @@ Command register_bench(CLI::App& app) {
   app.add_option("--text", b.text_file, "prompt text, tokenized and repeated to length (default: random token ids)");
   app.add_option("--seed", b.seed, "seed of the random prompt ids")->check(in_range(0, 1.8e19));
   add_spec_flags(app, &o->spec);
+  add_mpi_flags(app, &o->mpi);
   app.add_option("--json", o->json, "write the full report (runs, counters, plan) as JSON to FILE");
   app.add_option("--svg", o->svg, "write a plot of prefill and decode tok/s against context length to FILE");
   app.add_flag("--no-plan", o->no_plan, "do not compare with strata plan's predictions");

@@ -106,6 +106,7 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
   mo.placement.ram_budget_bytes = o.ram_budget;
   mo.placement.expert_io = o.expert_io;
   mo.progress = o.progress;
+  mo.expert_peers = o.expert_peers;
   Loaded l;
   const uint64_t r0 = os_read_bytes();
   const auto t0 = clock_type::now();
@@ -433,7 +434,7 @@ std::string BenchReport::to_json() const {
                   {"warmup", options.warmup},   {"threads", options.threads},   {"prefill_chunk", options.prefill_chunk},
                   {"load_mode", options.load_mode}, {"ram_budget", options.ram_budget}, {"expert_io", store::expert_io_name(options.expert_io)},
                   {"cold", options.cold},     {"text_file", options.text_file},
-                  {"seed", options.seed}};
+                  {"seed", options.seed},     {"mpi_ranks", options.mpi_ranks}};
   j["cold"] = {{"method", cold_method},
                {"page_cache_before", page_cache_before},
                {"page_cache_after", page_cache_after},
@@ -520,7 +521,11 @@ std::string BenchReport::to_text() const {
   o << static_cast<double>(checkpoint.tensor_bytes) / 1e9 << " GB)\n";
   o << "  commit " << (git_commit.empty() ? "unknown" : git_commit) << ", " << hostname << " (" << cpu_model << ", " << simd
     << "), " << threads << " threads, load mode " << options.load_mode << ", chunk " << options.prefill_chunk << ", gen "
-    << options.gen << ", " << options.reps << " reps after " << options.warmup << " warm-up\n";
+    << options.gen << ", " << options.reps << " reps after " << options.warmup << " warm-up";
+  if (options.mpi_ranks > 0)
+    o << ", --mpi over " << options.mpi_ranks << " rank" << (options.mpi_ranks > 1 ? "s" : "")
+      << " (routed experts split, dense on rank 0)";
+  o << "\n";
   if (cold_method != "none") {
     std::snprintf(line, sizeof line,
                   "  cold: %s (page cache %.0f%% -> %.0f%% of the checkpoint), load %.2f s reading %.2f GB; warm load %.2f s\n",

@@ -27,6 +27,7 @@
 #include "store/placement_options.h"
 
 namespace strata::model {
+class ExpertPeers;
 class Model;
 }
 
@@ -57,6 +58,11 @@ struct BenchOptions {
   // With spec.mode kDraft: the draft checkpoint (--draft-model), loaded as the target is (load mode,
   // budget) after runtime::check_draft_checkpoint; spec.draft_model is set by run_bench.
   std::string draft_model_dir;
+  // Expert parallelism (`bench --mpi`, model/expert_peers.h): every load of the target routes the
+  // routed experts that peer ranks own through this; mpi_ranks (the job's size, recorded) > 1 then.
+  // Null / 0: one process. Not owned.
+  model::ExpertPeers* expert_peers = nullptr;
+  int mpi_ranks = 0;
   std::string git_commit;            // recorded as given (the CLI reads the source tree)
   std::string command;               // the command line, recorded as given
   ProgressFn progress;               // "load" (layers), "prefill" (tokens), "bench" (runs)

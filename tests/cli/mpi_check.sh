@@ -3,7 +3,8 @@
 # writes logits and greedy tokens byte-identical to one process, at np 2 and 3, on the v41-tiny
 # fixture and on a synthesized demo checkpoint, with the ranks in resident and in stream placement,
 # with weighted partitions (--mpi-weights) and with an injected latency (--mpi-inject-latency-us).
-# A rank that cannot answer ends the run with an error naming the rank (no hang).
+# A rank that cannot answer ends the run with an error naming the rank (no hang). `bench --mpi`
+# runs at np 2 and records the ranks.
 # Usage: mpi_check.sh STRATA FIXTURES_DIR SOURCE_DIR. Exit 77 (skip) when mpirun is missing or
 # strata was built without MPI; scripts/install-deps.sh installs OpenMPI, so CI runs it.
 set -uo pipefail
@@ -158,6 +159,16 @@ elif grep -q "MPI rank 1 .*did not answer within" "$tmp/stall.err"; then
   echo "ok   stalled rank: exit $rc after $took s, error names rank 1: $(grep -m1 'strata: error' "$tmp/stall.err")"
 else
   echo "FAIL stalled rank: no error naming rank 1:"; cat "$tmp/stall.err"; fail=1
+fi
+# bench --mpi at np 2 on the fixture: cold and warm runs and two batched streams through the peers;
+# the report records the ranks.
+if timeout 300 "${mpi[@]}" -np 2 "$strata" bench -m "$ck" --prompt 16 --gen 4 --reps 1 --warmup 0 -t 1 --no-plan \
+    --parallel 2 --mpi --json "$tmp/bench.json" > "$tmp/bench.out" 2> "$tmp/bench.err" &&
+  grep -q -- "--mpi over 2 ranks" "$tmp/bench.out" &&
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["options"]["mpi_ranks"] == 2, j["options"]' "$tmp/bench.json"; then
+  echo "ok   bench --mpi at np 2: $(grep -m1 -E '^ +warm' "$tmp/bench.out" | tr -s ' ')"
+else
+  echo "FAIL bench --mpi:"; cat "$tmp/bench.out" "$tmp/bench.err"; fail=1
 fi
 # A rank that dies (SIGKILL) mid-run: mpirun ends the job and names the rank; no hang.
 sed 's/kill -STOP/kill -KILL/' "$stall" > "$tmp/kill.sh"; chmod +x "$tmp/kill.sh"
