@@ -230,16 +230,16 @@ model::ExpertPeers* MpiJob::peers(const model::ModelConfig& c) {
 }
 
 Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
-  // This rank's weight: declared, or its MemAvailable in GiB (at least 1; 0 when unreadable, which
-  // rank 0 reports).
-  uint64_t mine = 0;
+  // What this rank reports: [declared weight or MemAvailable bytes (0 when unreadable, which rank 0
+  // reports), disk bytes/s (0: no probe profile)].
+  uint64_t mine[2] = {0, o_.disk_bytes_per_s};
   if (!o_.weights.empty()) {
-    mine = static_cast<size_t>(rank_) < o_.weights.size() ? o_.weights[static_cast<size_t>(rank_)] : 0;
+    mine[0] = static_cast<size_t>(rank_) < o_.weights.size() ? o_.weights[static_cast<size_t>(rank_)] : 0;
   } else if (auto avail = store::available_memory_bytes(); avail.ok()) {
-    mine = std::max<uint64_t>(1, *avail >> 30);
+    mine[0] = std::max<uint64_t>(1, *avail);
   }
-  std::vector<uint64_t> weights(static_cast<size_t>(size_), 0);
-  int rc = MPI_Gather(&mine, 1, MPI_UINT64_T, weights.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  std::vector<uint64_t> reported(2 * static_cast<size_t>(size_), 0);
+  int rc = MPI_Gather(mine, 2, MPI_UINT64_T, reported.data(), 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": partition weights: " + mpi_error(rc));
   // Rank 0 sends int32 n: n > 0, then n bounds; n < 0, then -n chars of an error.
   std::vector<int32_t> bounds;
@@ -251,14 +251,43 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
       error = "--mpi-weights gives " + std::to_string(o_.weights.size()) + " weights for " + std::to_string(size_) +
               " ranks (one per rank, rank 0 first)";
     } else {
-      for (int r = 0; r < size_ && error.empty(); ++r)
-        if (o_.weights.empty() && weights[static_cast<size_t>(r)] == 0)
+      std::vector<uint64_t> weights(static_cast<size_t>(size_));
+      std::vector<model::RankCapacity> caps(static_cast<size_t>(size_));
+      for (int r = 0; r < size_ && error.empty(); ++r) {
+        const size_t i = static_cast<size_t>(r);
+        caps[i] = model::RankCapacity{reported[2 * i], reported[2 * i + 1]};
+        weights[i] = reported[2 * i];
+        if (o_.weights.empty() && weights[i] == 0)
           error = "MPI rank " + std::to_string(r) + " could not read its MemAvailable (give --mpi-weights)";
+      }
+      if (error.empty() && o_.weights.empty()) {
+        if (o_.expert_bytes > 0) weights = model::capacity_weights(caps, o_.expert_bytes, o_.rank0_resident_bytes);
+        else for (uint64_t& w : weights) w = std::max<uint64_t>(1, w >> 30);  // MemAvailable in GiB
+      }
       if (error.empty()) {
         auto b = model::weighted_expert_ranges(n_experts, weights);
         if (b.ok()) bounds = std::move(*b);
         else error = b.error().to_string() + " (--mpi-weights)";
       }
+      if (error.empty())
+        for (int r = 0; r < size_; ++r) {
+          const size_t i = static_cast<size_t>(r);
+          const std::string owns = bounds[i] == bounds[i + 1]
+                                       ? "no experts"
+                                       : "experts " + std::to_string(bounds[i]) + "-" + std::to_string(bounds[i + 1] - 1) +
+                                             " of every layer";
+          char line[160];
+          if (!o_.weights.empty())
+            std::snprintf(line, sizeof line, "rank %d: declared weight %llu", r,
+                          static_cast<unsigned long long>(reported[2 * i]));
+          else if (reported[2 * i + 1] > 0)
+            std::snprintf(line, sizeof line, "rank %d: %.1f GiB available, disk %.2f GB/s (strata probe)", r,
+                          static_cast<double>(reported[2 * i]) / (1ull << 30), static_cast<double>(reported[2 * i + 1]) / 1e9);
+          else
+            std::snprintf(line, sizeof line, "rank %d: %.1f GiB available, disk not probed", r,
+                          static_cast<double>(reported[2 * i]) / (1ull << 30));
+          summary_ += std::string(line) + " -> " + owns + "\n";
+        }
     }
   }
   int32_t n = rank_ == 0 ? (error.empty() ? static_cast<int32_t>(bounds.size()) : -static_cast<int32_t>(error.size())) : 0;

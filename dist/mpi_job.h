@@ -54,6 +54,13 @@ struct MpiOptions {
   // every layer's routed experts proportional to weights[r] (model::weighted_expert_ranges). Empty:
   // each rank's MemAvailable in GiB (at least 1), read at start by that rank.
   std::vector<uint64_t> weights;
+  // Without declared weights: this rank's disk rate (model::RankCapacity, from its `strata probe`
+  // profile; 0 = none), and on rank 0 the checkpoint's routed expert bytes and resident bytes. With
+  // expert_bytes > 0 the partition is model::capacity_weights over every rank's MemAvailable and
+  // disk rate; 0 = in proportion to MemAvailable alone.
+  uint64_t disk_bytes_per_s = 0;
+  uint64_t expert_bytes = 0;
+  uint64_t rank0_resident_bytes = 0;
 };
 
 class MpiJob {
@@ -69,7 +76,8 @@ class MpiJob {
   int size() const { return size_; }
 
   // Collective: every rank calls it once, before peers() or serve_experts(). Each rank sends rank 0
-  // its weight (MpiOptions::weights[rank] when declared, else its MemAvailable in GiB, at least 1);
+  // its weight (MpiOptions::weights[rank] when declared, else its MemAvailable and disk rate, weighed
+  // by model::capacity_weights when rank 0 knows expert_bytes, else MemAvailable in GiB, at least 1);
   // rank 0 computes model::weighted_expert_ranges over `n_experts` (its config's; the value is not
   // used on other ranks) and sends every rank the bounds [size() + 1]. `rank0_error` (rank 0): a
   // failure (e.g. its config did not load) sent to every rank instead of bounds, so none waits.
@@ -79,6 +87,9 @@ class MpiJob {
   // The agreed bounds: rank r owns experts [bounds[r], bounds[r + 1]) of every main layer. Empty
   // before agree_partition().
   const std::vector<int32_t>& bounds() const { return bounds_; }
+  // Rank 0, after agree_partition(): one line per rank, what it reported (RAM, disk rate or
+  // declared weight) and the experts it owns. Empty elsewhere.
+  const std::string& partition_summary() const { return summary_; }
 
   // Rank 0's transport for a Model of config `c` (ModelOptions::expert_peers): owner() is
   // model::owner_in_ranges over bounds(). Owned by the job; valid until it is destroyed. Null on
@@ -98,6 +109,7 @@ class MpiJob {
   MpiJob() = default;
   class Peers;
   int rank_ = 0, size_ = 1;
+  std::string summary_;
   MpiOptions o_;
   std::unique_ptr<Peers> peers_;
   bool stopped_ = false;

@@ -61,6 +61,48 @@ inline int expert_owner(int32_t expert, int n_experts, int n_ranks) {
   return bounds;
 }
 
+// What a rank brings to the expert partition (issue 18 item 1): RAM for routed experts and the
+// sequential read rate of the disk they stream from (0: not measured).
+struct RankCapacity {
+  uint64_t ram_bytes = 0;         // MemAvailable at start
+  uint64_t disk_bytes_per_s = 0;  // `strata probe`'s sequential read rate on that machine; 0 unknown
+};
+
+// Partition weights (for weighted_expert_ranges) from each rank's capacity, for `expert_bytes` of
+// routed experts per layer-set (any consistent unit: all layers' expert bytes) with rank 0 also
+// holding `rank0_resident_bytes` (dense weights, Engram scales). A rank's RAM for experts is its
+// ram_bytes (rank 0: minus the resident bytes, at least 0). When all ranks' RAM holds the experts,
+// each rank's share is proportional to that RAM (all from RAM). When it does not, every rank keeps
+// what its RAM holds and the rest (streamed from disk per token) goes in proportion to the ranks'
+// disk rates, so the slowest disk does not set the pace; with no rate measured anywhere, the rest
+// follows RAM too. Each weight is the rank's planned share in bytes; all 0 (no RAM anywhere) gives
+// equal weights of 1.
+// Source: issue 18 item 1 ("weighted by each rank's measured RAM and disk rate").
+inline std::vector<uint64_t> capacity_weights(std::span<const RankCapacity> ranks, uint64_t expert_bytes,
+                                              uint64_t rank0_resident_bytes) {
+  const size_t n = ranks.size();
+  std::vector<uint64_t> ram(n), w(n, 0);
+  unsigned __int128 ram_sum = 0, disk_sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const uint64_t reserve = r == 0 ? rank0_resident_bytes : 0;
+    ram[r] = std::min(expert_bytes, ranks[r].ram_bytes > reserve ? ranks[r].ram_bytes - reserve : 0);
+    ram_sum += ram[r];
+    disk_sum += ranks[r].disk_bytes_per_s;
+  }
+  if (ram_sum == 0 && disk_sum == 0) return std::vector<uint64_t>(n, 1);
+  if (ram_sum >= expert_bytes) {
+    for (size_t r = 0; r < n; ++r)
+      w[r] = static_cast<uint64_t>(static_cast<unsigned __int128>(expert_bytes) * ram[r] / ram_sum);
+  } else {
+    const unsigned __int128 rest = expert_bytes - static_cast<uint64_t>(ram_sum);
+    for (size_t r = 0; r < n; ++r)
+      w[r] = ram[r] + static_cast<uint64_t>(disk_sum > 0 ? rest * ranks[r].disk_bytes_per_s / disk_sum
+                                                         : rest * ram[r] / ram_sum);
+  }
+  if (std::all_of(w.begin(), w.end(), [](uint64_t x) { return x == 0; })) return std::vector<uint64_t>(n, 1);
+  return w;
+}
+
 // The rank owning `expert` under `bounds` (weighted_expert_ranges): the last r with
 // bounds[r] <= expert, skipping ranks of no experts. REQUIRES bounds[0] <= expert < bounds.back().
 inline int owner_in_ranges(std::span<const int32_t> bounds, int32_t expert) {

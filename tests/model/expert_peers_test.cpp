@@ -85,6 +85,42 @@ TEST(WeightedExpertRanges, Errors) {
             StatusCode::kInvalidArgument);
 }
 
+// The partition by RAM and disk rate (issue 18 item 1), in GB so the shares read as a plan would.
+TEST(CapacityWeights, RamWhenEverythingFitsDiskRateForTheRest) {
+  constexpr uint64_t G = 1000000000;
+  // 300 GB of experts, rank 0 holds 20 GB of dense weights. Two 256 GB boxes: all in RAM, in
+  // proportion to the RAM left for experts (236 : 256).
+  {
+    const std::vector<RankCapacity> r = {{256 * G, 2 * G}, {256 * G, 1 * G}};
+    const std::vector<uint64_t> w = capacity_weights(r, 300 * G, 20 * G);
+    EXPECT_EQ(w[0] + w[1], 300 * G - 1) << "floor of each share";
+    EXPECT_NEAR(static_cast<double>(w[0]) / static_cast<double>(w[1]), 236.0 / 256.0, 1e-9);
+  }
+  // Two 128 GB boxes, disks 3 and 1 GB/s: each keeps what its RAM holds (108 and 128 GB), the 64 GB
+  // that fit nowhere go 3:1 to the faster disk.
+  {
+    const std::vector<RankCapacity> r = {{128 * G, 3 * G}, {128 * G, 1 * G}};
+    const std::vector<uint64_t> w = capacity_weights(r, 300 * G, 20 * G);
+    EXPECT_EQ(w[0], 108 * G + 48 * G);
+    EXPECT_EQ(w[1], 128 * G + 16 * G);
+  }
+  // No disk rate anywhere: the rest follows RAM; a rank whose RAM the resident set takes (rank 0
+  // with 16 GB) gets only its disk share, here none.
+  {
+    const std::vector<RankCapacity> r = {{16 * G, 0}, {100 * G, 0}, {100 * G, 0}};
+    const std::vector<uint64_t> w = capacity_weights(r, 300 * G, 20 * G);
+    EXPECT_EQ(w[0], 0u);
+    EXPECT_EQ(w[1], 150 * G);
+    EXPECT_EQ(w[2], 150 * G);
+    auto b = weighted_expert_ranges(384, w);
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ((*b)[1], 0) << "rank 0 owns no expert";
+    EXPECT_EQ((*b)[2], 192);
+  }
+  // Nothing known: equal weights.
+  EXPECT_EQ(capacity_weights(std::vector<RankCapacity>(3), 300 * G, 0), (std::vector<uint64_t>{1, 1, 1}));
+}
+
 // Peers in this process: each "rank" r >= 1 computes its experts with run_expert_tasks on `store`.
 class LoopbackPeers : public ExpertPeers {
  public:
