@@ -104,10 +104,12 @@ ExpertParallelPlan plan_expert_parallel(const model::ModelConfig& c, const Model
     if (c.n_active(l) > 0) ++moe_layers, picks += c.n_active(l);
   const double t_expert = picks > 0 ? routed_s / picks : 0;  // compute per pick
   const int E = c.n_routed_experts, k = std::max(1, c.n_activated_experts);
-  // Shares: contiguous ranges weighted by each host's RAM in GiB (at least 1), as `--mpi` weighs
-  // each rank's MemAvailable (dist::MpiJob::agree_partition).
-  std::vector<uint64_t> weights;
-  for (const Host& h : hosts) weights.push_back(std::max<uint64_t>(1, h.ram_bytes >> 30));
+  // Shares: contiguous ranges weighted as `--mpi` weighs its ranks (dist::MpiJob::agree_partition):
+  // model::capacity_weights of each host's RAM and disk rate, rank 0 holding the resident set.
+  std::vector<model::RankCapacity> caps;
+  for (const Host& h : hosts)
+    caps.push_back(model::RankCapacity{h.ram_bytes, static_cast<uint64_t>(std::max(0.0, h.disk_gbps) * 1e9)});
+  const std::vector<uint64_t> weights = model::capacity_weights(caps, f.routed_bytes, dense_bytes);
   std::vector<int32_t> bounds(static_cast<size_t>(N) + 1, 0);
   if (auto b = model::weighted_expert_ranges(std::max(1, E), weights); b.ok()) bounds = std::move(*b);
   std::vector<double> share(static_cast<size_t>(N));
