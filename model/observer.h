@@ -13,7 +13,8 @@
 //   "attn.wq_a", "attn.wkv"   x [n, dim]                 (attention input, after attn_norm / mHC)
 //   "attn.wq_b", "attn.indexer.wq_b"  [n, q_lora_rank]   (after q_norm)
 //   "attn.wo_a"   [n * o_groups, heads * head_dim / o_groups]  one row per (token, group): group g of
-//                 token t reads the g-th slice of its heads' outputs through the same matrix rows
+//                 token t multiplies the g-th slice of its heads' outputs by its own o_lora_rank rows
+//                 of the one matrix, so one importance per column sums over the groups
 //   "attn.wo_b"   [n, o_groups * o_lora_rank]
 //   "ffn.shared_experts.w1" / "w3" [n, dim], "ffn.shared_experts.w2" [n, moe_inter_dim]
 //   "ffn.experts.w1" / "w3" [m, dim], "ffn.experts.w2" [m, moe_inter_dim], `expert` set: the m rows

@@ -244,7 +244,10 @@ Result<Imatrix> read_imatrix(const std::string& path) {
   if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf(path, std::move(file));
   file.reset();
   STRATA_ASSIGN_OR_RETURN(std::string bytes, io::read_file_to_string(path, size_t{1} << 33));
-  return read_legacy(path, bytes);
+  auto r = read_legacy(path, bytes);
+  if (!r.ok())
+    return Corruption(r.error().message() + " (the file does not start with \"GGUF\", so it was read as a legacy .dat imatrix)");
+  return r;
 }
 
 Result<std::vector<float>> imatrix_weights(const Imatrix& m, const std::string& path, const std::string& tensor,
