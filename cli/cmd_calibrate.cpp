@@ -1,14 +1,18 @@
-// strata calibrate -m DIR -f TEXT --out hot.json [--max-tokens N] [--chunk N] [-t T] [placement flags]
-//                  [--stats-json FILE]
+// strata calibrate -m DIR -f TEXT [--out hot.json] [--imatrix F] [--max-tokens N] [--chunk N] [-t T]
+//                  [placement flags] [--stats-json FILE]
 // Runs a text through the model and writes the routed experts ranked by how often the router picks
-// them (tools/calibrate.h). `strata run --hot hot.json` then pins the top of the ranking in the
-// expert cache. Prints a summary: tokens, and the share of picks the top 10% / 25% of experts get.
+// them (--out, tools/calibrate.h; `strata run --hot hot.json` then pins the top of the ranking in
+// the expert cache) and/or the importance matrix of every quantisable linear (--imatrix, llama.cpp's
+// GGUF imatrix format, tools/imatrix.h; `strata quantize --imatrix F` and llama-quantize read it).
+// At least one of the two is required. Prints a summary: tokens, and the share of picks the top
+// 10% / 25% of experts get.
 // With --chunk 1 the text runs token by token, as decode would see it (teacher forcing), so
 // --stats-json (one phase, "calibrate") measures an expert cache policy on a real text's routing.
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -24,7 +28,7 @@ namespace strata::cli {
 namespace {
 
 struct CalibrateOptions {
-  std::string model_dir, text_file, out_file;
+  std::string model_dir, text_file, out_file, imatrix_file;
   int64_t max_tokens = 8192;
   int64_t chunk = 2048;
   int threads = 0;
@@ -33,6 +37,9 @@ struct CalibrateOptions {
 };
 
 int run_calibrate(const CalibrateOptions& o) {
+  if (o.out_file.empty() && o.imatrix_file.empty())
+    return fail_usage(InvalidArgument("calibrate: nothing to write: give --out FILE (hot experts), --imatrix FILE "
+                                      "(importance matrix), or both"));
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
   auto popt = placement_options(o.placement);
@@ -47,24 +54,40 @@ int run_calibrate(const CalibrateOptions& o) {
   const StatsMark mark0 = StatsMark::take(*lm->model, act.profile);
   const auto t0 = std::chrono::steady_clock::now();
   ProgressBar bar;  // on stderr when it is a terminal
-  auto r = tools::calibrate(*lm->model, act, ids, o.chunk, [&](int64_t done) {
-    bar.on_event(ProgressEvent{"calibrate", "tokens", static_cast<uint64_t>(done), ids.size(), "", false});
-  });
+  std::optional<tools::ImatrixCollector> imatrix;
+  if (!o.imatrix_file.empty()) imatrix.emplace(lm->model->config());
+  auto r = tools::calibrate(
+      *lm->model, act, ids, o.chunk,
+      [&](int64_t done) {
+        bar.on_event(ProgressEvent{"calibrate", "tokens", static_cast<uint64_t>(done), ids.size(), "", false});
+      },
+      imatrix ? &*imatrix : nullptr);
   bar.clear();
   if (!r.ok()) return fail(r.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const StatsMark mark1 = StatsMark::take(*lm->model, act.profile);
   r->model = o.model_dir;
-  const std::string js = tools::hot_json(*r);
-  if (Status s = io::write_file_atomic(o.out_file, js.data(), js.size()); !s.ok()) return fail(s);
+  if (!o.out_file.empty()) {
+    const std::string js = tools::hot_json(*r);
+    if (Status s = io::write_file_atomic(o.out_file, js.data(), js.size()); !s.ok()) return fail(s);
+  }
+  size_t n_entries = 0;
+  if (imatrix) {
+    const tools::Imatrix m = imatrix->result({o.text_file}, static_cast<uint32_t>(o.chunk));
+    n_entries = m.entries.size();
+    if (Status s = tools::write_imatrix(m, o.imatrix_file); !s.ok()) return fail(s);
+  }
   if (!o.stats_json.empty()) {
     const std::string sj = stats_json({phase_between("calibrate", mark0, mark1, r->tokens, secs)}, o.model_dir,
                                       lm->model->store().describe());
     if (Status s = io::write_file_atomic(o.stats_json, sj.data(), sj.size()); !s.ok()) return fail(s);
   }
-  std::printf("strata calibrate: %lld tokens in %.1f s, %llu picks over %lld experts in %d layers -> %s\n",
+  std::printf("strata calibrate: %lld tokens in %.1f s, %llu picks over %lld experts in %d layers%s%s\n",
               static_cast<long long>(r->tokens), secs, static_cast<unsigned long long>(r->picks),
-              static_cast<long long>(r->n_experts_total), r->n_layers, o.out_file.c_str());
+              static_cast<long long>(r->n_experts_total), r->n_layers, o.out_file.empty() ? "" : " -> ",
+              o.out_file.c_str());
+  if (imatrix)
+    std::printf("  imatrix: %zu entries -> %s\n", n_entries, o.imatrix_file.c_str());
   std::printf("  top 10%% of experts take %.1f%% of picks, top 25%% take %.1f%% (uniform routing: 10%%, 25%%)\n",
               100 * r->coverage(0.10), 100 * r->coverage(0.25));
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
@@ -77,7 +100,9 @@ Command register_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory")->required();
   app.add_option("-f,--file", o->text_file, "text to calibrate on (plain text, tokenized as is)")->required();
-  app.add_option("--out", o->out_file, "output hot file (JSON ranking for strata run --hot)")->required();
+  app.add_option("--out", o->out_file, "output hot file (JSON ranking for strata run --hot)");
+  app.add_option("--imatrix", o->imatrix_file,
+                 "output importance matrix (llama.cpp GGUF imatrix, for strata quantize / llama-quantize --imatrix)");
   app.add_option("--max-tokens", o->max_tokens, "use at most this many tokens of the text (0 = all)")
       ->check(in_range(0, 1 << 30));
   app.add_option("--chunk", o->chunk, "tokens per forward pass")->check(in_range(1, 1 << 20));

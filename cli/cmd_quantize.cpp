@@ -1,9 +1,12 @@
-// strata quantize -m SRC_DIR --out DST.gguf [--experts T] [--dense T] [--head T] [--engram T] [-t N]:
+// strata quantize -m SRC_DIR --out DST.gguf [--experts T] [--dense T] [--head T] [--engram T]
+//                 [--imatrix F] [-t N]:
 // re-quantises an official-format checkpoint into one GGUF (tools/quantize.h). T is one of keep
 // (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case). stdout: first
 // what will be done and every note (a matrix kept, or given llama.cpp's fallback, because of its
 // shape), then the summary (the Engram row bytes and bytes read per token of the tables as
-// written). Progress goes to stderr when it is a terminal. Ctrl-C stops between tensors, removes
+// written). --imatrix F (llama-imatrix's GGUF or .dat, or strata calibrate --imatrix) weights the
+// K-quant and IQ4_NL matrices as llama-quantize does (tools/quantize.h); a matrix without an entry
+// gets a note. Progress goes to stderr when it is a terminal. Ctrl-C stops between tensors, removes
 // the temporary file and exits 130.
 // The GGUF runs with `-m DST.gguf` on run/serve/bench/logits (docs/gguf.md).
 #include <CLI/CLI.hpp>
@@ -26,6 +29,7 @@ namespace {
 struct QuantizeCliOptions {
   std::string src, out;
   std::string experts = "q4_k", dense = "keep", head = "keep", engram = "keep";
+  std::string imatrix;
   int threads = 0;
 };
 }  // namespace
@@ -48,6 +52,9 @@ Command register_quantize(CLI::App& app) {
                  "the Engram tables (FP8 + scales in the release): keep or a block format whose block divides head_dim")
       ->check(types)
       ->capture_default_str();
+  app.add_option("--imatrix", o->imatrix,
+                 "importance matrix (llama-imatrix GGUF or .dat, or strata calibrate --imatrix) weighting the "
+                 "Q2_K/Q3_K/Q4_K/Q6_K/IQ4_NL matrices as llama-quantize does");
   app.add_option("-t,--threads", o->threads, "quantiser threads (0 = one per core)")->capture_default_str();
   return [o]() -> int {
     // -m X.gguf and run/serve find a GGUF by its name (io::is_gguf_path): refuse any other name
@@ -63,6 +70,7 @@ Command register_quantize(CLI::App& app) {
     q.src_dir = o->src;
     q.out_path = o->out;
     q.n_threads = o->threads;
+    q.imatrix = o->imatrix;
     auto e = tools::parse_quant_choice(o->experts);
     auto d = tools::parse_quant_choice(o->dense);
     auto h = tools::parse_quant_choice(o->head);
@@ -84,9 +92,10 @@ Command register_quantize(CLI::App& app) {
     q.dense = *d;
     q.head = *h;
     // What will be done, and every note (shape-kept matrices, llama.cpp's fallback), before the work.
-    std::printf("strata quantize: %s -> %s (experts %s, dense %s, head %s, engram %s)\n", o->src.c_str(),
+    std::printf("strata quantize: %s -> %s (experts %s, dense %s, head %s, engram %s%s%s)\n", o->src.c_str(),
                 o->out.c_str(), tools::quant_choice_name(q.experts).c_str(), tools::quant_choice_name(q.dense).c_str(),
-                tools::quant_choice_name(q.head).c_str(), tools::quant_choice_name(q.engram).c_str());
+                tools::quant_choice_name(q.head).c_str(), tools::quant_choice_name(q.engram).c_str(),
+                q.imatrix.empty() ? "" : ", imatrix ", q.imatrix.c_str());
     std::fflush(stdout);
     q.on_note = [](const std::string& n) {
       std::printf("note: %s\n", n.c_str());
@@ -107,6 +116,9 @@ Command register_quantize(CLI::App& app) {
                   rep->engram_rows_per_token, static_cast<unsigned long long>(rep->engram_row_bytes),
                   static_cast<unsigned long long>(rep->engram_bytes_per_token()),
                   static_cast<unsigned long long>(rep->engram_table_bytes));
+    if (!q.imatrix.empty())
+      std::printf("imatrix: %llu tensors quantised with importance weights\n",
+                  static_cast<unsigned long long>(rep->n_weighted));
     std::printf("wrote %llu tensors (%llu re-quantised), %llu bytes from %llu source bytes, %.1f s\n",
                 static_cast<unsigned long long>(rep->n_tensors), static_cast<unsigned long long>(rep->n_quantized),
                 static_cast<unsigned long long>(rep->file_bytes), static_cast<unsigned long long>(rep->src_bytes),

@@ -105,4 +105,22 @@ void quantize_row_q2_K_ref(const float* x, BlockQ2_K* y, int64_t k);
 void quantize_row_iq4_nl_ref(const float* x, BlockIq4Nl* y, int64_t k);
 void quantize_row_ref(QuantType t, const float* x, void* y, int64_t k);
 
+// Quantises one row x[k] (finite values) with importance weights qw[k] (finite, >= 0; in practice
+// an imatrix column's mean x^2, tools/imatrix.h) to blocks y[k / block]: the bytes ggml's
+// quantize_<type>(x, y, 1, k, qw) writes with a non-null imatrix, i.e. the quantize_row_<type>_impl
+// paths (Q2_K, Q3_K, Q4_K, Q6_K) and quantize_row_iq4_nl_impl with 7 tries (IQ4_NL). Each element's
+// weight is qw[j] * sqrt(sigma2 + x[j]^2) (Q6_K: qw[j]); the super-block scales are fitted to the
+// group scales by weighted least squares. Q8_0 ignores qw and writes quantize_row_q8_0_ref's bytes,
+// as ggml's quantize_q8_0 does. Unlike the reference IQ4_NL, an all-zero block is deterministic
+// (every index 8), as ggml's imatrix path re-rounds each index at the final scale.
+// tests/kernels/kquant_ggml_test.cpp checks the bytes against ggml's library.
+// Threading: none. Cannot fail: `k` must be a multiple of the block.
+// Source: ggml/src/ggml-quants.c quantize_q2_K .. quantize_q6_K, quantize_iq4_nl.
+void quantize_row_q6_K_weighted(const float* x, const float* qw, BlockQ6_K* y, int64_t k);
+void quantize_row_q4_K_weighted(const float* x, const float* qw, BlockQ4_K* y, int64_t k);
+void quantize_row_q3_K_weighted(const float* x, const float* qw, BlockQ3_K* y, int64_t k);
+void quantize_row_q2_K_weighted(const float* x, const float* qw, BlockQ2_K* y, int64_t k);
+void quantize_row_iq4_nl_weighted(const float* x, const float* qw, BlockIq4Nl* y, int64_t k);
+void quantize_row_weighted(QuantType t, const float* x, const float* qw, void* y, int64_t k);
+
 }  // namespace strata::kernels

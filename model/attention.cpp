@@ -278,6 +278,13 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     w.wkv.apply(x, rows, sc.kv.data(), b.pool);
   }
   rms_norm_rows(sc.qr.data(), N, qrank, w.q_norm, c.norm_eps);
+  if (b.obs) {
+    const std::span<const float> xs(x, static_cast<size_t>(N * c.dim)), qr(sc.qr.data(), static_cast<size_t>(N * qrank));
+    b.obs->linear_input("attn.wq_a", layer, -1, xs, c.dim);
+    b.obs->linear_input("attn.wkv", layer, -1, xs, c.dim);
+    b.obs->linear_input("attn.wq_b", layer, -1, qr, qrank);
+    if (ratio > 0 && c.is_index_source(layer)) b.obs->linear_input("attn.indexer.wq_b", layer, -1, qr, qrank);
+  }
   sc.q.resize(static_cast<size_t>(N * H * D));
   w.wq_b.apply(sc.qr.data(), rows, sc.q.data(), b.pool);
   for (int64_t t = 0; t < N; ++t)
@@ -440,6 +447,14 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     }
   }
   attention_output(c, w, sc.o.data(), rows, out, b.pool, sc.ocat);
+  if (b.obs) {
+    // o [N, H * D] is [N * G, H * D / G]: row (t, g) is what group g of token t feeds wo_a.
+    b.obs->linear_input("attn.wo_a", layer, -1, std::span<const float>(sc.o.data(), static_cast<size_t>(N * H * D)),
+                        H * D / c.o_groups);
+    b.obs->linear_input("attn.wo_b", layer, -1,
+                        std::span<const float>(sc.ocat.data(), static_cast<size_t>(N * c.o_groups * c.o_lora_rank)),
+                        static_cast<int64_t>(c.o_groups) * c.o_lora_rank);
+  }
 }
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,

@@ -69,7 +69,10 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
         emb[static_cast<size_t>(r * hd + i)] =
             e4m3_to_f32(codes[static_cast<size_t>(r * hd + i)]) * e8m0_to_f32(scales[static_cast<size_t>(r * ns + i / 32)]);
   }
-  if (obs) obs->tensor("engram_rows_dequant", layer, emb, {n, cols, hd});
+  if (obs) {
+    obs->tensor("engram_rows_dequant", layer, emb, {n, cols, hd});
+    obs->linear_input("engram.wkv", layer, -1, emb, cols * hd);
+  }
 
   const int64_t kv_width = dim * (hc + 1);
   std::vector<float> kv(static_cast<size_t>(n * kv_width));

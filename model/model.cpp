@@ -368,6 +368,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
       hc_pre(c_, x.data(), pre_mix.data(), rows.n, h.data());
       for (int64_t t = 0; t < rows.n; ++t) rms_norm(h.data() + t * dim, dim, w_.norm.data(), c_.norm_eps, h.data() + t * dim);
       obs->tensor("final_norm_out", -1, h, {rows.n, dim});
+      obs->linear_input("head", -1, -1, h, dim);
     }
     const int64_t m = static_cast<int64_t>(want.size());
     if (m > 0) {

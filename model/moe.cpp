@@ -119,8 +119,19 @@ Rows regime_of(const std::vector<int64_t>& slots, int k, Rows rows) {
 // outputs land in sc.y rows [b.row, b.row + b.m). Each job's rows are computed independently of
 // the other jobs, so a row's bits do not depend on the batch it is in.
 Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store, std::vector<Batched>& batch,
-                     int64_t rows_taken, MoeScratch& sc, ThreadPool* pool) {
+                     int64_t rows_taken, MoeScratch& sc, ThreadPool* pool, Observer* obs = nullptr) {
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
+  if (obs)
+    for (const Batched& b : batch)
+      for (const char* name : {"ffn.experts.w1", "ffn.experts.w3"})
+        obs->linear_input(name, layer, b.e, std::span<const float>(b.x, static_cast<size_t>(b.m * dim)), dim);
+  // w2 reads the rows after SwiGLU (and the routing weight): sc.act rows [b.row, b.row + b.m).
+  auto observe_w2 = [&] {
+    if (obs)
+      for (const Batched& b : batch)
+        obs->linear_input("ffn.experts.w2", layer, b.e,
+                          std::span<const float>(sc.act.data() + b.row * inter, static_cast<size_t>(b.m * inter)), inter);
+  };
   sc.g.resize(static_cast<size_t>(rows_taken * inter));
   sc.u.resize(static_cast<size_t>(rows_taken * inter));
   sc.act.resize(static_cast<size_t>(rows_taken * inter));
@@ -145,6 +156,7 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
       Linear::apply_quant_fp8_act(b.x, b.m, kernels::QuantWeight{t3, ev.w3.data, inter, dim}, sc.u.data() + b.row * inter, pool);
     }
     swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+    observe_w2();
     for (const Batched& b : batch) {
       const store::ExpertView& ev = b.lease->view();
       kernels::QuantType t2;
@@ -165,6 +177,7 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
   kernels::linear_fp4_batch(jobs, pool);
   // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
   swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+  observe_w2();
   jobs.clear();
   for (const Batched& b : batch) {
     const store::ExpertView& ev = b.lease->view();
@@ -350,7 +363,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
       for (int64_t i = 0; i < b.m; ++i)
         sc.scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
     }
-    STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool));
+    STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool, obs));
     for (const Batched& b : batch)
       add_expert_rows(by_expert[static_cast<size_t>(b.e)], k, sc.y.data() + b.row * dim, dim, out);
   }
@@ -372,6 +385,12 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     w.shared_w3.apply(x, rows, u.data(), pool);
   }
   swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data());
+  if (obs) {
+    const std::span<const float> xs(x, static_cast<size_t>(n * dim));
+    obs->linear_input("ffn.shared_experts.w1", w.layer, -1, xs, dim);
+    obs->linear_input("ffn.shared_experts.w3", w.layer, -1, xs, dim);
+    obs->linear_input("ffn.shared_experts.w2", w.layer, -1, std::span<const float>(act.data(), static_cast<size_t>(n * inter)), inter);
+  }
   w.shared_w2.apply(act.data(), rows, y.data(), pool);
   for (int64_t i = 0; i < n * dim; ++i) out[i] += y[static_cast<size_t>(i)];
   return Status();

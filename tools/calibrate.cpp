@@ -11,10 +11,11 @@ namespace strata::tools {
 
 namespace {
 
-// Counts router picks per (layer, expert) as the forward pass reports them.
+// Counts router picks per (layer, expert) as the forward pass reports them; linear inputs go on to
+// `next` (the imatrix collector), if any.
 class PickCounter final : public model::Observer {
  public:
-  explicit PickCounter(const model::ModelConfig& c) : n_layers_(c.n_layers) {
+  PickCounter(const model::ModelConfig& c, model::Observer* next) : n_layers_(c.n_layers), next_(next) {
     counts_.resize(static_cast<size_t>(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) counts_[static_cast<size_t>(l)].assign(static_cast<size_t>(c.n_experts(l)), 0);
   }
@@ -24,10 +25,14 @@ class PickCounter final : public model::Observer {
     for (int64_t e : data)
       if (e >= 0 && e < static_cast<int64_t>(c.size())) ++c[static_cast<size_t>(e)];
   }
+  void linear_input(std::string_view weight, int layer, int expert, std::span<const float> x, int64_t cols) override {
+    if (next_) next_->linear_input(weight, layer, expert, x, cols);
+  }
   const std::vector<std::vector<uint64_t>>& counts() const { return counts_; }
 
  private:
   int n_layers_;
+  model::Observer* next_;
   std::vector<std::vector<uint64_t>> counts_;
 };
 
@@ -42,11 +47,11 @@ double HotRanking::coverage(double share) const {
 }
 
 Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
-                             const std::function<void(int64_t)>& progress) {
+                             const std::function<void(int64_t)>& progress, ImatrixCollector* imatrix) {
   if (ids.empty()) return InvalidArgument("calibrate: the text has no tokens");
   if (chunk <= 0) return InvalidArgument("calibrate: chunk must be positive");
   const model::ModelConfig& c = m.config();
-  PickCounter counter(c);
+  PickCounter counter(c, imatrix);
   model::KvCache cache = m.new_cache();
   model::LogitsRequest none;
   none.kind = model::LogitsRequest::Kind::kNone;
@@ -57,6 +62,7 @@ Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span
     e.tokens = ids.subspan(off, len);
     e.logits = none;
     STRATA_RETURN_IF_ERROR(m.forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1), &counter}, act));
+    if (imatrix) imatrix->end_chunk();
     if (progress) progress(static_cast<int64_t>(off + len));
   }
   HotRanking r;

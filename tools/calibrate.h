@@ -7,6 +7,8 @@
 // expert. Hot file (JSON, written atomically):
 //   {"format": "strata-hot-experts", "version": 1, "model": DIR, "tokens": N, "n_layers": L,
 //    "picks": P, "experts": [[layer, expert, count], ...]}   (ranking order, zero counts omitted)
+// With an ImatrixCollector (tools/imatrix.h) the same passes also collect the importance matrix
+// (`strata calibrate --imatrix F`).
 // Thread safety: calibrate() runs forward passes on `m` (one at a time per Model).
 #pragma once
 
@@ -19,6 +21,7 @@
 #include "core/status.h"
 #include "model/model.h"
 #include "store/placement_options.h"
+#include "tools/imatrix.h"
 
 namespace strata::tools {
 
@@ -41,9 +44,11 @@ struct HotRanking {
 };
 
 // Runs `ids` through `m` in chunks of `chunk` tokens and ranks the experts. `progress` (may be
-// empty) gets tokens done after each chunk. Errors: empty ids, model errors.
+// empty) gets tokens done after each chunk. `imatrix` (may be null) sees every linear's input rows
+// and counts the chunks. Errors: empty ids, model errors.
 [[nodiscard]] Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
-                                           const std::function<void(int64_t)>& progress = {});
+                                           const std::function<void(int64_t)>& progress = {},
+                                           ImatrixCollector* imatrix = nullptr);
 
 // The hot file text (see the file comment).
 std::string hot_json(const HotRanking& r);

@@ -19,6 +19,7 @@
 #include "model/config.h"
 #include "model/weights.h"
 #include "store/expert_catalog.h"
+#include "tools/imatrix.h"
 
 namespace strata::tools {
 
@@ -53,6 +54,7 @@ struct Item {
   Shape shape;                  // GGUF tensor shape (strata order)
   int64_t out = 0, in = 0;      // logical matrix shape of one part (quantised items)
   std::vector<Part> parts;
+  std::vector<float> importance;  // [parts, in] imatrix weights; empty = unweighted
 };
 
 // Logical [out, in] of a stored matrix: packed E2M1 (I8) holds two values per byte.
@@ -64,9 +66,10 @@ void logical_shape(const io::TensorInfo& t, int64_t* out, int64_t* in) {
 
 bool fits(const std::optional<DType>& t, const io::TensorInfo& w) { return t && quant_fits(*t, w.shape, w.dtype); }
 
-// Dequantises one part to f32 [out, in] and quantises its rows to `target`.
-Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t out, int64_t in, ThreadPool* pool,
-               std::vector<uint8_t>* dst) {
+// Dequantises one part to f32 [out, in] and quantises its rows to `target`, weighted by
+// `importance` [in] when given (kernels/kquant.h quantize_row_weighted).
+Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t out, int64_t in, const float* importance,
+               ThreadPool* pool, std::vector<uint8_t>* dst) {
   std::vector<uint8_t> wb(p.w->nbytes), sb(p.scale ? p.scale->nbytes : 0);
   STRATA_RETURN_IF_ERROR(ck.read(*p.w, wb.data()));
   if (p.scale) STRATA_RETURN_IF_ERROR(ck.read(*p.scale, sb.data()));
@@ -93,7 +96,10 @@ Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t ou
   const int64_t rb = kernels::quant_row_bytes(qt, in);
   dst->assign(static_cast<size_t>(out * rb), 0);
   pool->parallel_for(out, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels::quantize_row_ref(qt, f.data() + r * in, dst->data() + r * rb, in);
+    for (int64_t r = r0; r < r1; ++r) {
+      if (importance) kernels::quantize_row_weighted(qt, f.data() + r * in, importance, dst->data() + r * rb, in);
+      else kernels::quantize_row_ref(qt, f.data() + r * in, dst->data() + r * rb, in);
+    }
   });
   return Status();
 }
@@ -151,6 +157,11 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   if (io::file_exists(o.src_dir + "/tokenizer.json")) {
     STRATA_ASSIGN_OR_RETURN(std::string t, io::read_file_to_string(o.src_dir + "/tokenizer.json", 1ull << 30));
     tok = std::move(t);
+  }
+  std::optional<Imatrix> imatrix;
+  if (!o.imatrix.empty()) {
+    STRATA_ASSIGN_OR_RETURN(Imatrix m, read_imatrix(o.imatrix));
+    imatrix = std::move(m);
   }
   const auto& all = ck->tensors();
   auto note = [&](std::string n) {
@@ -272,6 +283,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   for (Item& t : tables) items.push_back(std::move(t));
 
   std::vector<io::GgufTensorDecl> decls;
+  bool any_weightable = false;  // a matrix the imatrix can weigh (K-quant or IQ4_NL target)
   for (Item& item : items) {
     const bool stack = stacked.count(item.gguf) > 0;
     for (size_t e = 0; e < item.parts.size(); ++e)
@@ -291,6 +303,15 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       if (s.rank > 4) return NotSupported("tensor '" + first.name + "': rank " + std::to_string(s.rank) + " does not fit GGUF");
     }
     item.shape = s;
+    // The imatrix weighs the K-quants and IQ4_NL (ggml's quantize_q8_0 ignores it); not the
+    // Engram tables, which are embeddings, not linears.
+    if (imatrix && item.target && *item.target != DType::kQ8_0 && !store::ExpertCatalog::is_engram_table(first.name)) {
+      any_weightable = true;
+      const int64_t n_mats = stack ? static_cast<int64_t>(item.parts.size()) : 1;
+      STRATA_ASSIGN_OR_RETURN(item.importance, imatrix_weights(*imatrix, o.imatrix, item.gguf, item.in, n_mats));
+      if (item.importance.empty()) note("'" + item.gguf + "' has no entry in " + o.imatrix + ": quantised without importance weights");
+      else ++rep.n_weighted;
+    }
     const DType stored = item.target ? *item.target : item.src_dtype;
     const io::GgmlType gt = ggml_of(stored);
     if (gt == io::GgmlType::kI8) {
@@ -301,6 +322,8 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     for (const Part& p : item.parts) rep.src_bytes += p.w->nbytes + (p.scale ? p.scale->nbytes : 0);
   }
 
+  if (imatrix && !any_weightable)
+    note("--imatrix " + o.imatrix + " has no effect: no matrix goes to Q2_K, Q3_K, Q4_K, Q6_K or IQ4_NL (Q8_0 ignores it)");
   std::vector<std::pair<std::string, io::GgufValue>> meta;
   meta.emplace_back("general.architecture", io::GgufValue::string("deepseek41"));
   meta.emplace_back("general.name", io::GgufValue::string(std::filesystem::path(o.src_dir).filename().string()));
@@ -322,6 +345,15 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   meta.emplace_back("strata.quantize.engram", io::GgufValue::string(quant_choice_name(o.engram)));
   meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
   if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
+  if (imatrix) {
+    // llama-quantize's keys (tools/quantize/quantize.cpp; integers as u32, llama.cpp PR 14182).
+    meta.emplace_back("quantize.imatrix.file", io::GgufValue::string(o.imatrix));
+    if (!imatrix->datasets.empty())
+      meta.emplace_back("quantize.imatrix.dataset", io::GgufValue::string(imatrix->datasets.front()));
+    meta.emplace_back("quantize.imatrix.entries_count", io::GgufValue::u32(static_cast<uint32_t>(imatrix->entries.size())));
+    if (imatrix->chunk_count > 0)
+      meta.emplace_back("quantize.imatrix.chunks_count", io::GgufValue::u32(imatrix->chunk_count));
+  }
   meta.emplace_back("strata.raw_tensors", io::GgufValue::string_array(raw_names));
   meta.emplace_back("strata.raw_dtypes", io::GgufValue::string_array(raw_dtypes));
 
@@ -343,10 +375,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       if (cancelled()) return interrupted;
       continue;
     }
-    for (const Part& p : item.parts) {
+    for (size_t pi = 0; pi < item.parts.size(); ++pi) {
+      const Part& p = item.parts[pi];
       if (cancelled()) return interrupted;
       if (item.target) {
-        STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, &pool, &buf));
+        const float* qw = item.importance.empty() ? nullptr : item.importance.data() + static_cast<int64_t>(pi) * item.in;
+        STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, qw, &pool, &buf));
       } else {
         buf.resize(p.w->nbytes);
         STRATA_RETURN_IF_ERROR(ck->read(*p.w, buf.data()));

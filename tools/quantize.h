@@ -18,6 +18,14 @@
 // source. A dense or head matrix whose rows are not a whole number of blocks is kept; a routed-expert
 // matrix takes llama.cpp's fallback type instead (tools/quant_choice.h expert_quant_type), and only
 // when that does not fit either are all experts kept; each said so in the report (and on_note).
+// With an importance matrix (`imatrix`, tools/imatrix.h: llama-imatrix's GGUF or legacy .dat, or
+// strata calibrate --imatrix) every matrix going to Q2_K, Q3_K, Q4_K, Q6_K or IQ4_NL is quantised by
+// kernels/kquant.h quantize_row_weighted with its entry's in_sum2 / counts per column (per expert
+// for the stacked routed experts): the bytes llama-quantize writes with the same imatrix. Q8_0 and
+// the Engram tables ignore it. A matrix without an entry is quantised unweighted, with a note; an
+// entry whose columns disagree with its matrix is kInvalidArgument naming the file and tensor.
+// The GGUF then carries llama-quantize's quantize.imatrix.{file, dataset, entries_count,
+// chunks_count}.
 // Never quantised: norms, mHC, sinks, router, compressor/indexer BF16 projections and embeddings;
 // the Engram tables are copied as two tensors (docs/gguf.md) unless `engram` is set.
 // Output: tensor names of docs/gguf.md (io/gguf_names.h), config.json and tokenizer.json embedded as
@@ -47,6 +55,7 @@ struct QuantizeOptions {
   std::optional<DType> dense;        // for the other FP8 linears; nullopt = keep
   std::optional<DType> head;         // for the LM head; nullopt = keep
   std::optional<DType> engram;       // for the Engram tables; nullopt = keep (official FP8 + scales)
+  std::string imatrix;               // importance matrix file; empty = none (unweighted quantisers)
   int n_threads = 0;                 // quantiser threads (0 = one per core)
   bool fsync = true;
   io::Env* env = nullptr;            // null = io::default_env()
@@ -61,6 +70,7 @@ struct QuantizeOptions {
 struct QuantizeReport {
   uint64_t n_tensors = 0;            // GGUF tensors written
   uint64_t n_quantized = 0;          // source matrices re-quantised
+  uint64_t n_weighted = 0;           // GGUF tensors quantised with imatrix weights
   uint64_t src_bytes = 0, file_bytes = 0;
   std::vector<std::string> notes;    // matrices kept because of their shape, and similar
   // Engram tables as written (0 when the checkpoint has none).
@@ -76,7 +86,8 @@ struct QuantizeReport {
 
 // Runs the conversion; progress as ProgressEvent{"quantize", "bytes"} over source bytes.
 // Errors: the source's (missing config.json, tensors), kInvalidArgument for an existing out_path or
-// an `engram` type whose block does not divide head_dim (naming the table), the writer's I/O
+// an `engram` type whose block does not divide head_dim (naming the table), the imatrix's (a file
+// that does not read or parse: read_imatrix; an entry of the wrong width: imatrix_weights), the writer's I/O
 // errors, kCancelled when `cancel` was set (no partial file is left in any of these).
 [[nodiscard]] Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const ProgressFn& progress = {});
 

@@ -1,7 +1,8 @@
 // kernels/kquant.h against ggml itself: the dequantised floats bit for bit and the reference
 // quantisers' bytes exactly, for Q8_0, Q6_K, Q4_K, Q3_K, Q2_K and IQ4_NL, on random and edge-case
 // rows (zeros, constants, one-signed rows, spikes, huge and tiny magnitudes, zero blocks inside a
-// row; all finite, none NaN).
+// row; all finite, none NaN); and the importance-weighted quantisers' bytes against ggml's
+// quantize_<type>(src, dst, nrows, n_per_row, imatrix) on the same rows under several imatrices.
 //
 // ggml is the prebuilt libggml-base.so of the npm package pinned in bench/ggml/package.json (the
 // same library bench/ggml_peer.sh measures against), loaded with dlopen from the path CMake passes
@@ -30,6 +31,8 @@ namespace {
 
 using DequantFn = void (*)(const void*, float*, int64_t);
 using QuantFn = void (*)(const float*, void*, int64_t);
+// ggml's quantize_<type>(src, dst, nrows, n_per_row, imatrix) -> bytes written.
+using QuantizeFn = size_t (*)(const float*, void*, int64_t, int64_t, const float*);
 
 // The ggml library, opened once per test (no global state); closed on destruction.
 class Ggml {
@@ -61,6 +64,7 @@ class Ggml {
   QuantFn quant(QuantType t) const {
     return symbol<QuantFn>(std::string("quantize_row_") + quant_type_name(t) + "_ref");
   }
+  QuantizeFn quantize(QuantType t) const { return symbol<QuantizeFn>(std::string("quantize_") + quant_type_name(t)); }
 
  private:
   void* handle_ = nullptr;
@@ -174,6 +178,86 @@ TEST_P(KquantGgml, QuantizeRefBytesEqualGgml) {
       }
     }
   }
+}
+
+// Importance vectors of k values (one per column, as an imatrix entry gives them): random positive
+// (log-normal, the spread of real activations' mean squares), all ones, a few zero columns, very
+// large and very small magnitudes, and whole zero 16/32-groups (every weight of a group 0).
+std::vector<Row> test_importance(int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto lognormal = [&](float sigma) {
+    std::vector<float> v(static_cast<size_t>(k));
+    for (float& f : v) f = std::exp(sigma * normal(rng));
+    return v;
+  };
+  std::vector<Row> w;
+  w.push_back({"lognormal", lognormal(1.0f)});
+  w.push_back({"lognormal_wide", lognormal(3.0f)});
+  w.push_back({"ones", std::vector<float>(static_cast<size_t>(k), 1.0f)});
+  {
+    std::vector<float> v = lognormal(1.0f);
+    for (size_t i = 3; i < v.size(); i += 11) v[i] = 0.0f;
+    w.push_back({"some_zero", v});
+  }
+  {
+    std::vector<float> v = lognormal(1.0f);
+    for (float& f : v) f *= 1.0e6f;
+    w.push_back({"large", v});
+  }
+  {
+    std::vector<float> v = lognormal(1.0f);
+    for (float& f : v) f *= 1.0e-6f;
+    w.push_back({"small", v});
+  }
+  {
+    std::vector<float> v = lognormal(1.0f);
+    for (int64_t i = 0; i < 32; ++i) v[static_cast<size_t>(i)] = 0.0f;  // a whole 32-block (and two 16-groups)
+    w.push_back({"zero_group", v});
+  }
+  return w;
+}
+
+// quantize_row_weighted == ggml quantize_<type>(x, y, nrows, k, imatrix), every row and imatrix,
+// two rows per call (the imatrix applies to each row of the call).
+TEST_P(KquantGgml, QuantizeWeightedBytesEqualGgml) {
+  Ggml g;
+  STRATA_REQUIRE_GGML(g);
+  const QuantType t = GetParam();
+  QuantizeFn theirs = g.quantize(t);
+  ASSERT_NE(theirs, nullptr) << "ggml has no quantize_" << quant_type_name(t);
+  const int64_t k = 1024;
+  const int64_t rb = quant_row_bytes(t, k);
+  int n_differ_from_ref = 0;  // the weighted path must not be the reference in disguise
+  for (uint32_t seed : {1u, 2u}) {
+    const std::vector<Row> rows = test_rows(k, seed);
+    for (const Row& w : test_importance(k, seed + 100)) {
+      for (size_t r = 0; r < rows.size(); ++r) {
+        const Row& r0 = rows[r];
+        const Row& r1 = rows[(r + 1) % rows.size()];
+        std::vector<float> x(r0.x);
+        x.insert(x.end(), r1.x.begin(), r1.x.end());
+        std::vector<uint8_t> a(static_cast<size_t>(2 * rb)), b(a.size(), 0xA5);
+        for (int row = 0; row < 2; ++row) quantize_row_weighted(t, x.data() + row * k, w.x.data(), a.data() + row * rb, k);
+        ASSERT_EQ(theirs(x.data(), b.data(), 2, k, w.x.data()), static_cast<size_t>(2 * rb));
+        std::vector<uint8_t> ref(static_cast<size_t>(rb));
+        quantize_row_ref(t, x.data(), ref.data(), k);
+        n_differ_from_ref += std::memcmp(ref.data(), a.data(), ref.size()) != 0;
+        for (int64_t blk = 0; blk < 2 * k / quant_block_elems(t); ++blk) {
+          // Q8_0 ignores the imatrix and runs the reference, whose zero-block caveat does not arise
+          // for Q8_0; IQ4_NL's imatrix path re-rounds every index, so zero blocks compare too.
+          const size_t off = static_cast<size_t>(blk * quant_block_bytes(t));
+          ASSERT_EQ(0, std::memcmp(a.data() + off, b.data() + off, static_cast<size_t>(quant_block_bytes(t))))
+              << quant_type_name(t) << " rows '" << r0.name << "'+'" << r1.name << "' imatrix '" << w.name << "' seed "
+              << seed << ": block " << blk << " differs";
+        }
+      }
+    }
+  }
+  if (t == QuantType::kQ8_0)
+    EXPECT_EQ(n_differ_from_ref, 0);
+  else
+    EXPECT_GT(n_differ_from_ref, 0);
 }
 
 TEST_P(KquantGgml, DequantizeBitIdenticalToGgml) {
