@@ -33,6 +33,9 @@ class Checkpoint {
   // as the dtype listed for it in `strata.raw_dtypes` (F8_E4M3, F8_E8M0, I8 = packed E2M1, U8); a
   // stacked expert tensor [n, out, in] as n slices; a block-quantised routed expert, which has no
   // scales, gets an empty U8 [0] ".scale" so every expert keeps the six parts the stores expect.
+  // A GGUF from ds4 / ik_llama.cpp (io/gguf_config.h) works the same; its interleaved Engram
+  // tables (I8 "blk.L.engram_embd.weight", ne = [264, rows]) appear as U8 [rows, 264]
+  // (store/engram_layout.h); a row width that is not head_dim + head_dim / 32 is kInvalidArgument.
   // Errors: those of GgufModel::open; kNotSupported for a tensor type strata cannot bind (MXFP4,
   // an I8 tensor without a raw dtype) naming the tensor; kCorruption for a stacked tensor whose
   // bytes do not divide by its expert count.

@@ -153,6 +153,9 @@ struct ModelWeights {
   std::vector<BlockWeights> mtp;     // DSpark stages
   DSparkWeights dspark;
   uint64_t resident_bytes = 0;   // bytes of bound resident tensors
+  // F16 tensors (GGUFs from ds4 / ik_llama.cpp: token_embd, hc_*_fn, compressor, indexer and
+  // Engram projections) widened to f32 at load, exactly (every f16 is an f32); views above point here.
+  std::vector<std::vector<float>> widened;
 };
 
 // Binds and validates every tensor (see file comment). Errors name the tensor, e.g.
