@@ -87,6 +87,11 @@ Result<DType> dtype_of(const GgufTensorInfo& t, const std::map<std::string, DTyp
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::open_gguf(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(path));
+  // ds4 names its Engram row encoding; strata binds the lossless one (store/engram_layout.h).
+  if (const GgufValue* enc = g->find_key(std::string(kForeignGgufArch) + ".engram.encoding"))
+    if (!enc->as_string() || *enc->as_string() != "e4m3_e8m0_32_row264")
+      return NotSupported(path + ": metadata key '" + kForeignGgufArch + ".engram.encoding' is " + enc->to_string() +
+                          "; strata reads \"e4m3_e8m0_32_row264\" (E4M3 bytes then E8M0 scales per 32)");
   auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
   ck->dir_ = path;
   for (const GgufFile& f : g->files()) {

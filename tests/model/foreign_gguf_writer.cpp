@@ -204,6 +204,10 @@ Status write_foreign_gguf(const std::string& strata_gguf, const std::string& out
     }
     decls.push_back({name, t.type, t.shape});
     data.push_back(read(t));
+    if (ends_with(name, ".exp_probs_b.bias")) {  // ik_llama's vision router bias: present, to be ignored
+      decls.push_back({name.substr(0, name.size() - 5) + "_vl.bias", t.type, t.shape});
+      data.push_back(read(t));
+    }
   }
   if (!out_raw.empty()) {
     meta.emplace_back("strata.raw_tensors", io::GgufValue::string_array(out_raw));
