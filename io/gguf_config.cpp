@@ -1,6 +1,8 @@
 // deepseek41.* metadata -> config.json (io/gguf_config.h).
 #include "io/gguf_config.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -151,6 +153,57 @@ void set_path(json* root, const std::string& dotted, json value) {
   (*j)[dotted.substr(start)] = std::move(value);
 }
 
+// ik_llama.cpp's key list has no engram.max_ngram_size / n_heads / head_dim / vocab_size (they are
+// in its config blob). Without the blob they follow from what the file does carry:
+//   max_ngram_size = |multipliers| / n_layers, n_heads = |primes| / n_layers / (max_ngram_size - 1),
+//   head_dim from the first table's row width (264 -> 256 for interleaved I8 rows),
+//   vocab_size = the smallest prime: engram.py's search takes the smallest unused prime above
+//   engram_vocab_size - 1, so every value in (previous prime, smallest prime] gives the same primes,
+//   and model/engram_gguf_check.h then compares all of them with the file's.
+// Returns false (nothing set) when the inputs are missing or inconsistent.
+bool derive_engram_field(const GgufModel& g, const std::string& pre, const std::string& field, const json& layer_ids,
+                         json* out) {
+  const size_t n_layers = layer_ids.size();
+  const GgufValue* mult = g.find_key(pre + "engram.multipliers");
+  const GgufValue* primes = g.find_key(pre + "engram.primes");
+  if (n_layers == 0) return false;
+  if (field == "engram.max_ngram_size" || field == "engram.n_heads") {
+    if (!mult || !mult->is_array() || mult->array_size() % n_layers != 0) return false;
+    const uint64_t max_ngram = mult->array_size() / n_layers;
+    if (field == "engram.max_ngram_size") {
+      *out = max_ngram;
+      return max_ngram >= 2;
+    }
+    if (!primes || !primes->is_array() || max_ngram < 2 || primes->array_size() % (n_layers * (max_ngram - 1)) != 0)
+      return false;
+    *out = primes->array_size() / n_layers / (max_ngram - 1);
+    return true;
+  }
+  if (field == "engram.vocab_size") {
+    if (!primes || !primes->is_array() || primes->array_size() == 0 || primes->strings()) return false;
+    int64_t lo = INT64_MAX;
+    for (uint64_t i = 0; i < primes->array_size(); ++i) {
+      auto v = primes->int_at(i);
+      if (!v) return false;
+      lo = std::min(lo, *v);
+    }
+    *out = lo;
+    return true;
+  }
+  if (field == "engram.head_dim") {
+    const GgufTensorInfo* t = g.find("blk." + layer_ids[0].dump() + ".engram_embd.weight");
+    if (!t || t->ne.empty()) return false;
+    if (t->type == GgmlType::kI8) {
+      if (t->ne[0] % 33 != 0) return false;
+      *out = t->ne[0] / 33 * 32;
+    } else {
+      *out = t->ne[0];
+    }
+    return true;
+  }
+  return false;
+}
+
 bool has_mtp_tensors(const GgufModel& g) {
   auto it = g.tensors().lower_bound("mtp.");
   return it != g.tensors().end() && it->first.rfind("mtp.", 0) == 0;
@@ -178,6 +231,10 @@ Result<std::string> foreign_gguf_config_json(const GgufModel& g, const std::stri
     root = json::object();
     const GgufValue* layers = g.find_key(pre + "engram.layer_ids");
     const bool engram = layers && layers->is_array() && layers->array_size() > 0;
+    json layer_ids = json::array();
+    if (engram) {
+      STRATA_ASSIGN_OR_RETURN(layer_ids, to_json(*layers, Kind::kIntList, pre + "engram.layer_ids", path));
+    }
     for (const Field& f : kFields) {
       std::string key = pre + f.key;
       const GgufValue* v = g.find_key(key);
@@ -186,6 +243,11 @@ Result<std::string> foreign_gguf_config_json(const GgufModel& g, const std::stri
         if ((v = g.find_key(alt))) key = alt;
       }
       if (!v) {
+        json derived;
+        if (f.need == kEngram && engram && derive_engram_field(g, pre, f.key, layer_ids, &derived)) {
+          set_path(&root, f.path, std::move(derived));
+          continue;
+        }
         if (f.need == kRequired || (f.need == kEngram && engram))
           return InvalidArgument(path + ": missing metadata key '" + key + "' (config.json " + f.path + ")");
         continue;

@@ -28,6 +28,9 @@ bool is_foreign_gguf(const GgufModel& g);
 //   - else every mapped key is read (table in gguf_config.cpp); a missing required key is
 //     kInvalidArgument "PATH: missing metadata key 'deepseek41.hidden_size' (config.json
 //     hidden_size)"; a key of the wrong GGUF type is kInvalidArgument naming it and the type found;
+//   - ik_llama.cpp's key list lacks engram.max_ngram_size / n_heads / head_dim / vocab_size: when
+//     absent they are derived from engram.multipliers, engram.primes and the first Engram table's
+//     row width (see derive_engram_field in the .cpp; the primes are then checked by the model);
 //   - a file with no "mtp.*" tensor loads without DSpark: num_nextn_predict_layers and
 //     dspark_block_size become 0 and compress_ratios keeps the backbone's entries.
 // bos/eos ids come from tokenizer.ggml.{bos,eos}_token_id. f32 values are written as the shortest

@@ -237,6 +237,58 @@ TEST(ForeignGguf, Ds4RecipeLogitsAreFiniteAndClose) {
   EXPECT_LT(kld, 0.3);
 }
 
+// ik_llama.cpp's key list has no engram.max_ngram_size / n_heads / head_dim / vocab_size (its config
+// blob carries them): without the blob they are derived (multipliers, primes, the table's row width,
+// the smallest prime), the primes are checked, and the logits stay byte-equal.
+TEST(ForeignGguf, IkKeySetWithoutBlobDerivesTheEngramShape) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  ForeignGgufOptions o;
+  o.edit_metadata = [](auto* m) {
+    std::erase_if(*m, [](const auto& kv) {
+      for (const char* k : {"max_ngram_size", "n_heads", "head_dim", "vocab_size", "pad_token_id"})
+        if (kv.first == std::string("deepseek41.engram.") + k) return true;
+      return false;
+    });
+  };
+  const std::string g = foreign(d, "ik.gguf", false, o);
+  auto a = model::ModelConfig::load(ckpt());
+  auto b = model::ModelConfig::load(g);
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().to_string());
+  EXPECT_EQ(b->engram_max_ngram_size, a->engram_max_ngram_size);
+  EXPECT_EQ(b->engram_n_heads, a->engram_n_heads);
+  EXPECT_EQ(b->engram_head_dim, a->engram_head_dim);
+  EXPECT_EQ(b->engram_pad_id, a->engram_pad_id);  // config.cpp's default 2, the release's pad token
+  EXPECT_GE(b->engram_vocab_size, a->engram_vocab_size);  // the smallest prime: same primes
+  const std::vector<float> ref = logits_of(ckpt(), 8);
+  const std::vector<float> got = logits_of(g, 8);
+  ASSERT_EQ(got.size(), ref.size());
+  EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
+}
+
+// An embedded config blob (deepseek41.config) wins over the keys; DSpark is still dropped without mtp.*.
+TEST(ForeignGguf, ConfigBlobIsUsed) {
+  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  testing::TempDir d;
+  ForeignGgufOptions o;
+  o.edit_metadata = [](auto* m) {
+    std::erase_if(*m, [](const auto& kv) {
+      return kv.first.rfind("deepseek41.", 0) == 0 && kv.first.rfind("deepseek41.engram.", 0) != 0;
+    });
+    m->emplace_back("deepseek41.config", io::GgufValue::string(testing::read_all(ckpt() + "/config.json")));
+  };
+  const std::string g = foreign(d, "blob.gguf", false, o);
+  auto a = model::ModelConfig::load(ckpt());
+  auto b = model::ModelConfig::load(g);
+  ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().to_string());
+  EXPECT_EQ(b->dim, a->dim);
+  EXPECT_EQ(b->norm_eps, a->norm_eps);
+  EXPECT_EQ(b->engram_vocab_size, a->engram_vocab_size);
+  EXPECT_EQ(b->n_mtp_layers, 0);
+  EXPECT_EQ(b->dspark_block_size, 0);
+  EXPECT_EQ(b->compress_ratios.size(), static_cast<size_t>(a->n_layers));
+}
+
 TEST(ForeignGguf, MissingKeyIsNamed) {
   STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
   testing::TempDir d;
