@@ -17,7 +17,15 @@ void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool, kernel
   switch (kind) {
     case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool, path); return;
     case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool, path); return;
-    case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool, path); return;
+    case Kind::kF32:
+      if (act_fp8) {  // an F16 copy of an FP8 weight: keep the official activation rounding
+        std::vector<float> xq(x, x + n * in);
+        for (int64_t r = 0; r < n; ++r) kernels::act_quant_fp8_inplace(xq.data() + r * in, in);  // ROUNDING: model.py linear()
+        kernels::linear_f32(xq.data(), n, f32, y, pool, path);
+        return;
+      }
+      kernels::linear_f32(x, n, f32, y, pool, path);
+      return;
     case Kind::kQuant:  // one regime: rows are computed independently
       if (act_fp8) return apply_quant_fp8_act(x, n, quant, y, pool);
       kernels::linear_quant(x, n, quant, y, pool);
@@ -176,6 +184,7 @@ class Binder {
     // An F16 weight (ds4 / ik_llama.cpp GGUFs) is widened to f32 exactly and runs the f32 linear; the
     // rounding, if any, was the converter's BF16 -> F16 (docs/gguf.md).
     const TensorView w = widen_f16(w0);
+    l.act_fp8 = quantized && w0.dtype == DType::kF16;  // the release's FP8 linear rounds x to E4M3
     if (w.dtype == DType::kBF16) {
       l.kind = Linear::Kind::kBf16;
       l.bf16 = kernels::Bf16Weight{w.as<uint16_t>(), out, in};
@@ -348,8 +357,9 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
     const int64_t hd = c.engram_head_dim, cols = c.engram_n_cols();
     const std::string rows_why = "engram_num_embeddings[" + std::to_string(ei) + "]=" + std::to_string(e.n_rows) +
                                  ", engram_head_dim=" + std::to_string(hd);
-    // The official F8_E4M3 table + E8M0 scales, or one ggml block-format tensor (`strata quantize
-    // --engram T`, whose rows are whole blocks) with no scale tensor.
+    // The official F8_E4M3 table + E8M0 scales, one ggml block-format tensor (`strata quantize
+    // --engram T`, whose rows are whole blocks) with no scale tensor, or ds4 / ik_llama.cpp's
+    // interleaved U8 rows.
     const io::TensorInfo* table = b.s_.checkpoint().find(ep + ".embed.weight");
     int64_t ihd = 0, ins = 0;
     if (table && table->dtype == DType::kU8) {
