@@ -304,6 +304,22 @@ TEST(ForeignGguf, MissingKeyIsNamed) {
   EXPECT_NE(c.error().message().find(g), std::string::npos);
 }
 
+TEST(ForeignGguf, WrongKeyTypeIsNamed) {
+  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  testing::TempDir d;
+  ForeignGgufOptions o;
+  o.edit_metadata = [](auto* m) {
+    for (auto& [k, v] : *m)
+      if (k == "deepseek41.kv_source_layer_ids") v = io::GgufValue::string("2,4,5");
+  };
+  const std::string g = foreign(d, "type.gguf", false, o);
+  auto c = model::ModelConfig::load(g);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("'deepseek41.kv_source_layer_ids' is string, expected an array of integers"),
+            std::string::npos)
+      << c.error().to_string();
+}
+
 TEST(ForeignGguf, BadEngramRowWidthIsNamed) {
   STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
   testing::TempDir d;
