@@ -27,18 +27,25 @@ bool ends_with(const std::string& s, const std::string& t) {
 
 // config.json engram_* name -> ds4's engram.* key.
 const std::map<std::string, std::string> kEngramKeys = {
-    {"engram_layer_ids", "engram.layer_ids"},         {"engram_num_embeddings", "engram.rows"},
-    {"engram_max_ngram_size", "engram.max_ngram_size"}, {"engram_n_heads", "engram.n_heads"},
-    {"engram_head_dim", "engram.head_dim"},           {"engram_vocab_size", "engram.vocab_size"},
+    {"engram_layer_ids", "engram.layer_ids"},
+    {"engram_num_embeddings", "engram.rows"},
+    {"engram_max_ngram_size", "engram.max_ngram_size"},
+    {"engram_n_heads", "engram.n_heads"},
+    {"engram_head_dim", "engram.head_dim"},
+    {"engram_vocab_size", "engram.vocab_size"},
     {"engram_compressed_vocab_size", "engram.compressed_vocab_size"},
     {"engram_pad_token_id", "engram.pad_token_id"}};
 
 void put(Meta* m, const std::string& key, const json& v) {
   const std::string k = "deepseek41." + key;
-  if (v.is_boolean()) m->emplace_back(k, io::GgufValue::boolean(v.get<bool>()));
-  else if (v.is_number_integer()) m->emplace_back(k, io::GgufValue::i32(v.get<int32_t>()));
-  else if (v.is_number()) m->emplace_back(k, io::GgufValue::f32(v.get<float>()));  // as the converters write them
-  else if (v.is_string()) m->emplace_back(k, io::GgufValue::string(v.get<std::string>()));
+  if (v.is_boolean())
+    m->emplace_back(k, io::GgufValue::boolean(v.get<bool>()));
+  else if (v.is_number_integer())
+    m->emplace_back(k, io::GgufValue::i32(v.get<int32_t>()));
+  else if (v.is_number())
+    m->emplace_back(k, io::GgufValue::f32(v.get<float>()));  // as the converters write them
+  else if (v.is_string())
+    m->emplace_back(k, io::GgufValue::string(v.get<std::string>()));
   else if (v.is_array()) {
     std::vector<int32_t> a;
     for (const auto& x : v) a.push_back(x.get<int32_t>());
@@ -143,10 +150,10 @@ Status write_foreign_gguf(const std::string& strata_gguf, const std::string& out
     }
     return f;
   };
-  const std::vector<std::string> kF16 = {"token_embd.weight", "hc_attn_fn.weight", "hc_ffn_fn.weight",
-                                         "attn_compressor_kv.weight", "attn_compressor_gate.weight",
-                                         "indexer.attn_k.weight", "indexer.proj.weight", "indexer.attn_q_b.weight",
-                                         "engram_kv.weight"};
+  const std::vector<std::string> kF16 = {
+      "token_embd.weight",         "hc_attn_fn.weight",           "hc_ffn_fn.weight",
+      "attn_compressor_kv.weight", "attn_compressor_gate.weight", "indexer.attn_k.weight",
+      "indexer.proj.weight",       "indexer.attn_q_b.weight",     "engram_kv.weight"};
   auto in_f16_set = [&](const std::string& n) {
     for (const auto& s : kF16)
       if (n == s || ends_with(n, "." + s)) return true;
@@ -217,7 +224,8 @@ Status write_foreign_gguf(const std::string& strata_gguf, const std::string& out
   io::GgufWriterOptions wo;
   wo.fsync = false;
   STRATA_ASSIGN_OR_RETURN(auto w, io::GgufWriter::create(out, std::move(meta), decls, wo));
-  for (size_t i = 0; i < decls.size(); ++i) STRATA_RETURN_IF_ERROR(w->write_tensor(decls[i].name, data[i].data(), data[i].size()));
+  for (size_t i = 0; i < decls.size(); ++i)
+    STRATA_RETURN_IF_ERROR(w->write_tensor(decls[i].name, data[i].data(), data[i].size()));
   return w->finish();
 }
 
