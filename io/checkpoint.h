@@ -4,9 +4,10 @@
 //   model.safetensors.index.json     {"weight_map": {tensor: shard file}}   (or one model.safetensors,
 //   *.safetensors                    or every *.safetensors in the directory when there is no index)
 //   tokenizer.json                   read by tokenizer::Tokenizer
-// Or a GGUF written by `strata quantize` (io/gguf_checkpoint.cpp, docs/gguf.md "Running a GGUF"):
-// its tensors appear under their strata names (io/gguf_names.h), stacked experts as per-expert
-// slices, config.json and tokenizer.json come from its metadata (read_checkpoint_text).
+// Or a GGUF written by `strata quantize` (io/gguf_checkpoint.cpp, docs/gguf.md "Running a GGUF"),
+// ik_llama.cpp or ds4 ("GGUFs from ik_llama.cpp and ds4"): its tensors appear under their strata
+// names (io/gguf_names.h), stacked experts as per-expert slices, config.json and tokenizer.json come
+// from its metadata (read_checkpoint_text).
 // Opening reads only headers; tensor bytes are read later by a store. Every shard stays open.
 // Thread safety: const methods are safe to call concurrently.
 #pragma once
@@ -33,6 +34,9 @@ class Checkpoint {
   // as the dtype listed for it in `strata.raw_dtypes` (F8_E4M3, F8_E8M0, I8 = packed E2M1, U8); a
   // stacked expert tensor [n, out, in] as n slices; a block-quantised routed expert, which has no
   // scales, gets an empty U8 [0] ".scale" so every expert keeps the six parts the stores expect.
+  // A GGUF from ds4 / ik_llama.cpp (io/gguf_config.h) works the same; its interleaved Engram
+  // tables (I8 "blk.L.engram_embd.weight", ne = [264, rows]) appear as U8 [rows, 264]
+  // (store/engram_layout.h); a row width that is not head_dim + head_dim / 32 is kInvalidArgument.
   // Errors: those of GgufModel::open; kNotSupported for a tensor type strata cannot bind (MXFP4,
   // an I8 tensor without a raw dtype) naming the tensor; kCorruption for a stacked tensor whose
   // bytes do not divide by its expert count.
@@ -67,8 +71,10 @@ bool is_gguf_path(const std::string& path);
 
 // Reads a checkpoint's text file `name` ("config.json", "tokenizer.json"): DIR/name for a
 // directory; for a GGUF, the metadata string "strata.<name with '.' as '_'>" (strata.config_json,
-// strata.tokenizer_json). Errors: those of reading the file; kNotFound naming the key for a GGUF
-// without it; kResourceExhausted above max_bytes.
+// strata.tokenizer_json), or for a GGUF made by ik_llama.cpp / ds4 (io::is_foreign_gguf) the text
+// rebuilt from its deepseek41.* / tokenizer.ggml.* keys (io/gguf_config.h, io/gguf_vocab.h, with
+// their errors). Errors: those of reading the file; kNotFound naming the key for a GGUF without it;
+// kResourceExhausted above max_bytes.
 [[nodiscard]] Result<std::string> read_checkpoint_text(const std::string& model, const std::string& name,
                                                       size_t max_bytes);
 // The GGUF metadata key that carries checkpoint file `name`.

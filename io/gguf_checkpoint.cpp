@@ -3,7 +3,9 @@
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "io/gguf_config.h"
 #include "io/gguf_names.h"
+#include "io/gguf_vocab.h"
 
 namespace strata::io {
 
@@ -26,6 +28,15 @@ Result<std::string> read_checkpoint_text(const std::string& model, const std::st
   STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(model));
   const std::string key = gguf_text_key(name);
   const GgufValue* v = g->find_key(key);
+  if ((!v || !v->as_string()) && is_foreign_gguf(*g)) {  // ik_llama.cpp / ds4: rebuilt from metadata
+    Result<std::string> text = name == "config.json"      ? foreign_gguf_config_json(*g, model)
+                               : name == "tokenizer.json" ? foreign_gguf_tokenizer_json(*g, model)
+                                                          : Result<std::string>(NotFound(model + ": no " + name));
+    if (text.has_value() && text.value().size() > max_bytes)
+      return ResourceExhausted(model + ": the " + name + " rebuilt from its metadata is " +
+                               std::to_string(text.value().size()) + " bytes, more than " + std::to_string(max_bytes));
+    return text;
+  }
   if (!v || !v->as_string())
     return NotFound(model + ": no string key '" + key + "' (the " + name + " of the checkpoint it was made from; " +
                     "GGUFs not written by `strata quantize` lack it)");
@@ -50,6 +61,17 @@ Result<DType> dtype_of(const GgufTensorInfo& t, const std::map<std::string, DTyp
     case GgmlType::kIq4Nl: return DType::kIQ4_NL;
     case GgmlType::kI8: {
       auto it = raw.find(t.name);
+      // ds4 / ik_llama.cpp Engram table: I8 ne = [head_dim + head_dim / 32, rows], each row the E4M3
+      // bytes then the E8M0 scales (store/engram_layout.h); strata sees it as U8 [rows, 264].
+      static const std::string kEngram = "engram_embd.weight";
+      if (it == raw.end() && t.name.size() > kEngram.size() &&
+          t.name.compare(t.name.size() - kEngram.size(), kEngram.size(), kEngram) == 0 && t.ne.size() == 2) {
+        if (t.ne[0] == 0 || t.ne[0] % 33 != 0)
+          return InvalidArgument(path + ": tensor '" + t.name + "': i8 rows of " + std::to_string(t.ne[0]) +
+                                 " bytes, expected head_dim + head_dim / 32 (264 at head_dim 256: E4M3 bytes then "
+                                 "E8M0 scales per 32)");
+        return DType::kU8;
+      }
       if (it == raw.end())
         return NotSupported(path + ": tensor '" + t.name + "' is ggml i8 with no entry in strata.raw_dtypes " +
                             "(strata reads i8 only as the official bytes `strata quantize` keeps)");
@@ -65,6 +87,11 @@ Result<DType> dtype_of(const GgufTensorInfo& t, const std::map<std::string, DTyp
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::open_gguf(const std::string& path) {
   STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(path));
+  // ds4 names its Engram row encoding; strata binds the lossless one (store/engram_layout.h).
+  if (const GgufValue* enc = g->find_key(std::string(kForeignGgufArch) + ".engram.encoding"))
+    if (!enc->as_string() || *enc->as_string() != "e4m3_e8m0_32_row264")
+      return NotSupported(path + ": metadata key '" + kForeignGgufArch + ".engram.encoding' is " + enc->to_string() +
+                          "; strata reads \"e4m3_e8m0_32_row264\" (E4M3 bytes then E8M0 scales per 32)");
   auto ck = std::unique_ptr<Checkpoint>(new Checkpoint());
   ck->dir_ = path;
   for (const GgufFile& f : g->files()) {

@@ -10,6 +10,7 @@
 #include "kernels/linear.h"
 #include "model/attention.h"
 #include "model/engram.h"
+#include "model/engram_gguf_check.h"
 #include "model/mhc.h"
 #include "model/moe.h"
 #include "model/ops.h"
@@ -86,6 +87,8 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
     p.compressed_vocab_size = c.engram_compressed_vocab_size;
     p.pad_class = m->pad_class_;
     STRATA_ASSIGN_OR_RETURN(EngramHasher h, EngramHasher::create(p));
+    // A GGUF from ds4 / ik_llama.cpp ships these tables: checked, never used.
+    STRATA_RETURN_IF_ERROR(check_gguf_engram_tables(m->store_->checkpoint().dir(), h, vocab.map, m->pad_class_));
     m->hasher_ = std::make_unique<EngramHasher>(std::move(h));
   }
   return m;

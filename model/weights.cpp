@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/quant.h"
+#include "store/engram_layout.h"
 #include "store/expert_catalog.h"
 
 namespace strata::model {
@@ -16,7 +17,15 @@ void Linear::apply(const float* x, int64_t n, float* y, ThreadPool* pool, kernel
   switch (kind) {
     case Kind::kFp8: kernels::linear_fp8(x, n, fp8, y, pool, path); return;
     case Kind::kBf16: kernels::linear_bf16(x, n, bf16, y, pool, path); return;
-    case Kind::kF32: kernels::linear_f32(x, n, f32, y, pool, path); return;
+    case Kind::kF32:
+      if (act_fp8) {  // an F16 copy of an FP8 weight: keep the official activation rounding
+        std::vector<float> xq(x, x + n * in);
+        for (int64_t r = 0; r < n; ++r) kernels::act_quant_fp8_inplace(xq.data() + r * in, in);  // ROUNDING: model.py linear()
+        kernels::linear_f32(xq.data(), n, f32, y, pool, path);
+        return;
+      }
+      kernels::linear_f32(x, n, f32, y, pool, path);
+      return;
     case Kind::kQuant:  // one regime: rows are computed independently
       if (act_fp8) return apply_quant_fp8_act(x, n, quant, y, pool);
       kernels::linear_quant(x, n, quant, y, pool);
@@ -75,8 +84,9 @@ std::string dtype_list(std::initializer_list<DType> ds) {
 // Binds tensors by name, checking each against what the config implies.
 class Binder {
  public:
-  Binder(const ModelConfig& c, store::WeightStore& s, const ExpertPeers* peers = nullptr)
-      : c_(c), s_(s), peers_(peers) {}
+  Binder(const ModelConfig& c, store::WeightStore& s, const ExpertPeers* peers = nullptr,
+         std::vector<std::vector<float>>* widened = nullptr)
+      : c_(c), s_(s), peers_(peers), widened_(widened) {}
 
   uint64_t bytes() const { return bytes_; }
 
@@ -106,12 +116,24 @@ class Binder {
     return v;
   }
 
-  // A small BF16/F32 parameter widened to f32.
+  // An F16 tensor (GGUFs from ds4 / ik_llama.cpp) as an f32 view over a copy the weights own;
+  // exact: every f16 value is an f32 value. Other dtypes pass through.
+  TensorView widen_f16(TensorView v) {
+    if (v.dtype != DType::kF16 || widened_ == nullptr) return v;
+    std::vector<float> f(static_cast<size_t>(v.numel()));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = f16_to_f32(v.as<uint16_t>()[i]);
+    widened_->push_back(std::move(f));
+    return TensorView{widened_->back().data(), DType::kF32, v.shape};
+  }
+
+  // A small BF16/F32 (or F16) parameter widened to f32.
   Result<std::vector<float>> floats(const std::string& name, const Shape& shape, const std::string& why) {
-    STRATA_ASSIGN_OR_RETURN(TensorView v, get(name, {DType::kBF16, DType::kF32}, shape, why));
+    STRATA_ASSIGN_OR_RETURN(TensorView v, get(name, {DType::kBF16, DType::kF32, DType::kF16}, shape, why));
     std::vector<float> out(static_cast<size_t>(v.numel()));
     if (v.dtype == DType::kF32) {
       for (size_t i = 0; i < out.size(); ++i) out[i] = v.as<float>()[i];
+    } else if (v.dtype == DType::kF16) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(v.as<uint16_t>()[i]);
     } else {
       for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(v.as<uint16_t>()[i]);
     }
@@ -153,11 +175,16 @@ class Binder {
       l.fp8 = kernels::Fp8Weight{w.as<uint8_t>(), s.as<uint8_t>(), out, in};
       return l;
     }
-    STRATA_ASSIGN_OR_RETURN(TensorView w, get(wname,
-                                              quantized ? std::initializer_list<DType>{DType::kF8E4M3, DType::kBF16,
-                                                                                       DType::kF32}
-                                                        : std::initializer_list<DType>{DType::kBF16, DType::kF32},
-                                              Shape{out, in}, why));
+    STRATA_ASSIGN_OR_RETURN(TensorView w0, get(wname,
+                                               quantized ? std::initializer_list<DType>{DType::kF8E4M3, DType::kBF16,
+                                                                                        DType::kF32, DType::kF16}
+                                                         : std::initializer_list<DType>{DType::kBF16, DType::kF32,
+                                                                                        DType::kF16},
+                                               Shape{out, in}, why));
+    // An F16 weight (ds4 / ik_llama.cpp GGUFs) is widened to f32 exactly and runs the f32 linear; the
+    // rounding, if any, was the converter's BF16 -> F16 (docs/gguf.md).
+    const TensorView w = widen_f16(w0);
+    l.act_fp8 = quantized && w0.dtype == DType::kF16;  // the release's FP8 linear rounds x to E4M3
     if (w.dtype == DType::kBF16) {
       l.kind = Linear::Kind::kBf16;
       l.bf16 = kernels::Bf16Weight{w.as<uint16_t>(), out, in};
@@ -171,6 +198,7 @@ class Binder {
   const ModelConfig& c_;
   store::WeightStore& s_;
   const ExpertPeers* peers_ = nullptr;  // expert parallelism: experts owned elsewhere are not preloaded
+  std::vector<std::vector<float>>* widened_ = nullptr;  // owner of widened F16 tensors (ModelWeights::widened)
 
  private:
   uint64_t bytes_ = 0;
@@ -329,25 +357,42 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
     const int64_t hd = c.engram_head_dim, cols = c.engram_n_cols();
     const std::string rows_why = "engram_num_embeddings[" + std::to_string(ei) + "]=" + std::to_string(e.n_rows) +
                                  ", engram_head_dim=" + std::to_string(hd);
-    // The official F8_E4M3 table + E8M0 scales, or one ggml block-format tensor (`strata quantize
-    // --engram T`, whose rows are whole blocks) with no scale tensor.
-    STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight",
-                                   {DType::kF8E4M3, DType::kQ8_0, DType::kQ6_K, DType::kQ4_K, DType::kIQ4_NL,
-                                    DType::kQ3_K, DType::kQ2_K},
-                                   Shape{e.n_rows, hd}, rows_why));
-    e.table_dtype = b.s_.checkpoint().find(ep + ".embed.weight")->dtype;
-    if (dtype_is_block_quant(e.table_dtype)) {
-      const int64_t be = dtype_block(e.table_dtype).elems;
-      if (hd % be != 0)
-        return InvalidArgument("tensor '" + ep + ".embed.weight': " + std::string(dtype_name(e.table_dtype)) +
-                               " rows need a multiple of " + std::to_string(be) + " values, engram_head_dim=" +
-                               std::to_string(hd));
-      e.row_bytes = static_cast<int64_t>(dtype_nbytes(e.table_dtype, hd));
-      e.scale_bytes = 0;
-    } else {
-      STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.scale", {DType::kF8E8M0}, Shape{e.n_rows, hd / 32}, rows_why + ", e8m0 per 32"));
+    // The official F8_E4M3 table + E8M0 scales, one ggml block-format tensor (`strata quantize
+    // --engram T`, whose rows are whole blocks) with no scale tensor, or ds4 / ik_llama.cpp's
+    // interleaved U8 rows.
+    const io::TensorInfo* table = b.s_.checkpoint().find(ep + ".embed.weight");
+    int64_t ihd = 0, ins = 0;
+    if (table && table->dtype == DType::kU8) {
+      // ds4 / ik_llama.cpp: one U8 [rows, head_dim + head_dim / 32] tensor, each row the E4M3 bytes then
+      // the E8M0 scales (store/engram_layout.h); the stores split the rows, the math is the official one.
+      STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight", {DType::kU8}, Shape{e.n_rows, hd + hd / 32},
+                                     rows_why + ", interleaved rows: head_dim E4M3 bytes then head_dim/32 E8M0 scales"));
+      if (!store::engram_interleaved(*table, &ihd, &ins) || ihd != hd)
+        return InvalidArgument("tensor '" + ep + ".embed.weight': rows of " + std::to_string(table->shape[1]) +
+                               " bytes, expected " + std::to_string(hd + hd / 32) + " (" + rows_why + ")");
+      e.table_dtype = DType::kF8E4M3;
       e.row_bytes = hd;
       e.scale_bytes = hd / 32;
+    } else {
+      STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.weight",
+                                     {DType::kF8E4M3, DType::kQ8_0, DType::kQ6_K, DType::kQ4_K, DType::kIQ4_NL,
+                                      DType::kQ3_K, DType::kQ2_K},
+                                     Shape{e.n_rows, hd}, rows_why));
+      e.table_dtype = table->dtype;
+      if (dtype_is_block_quant(e.table_dtype)) {
+        const int64_t be = dtype_block(e.table_dtype).elems;
+        if (hd % be != 0)
+          return InvalidArgument("tensor '" + ep + ".embed.weight': " + std::string(dtype_name(e.table_dtype)) +
+                                 " rows need a multiple of " + std::to_string(be) + " values, engram_head_dim=" +
+                                 std::to_string(hd));
+        e.row_bytes = static_cast<int64_t>(dtype_nbytes(e.table_dtype, hd));
+        e.scale_bytes = 0;
+      } else {
+        STRATA_RETURN_IF_ERROR(b.check(ep + ".embed.scale", {DType::kF8E8M0}, Shape{e.n_rows, hd / 32},
+                                       rows_why + ", e8m0 per 32"));
+        e.row_bytes = hd;
+        e.scale_bytes = hd / 32;
+      }
     }
     STRATA_ASSIGN_OR_RETURN(e.wkv, b.linear(ep + ".wkv", c.dim * (c.hc_mult + 1), cols * hd, true,
                                             sh(c.dim * (c.hc_mult + 1), "dim*(hc_mult+1)", cols * hd,
@@ -394,12 +439,13 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
   // binding then checks and wraps them layer by layer.
   STRATA_RETURN_IF_ERROR(store.load_resident(
       [&c, peers](const io::TensorInfo& t) { return binds(c, t.name) && !peers_expert(c, peers, t.name); }, progress));
-  Binder b(c, store, peers);
+  ModelWeights w;
+  Binder b(c, store, peers, &w.widened);
   const uint64_t n_blocks = static_cast<uint64_t>(c.n_layers + (c.dspark_block_size > 0 ? c.n_mtp_layers : 0));
   auto bound = [&](uint64_t done) { report_progress(progress, ProgressEvent{"load", "layers", done, n_blocks, "", false}); };
-  ModelWeights w;
-  STRATA_ASSIGN_OR_RETURN(w.embed, b.get("embed.weight", {DType::kBF16, DType::kF32}, Shape{c.vocab_size, c.dim},
-                                         sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+  STRATA_ASSIGN_OR_RETURN(TensorView embed, b.get("embed.weight", {DType::kBF16, DType::kF32, DType::kF16},
+                                                  Shape{c.vocab_size, c.dim}, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+  w.embed = b.widen_f16(embed);
   STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
   STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
   w.layers.resize(static_cast<size_t>(c.n_layers));

@@ -65,9 +65,10 @@ struct Linear {
   kernels::Bf16Weight bf16;
   kernels::F32Weight f32;
   kernels::QuantWeight quant;  // kQuant: [out] rows of quant_row_bytes(type, in) bytes
-  // kQuant whose source was FP8/MXFP4: x is rounded to E4M3 per 32 (act_quant_fp8_inplace on a copy)
-  // first, as the official FP8 linear does, so the variant differs from the official model by its
-  // weights alone. The copy is a per-call allocation of n * in floats.
+  // kQuant whose source was FP8/MXFP4, or kF32 widened from an F16 copy of an FP8 weight (GGUFs from
+  // ds4 / ik_llama.cpp: Engram wkv, indexer wq_b): x is rounded to E4M3 per 32
+  // (act_quant_fp8_inplace on a copy) first, as the official FP8 linear does, so the variant differs
+  // from the official model by its weights alone. The copy is a per-call allocation of n * in floats.
   bool act_fp8 = false;
 
   bool empty() const { return kind == Kind::kNone; }
@@ -153,6 +154,9 @@ struct ModelWeights {
   std::vector<BlockWeights> mtp;     // DSpark stages
   DSparkWeights dspark;
   uint64_t resident_bytes = 0;   // bytes of bound resident tensors
+  // F16 tensors (GGUFs from ds4 / ik_llama.cpp: token_embd, hc_*_fn, compressor, indexer and
+  // Engram projections) widened to f32 at load, exactly (every f16 is an f32); views above point here.
+  std::vector<std::vector<float>> widened;
 };
 
 // Binds and validates every tensor (see file comment). Errors name the tensor, e.g.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "store/engram_layout.h"
 #include "store/expert_catalog.h"
 
 namespace strata::store {
@@ -104,7 +105,9 @@ uint64_t EngramRowStore::row_bytes(const io::Checkpoint& ck) {
     if (t.weight->shape.rank != 2) continue;
     const int64_t hd = t.weight->shape[1];
     const uint64_t hdu = static_cast<uint64_t>(hd);
-    n = std::max(n, dtype_is_block_quant(t.weight->dtype) ? dtype_nbytes(t.weight->dtype, hd) : hdu + (hdu + 31) / 32);
+    int64_t ihd = 0, ins = 0;
+    if (engram_interleaved(*t.weight, &ihd, &ins)) n = std::max(n, static_cast<uint64_t>(ihd + ins));
+    else n = std::max(n, dtype_is_block_quant(t.weight->dtype) ? dtype_nbytes(t.weight->dtype, hd) : hdu + (hdu + 31) / 32);
   }
   return n;
 }
@@ -117,6 +120,19 @@ Result<std::unique_ptr<EngramRowStore>> EngramRowStore::create(const io::Checkpo
   for (EngramTable& t : s->tables_) {
     const std::string& wn = t.weight->name;
     const Shape& ws = t.weight->shape;
+    int64_t ihd = 0, ins = 0;
+    if (engram_interleaved(*t.weight, &ihd, &ins)) {  // ds4 / ik_llama.cpp: 264-byte rows, scales inside
+      t.scale = nullptr;
+      t.interleaved = true;
+      t.n_rows = ws[0];
+      t.head_dim = ihd;
+      t.n_scales = ins;
+      t.row_bytes = ihd;
+      s->row_bytes_ = std::max<size_t>(s->row_bytes_, static_cast<size_t>(ihd + ins));
+      const int fd = ck.shard(t.weight->shard).native_fd();
+      if (fd >= 0) (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+      continue;
+    }
     if (dtype_is_block_quant(t.weight->dtype)) {  // `strata quantize --engram T`: the scales are in the blocks
       const int64_t be = dtype_block(t.weight->dtype).elems;
       if (ws.rank != 2 || ws[1] <= 0 || ws[1] % be != 0)
@@ -262,7 +278,7 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
     stats_.engram_rows_read += f->miss_.size();
     stats_.engram_row_bytes_read += f->miss_.size() * rb;
   }
-  const bool resident_scales = !scales_.empty();
+  const bool resident_scales = !scales_.empty() && !t->interleaved;  // interleaved rows carry their scales
   if (resident_scales && ns > 0)
     for (uint32_t u : f->miss_)
       std::memcpy(f->staging_.data() + u * rb + hd, scales_[tidx].data() + static_cast<uint64_t>(f->uniq_[u]) * ns, ns);
@@ -279,8 +295,8 @@ Result<std::unique_ptr<EngramFetch>> EngramRowStore::start(int layer, std::span<
       }
     }
   };
-  plan(t->weight, hd, false);
-  if (!resident_scales && ns > 0) plan(t->scale, ns, true);
+  plan(t->weight, static_cast<uint64_t>(t->stored_row_bytes()), false);
+  if (!resident_scales && ns > 0 && !t->interleaved) plan(t->scale, ns, true);
   uint64_t total = 0;
   for (auto& g : f->groups_) {
     g.bounce = total;
@@ -321,7 +337,7 @@ Status EngramRowStore::Fetch::wait(uint8_t* weight_out, uint8_t* scale_out) {
       if (batch_.status(i).ok()) continue;
       const Group& g = groups_[i];
       const io::TensorInfo* ti = g.scale ? t_->scale : t_->weight;
-      const uint64_t len = g.scale ? ns : hd;
+      const uint64_t len = g.scale ? ns : static_cast<uint64_t>(t_->stored_row_bytes());
       for (uint32_t m = g.first; m < g.first + g.n; ++m) {
         const int64_t row = uniq_[miss_[m]];
         const uint64_t b = ti->offset + static_cast<uint64_t>(row) * len;
@@ -332,7 +348,7 @@ Status EngramRowStore::Fetch::wait(uint8_t* weight_out, uint8_t* scale_out) {
   }
   for (const Group& g : groups_) {
     const io::TensorInfo* ti = g.scale ? t_->scale : t_->weight;
-    const uint64_t len = g.scale ? ns : hd;
+    const uint64_t len = g.scale ? ns : static_cast<uint64_t>(t_->stored_row_bytes());
     for (uint32_t m = g.first; m < g.first + g.n; ++m) {
       const uint64_t b = ti->offset + static_cast<uint64_t>(uniq_[miss_[m]]) * len;
       std::memcpy(staging_.data() + miss_[m] * rb + (g.scale ? hd : 0), bounce_.data() + g.bounce + (b - g.begin), len);

@@ -44,12 +44,16 @@ struct EngramTable {
   const io::TensorInfo* scale = nullptr;  // [n_rows, head_dim / 32] F8_E8M0; null for a block format
   int64_t n_rows = 0, head_dim = 0, n_scales = 0;  // n_scales: scale bytes per row (0 for a block format)
   int64_t row_bytes = 0;                  // weight bytes per row: head_dim (FP8) or dtype_nbytes(dtype, head_dim)
+  bool interleaved = false;               // ds4 / ik_llama.cpp U8 [n_rows, head_dim + n_scales] (store/engram_layout.h):
+                                          // weight and scales of a row in one read; `scale` is null
+  // Bytes of one row as stored in `weight` (a row read reads this many).
+  int64_t stored_row_bytes() const { return interleaved ? row_bytes + n_scales : row_bytes; }
 };
 
 class EngramRowStore {
  public:
   // Finds "<prefix>.engram.embed.{weight,scale}" for every layer (a block-format weight has no
-  // scale). Errors: an FP8 table without its scale tensor (kNotFound), a dtype other than F8_E4M3
+  // scale; an interleaved U8 table, store/engram_layout.h, neither: one read per row gives both). Errors: an FP8 table without its scale tensor (kNotFound), a dtype other than F8_E4M3
   // or a block format whose block divides head_dim, or shapes that disagree (kInvalidArgument
   // naming the tensor); reading resident scales.
   [[nodiscard]] static Result<std::unique_ptr<EngramRowStore>> create(const io::Checkpoint& ck, int n_layers,

@@ -1,5 +1,7 @@
 #include "store/mmap_store.h"
 
+#include "store/engram_layout.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -84,6 +86,12 @@ Status MmapStore::read_engram_rows(int layer, std::span<const int64_t> rows, uin
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   const io::TensorInfo* wt = ck_->find(p + "weight");
   const io::TensorInfo* st = ck_->find(p + "scale");
+  int64_t ihd = 0, ins = 0;
+  if (wt && engram_interleaved(*wt, &ihd, &ins)) {  // ds4 / ik_llama.cpp rows of 264 bytes
+    STRATA_RETURN_IF_ERROR(check_shard(wt->shard));
+    const auto* wb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(wt->shard)].base) + wt->offset;
+    return gather_engram_rows_interleaved(p + "weight", wb, wt->shape[0], ihd, ins, rows, weight_out, scale_out);
+  }
   if (wt && dtype_is_block_quant(wt->dtype)) {  // `strata quantize --engram T`: no scale tensor
     STRATA_RETURN_IF_ERROR(check_shard(wt->shard));
     const auto* wb = static_cast<const uint8_t*>(maps_[static_cast<size_t>(wt->shard)].base) + wt->offset;

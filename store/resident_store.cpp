@@ -1,5 +1,7 @@
 #include "store/resident_store.h"
 
+#include "store/engram_layout.h"
+
 #include <cstring>
 
 namespace strata::store {
@@ -50,13 +52,16 @@ Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows,
                                        uint8_t* scale_out) {
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
   STRATA_ASSIGN_OR_RETURN(TensorView w, resident(p + "weight"));
+  int64_t hd = 0, ns = 0;
+  if (engram_interleaved(*ck_->find(p + "weight"), &hd, &ns))  // ds4 / ik_llama.cpp rows of 264 bytes
+    return gather_engram_rows_interleaved(p + "weight", w.as<uint8_t>(), w.shape[0], hd, ns, rows, weight_out, scale_out);
   if (dtype_is_block_quant(w.dtype)) {  // `strata quantize --engram T`: no scale tensor
     const int64_t rb = static_cast<int64_t>(dtype_nbytes(w.dtype, w.shape[1]));
     return gather_engram_rows(p + "weight", w.as<uint8_t>(), nullptr, w.shape[0], rb, 0, rows, weight_out, scale_out);
   }
   STRATA_ASSIGN_OR_RETURN(TensorView s, resident(p + "scale"));
-  const int64_t n_rows = w.shape[0], hd = w.shape[1], ns = s.shape[1];
-  return gather_engram_rows(p + "weight", w.as<uint8_t>(), s.as<uint8_t>(), n_rows, hd, ns, rows, weight_out, scale_out);
+  return gather_engram_rows(p + "weight", w.as<uint8_t>(), s.as<uint8_t>(), w.shape[0], w.shape[1], s.shape[1], rows,
+                            weight_out, scale_out);
 }
 
 }  // namespace strata::store

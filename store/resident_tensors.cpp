@@ -248,4 +248,19 @@ Status gather_engram_rows(const std::string& table, const uint8_t* weights, cons
   return Status();
 }
 
+Status gather_engram_rows_interleaved(const std::string& table, const uint8_t* rows_base, int64_t n_rows,
+                                      int64_t row_bytes, int64_t scale_bytes, std::span<const int64_t> rows,
+                                      uint8_t* weight_out, uint8_t* scale_out) {
+  const int64_t stride = row_bytes + scale_bytes;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t r = rows[i];
+    if (r < 0 || r >= n_rows)
+      return InvalidArgument("Engram row " + std::to_string(r) + " out of range for '" + table + "' with " +
+                             std::to_string(n_rows) + " rows");
+    std::memcpy(weight_out + i * row_bytes, rows_base + r * stride, static_cast<size_t>(row_bytes));
+    std::memcpy(scale_out + i * scale_bytes, rows_base + r * stride + row_bytes, static_cast<size_t>(scale_bytes));
+  }
+  return Status();
+}
+
 }  // namespace strata::store

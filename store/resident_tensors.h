@@ -86,5 +86,10 @@ std::vector<const io::TensorInfo*> select_tensors(const io::Checkpoint& ck,
 Status gather_engram_rows(const std::string& table, const uint8_t* weights, const uint8_t* scales, int64_t n_rows,
                           int64_t row_bytes, int64_t scale_bytes, std::span<const int64_t> rows, uint8_t* weight_out,
                           uint8_t* scale_out);
+// The same from an interleaved table (store/engram_layout.h): row r is `rows_base` + r * (row_bytes
+// + scale_bytes), its first row_bytes to weight_out and the rest to scale_out.
+Status gather_engram_rows_interleaved(const std::string& table, const uint8_t* rows_base, int64_t n_rows,
+                                      int64_t row_bytes, int64_t scale_bytes, std::span<const int64_t> rows,
+                                      uint8_t* weight_out, uint8_t* scale_out);
 
 }  // namespace strata::store
