@@ -151,7 +151,7 @@ int run_run(const RunOptions& o) {
   warn_if_ctx_above_model(o.ctx, m.config().max_position_embeddings, &log);
   if (g.spec.mode == runtime::SpecMode::kDSpark && !m.has_dspark())
     return fail(NotSupported("--spec dspark: " + o.model_dir + " has no DSpark draft stages"));
-  auto draft = load_draft_model(o.spec, o.model_dir, o.threads, &log, *popt);  // outlives the generation
+  auto draft = load_draft_model(o.spec, o.model_dir, *lm, o.threads, &log, *popt);  // outlives the generation
   if (!draft.ok()) return fail_flag_value(draft.error());
   g.spec.draft_model = draft->get();
   g.stop_ids = {static_cast<int32_t>(m.config().eos_token_id)};

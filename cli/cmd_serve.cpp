@@ -129,7 +129,7 @@ int run_serve(ServeFlags& f) {
       kill(getpid(), SIGTERM);  // nothing to serve: end the process like a signal would
       return;
     }
-    auto draft = load_draft_model(f.spec, f.model_dir, f.threads, &log, *placement);
+    auto draft = load_draft_model(f.spec, f.model_dir, *lm, f.threads, &log, *placement);
     if (!draft.ok()) {
       std::fprintf(stderr, "strata: error: %s\n", draft.error().to_string().c_str());
       srv.set_failed(draft.error().to_string());

@@ -4,6 +4,7 @@
 
 #include "cli/common.h"
 #include "runtime/draft_model.h"
+#include "tokenizer/compressed_vocab.h"
 
 namespace strata::cli {
 
@@ -45,12 +46,27 @@ Result<runtime::SpecOptions> spec_options(const SpecFlags& f) {
 }
 
 Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const std::string& target_dir,
-                                                       int n_threads, const Logger* logger,
+                                                       const LoadedModel& target, int n_threads, const Logger* logger,
                                                        const store::PlacementOptions& placement) {
   if (f.mode != "draft") return std::unique_ptr<model::Model>();
   STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(target_dir, f.draft_model));
-  STRATA_ASSIGN_OR_RETURN(LoadedModel lm, load_model(f.draft_model, n_threads, logger, placement));
-  return std::move(lm.model);
+  // Same tokenizer as the target (checked above): its Engram compressed vocabulary.
+  STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(*target.tok));
+  model::CompressedVocabMap map{std::move(cv.map), cv.n_classes};
+  model::ModelOptions opt;
+  opt.n_threads = n_threads;
+  opt.logger = logger;
+  opt.placement = placement;
+  runtime::DraftSharing sh;
+  STRATA_ASSIGN_OR_RETURN(auto m, runtime::load_draft_model(f.draft_model, *target.model, map, opt, &sh));
+  if (sh.tensors.empty())
+    std::fprintf(stderr, "strata: draft %s: no weights shared with the target: %s\n", f.draft_model.c_str(),
+                 sh.why_not.empty() ? "no tensor is identical" : sh.why_not.c_str());
+  else
+    std::fprintf(stderr, "strata: draft %s: %zu tensors (%.1f MB%s) shared with the target, not loaded twice\n",
+                 f.draft_model.c_str(), sh.tensors.size(), static_cast<double>(sh.bytes) / 1e6,
+                 sh.engram_layers.empty() ? "" : ", Engram tables included");
+  return m;
 }
 
 void print_spec_stats(std::FILE* out, const runtime::SpecStats& s) {

@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "cli/common.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "model/model.h"
@@ -38,11 +39,13 @@ void add_spec_flags(CLI::App& app, SpecFlags* f);
 
 // With --spec draft: checks --draft-model against the target checkpoint `target_dir` (the same
 // tokenizer.json and config dims, runtime::check_draft_checkpoint: the error names both files and
-// the field) and loads it with `placement` (the target's); null without --spec draft. The caller
-// keeps the model alive while sequences use it and sets SpecOptions::draft_model. Errors: the
-// check's, the load's.
+// the field) and loads it with `placement` (the target's), sharing the tensors it kept identical
+// with `target` (runtime::load_draft_model; one stderr line says what was shared or why nothing);
+// null without --spec draft. The caller keeps the model alive while sequences use it (and `target`
+// alive longer) and sets SpecOptions::draft_model. Errors: the check's, the load's.
 [[nodiscard]] Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const std::string& target_dir,
-                                                                     int n_threads, const Logger* logger,
+                                                                     const LoadedModel& target, int n_threads,
+                                                                     const Logger* logger,
                                                                      const store::PlacementOptions& placement);
 
 // One line for `--stats`: acceptance, tokens per cycle, verify share of the speculation time, the

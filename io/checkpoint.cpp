@@ -77,6 +77,31 @@ const TensorInfo* Checkpoint::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+Result<uint64_t> checkpoint_fingerprint(const Checkpoint& ck) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  };
+  for (const auto& [name, t] : ck.tensors()) {
+    mix(name.data(), name.size() + 1);
+    const auto dt = static_cast<uint32_t>(t.dtype);
+    mix(&dt, sizeof dt);
+    for (int d = 0; d < t.shape.rank; ++d) mix(&t.shape.dims[static_cast<size_t>(d)], sizeof(int64_t));
+    mix(&t.nbytes, sizeof t.nbytes);
+  }
+  std::vector<uint8_t> buf(64 << 10);
+  for (int i = 0; i < ck.n_shards(); ++i) {
+    const File& f = ck.shard(i);
+    const uint64_t n = std::min<uint64_t>(f.size(), buf.size());
+    STRATA_RETURN_IF_ERROR(f.read_at(0, n, buf.data()));
+    mix(buf.data(), n);
+    const uint64_t tail = std::min<uint64_t>(f.size(), 4096);
+    STRATA_RETURN_IF_ERROR(f.read_at(f.size() - tail, tail, buf.data()));
+    mix(buf.data(), tail);
+  }
+  return h;
+}
+
 uint64_t Checkpoint::total_bytes() const {
   uint64_t n = 0;
   for (const auto& [_, t] : tensors_) n += t.nbytes;

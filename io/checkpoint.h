@@ -66,6 +66,14 @@ class Checkpoint {
   std::map<std::string, TensorInfo> tensors_;
 };
 
+// A fingerprint of the checkpoint, cheap to take (one or two small reads per shard): FNV-1a 64 over
+// every tensor's name, dtype, shape and byte count in name order, and per shard the first 64 KiB
+// and the last 4 KiB of the file (so two random-weight checkpoints of one config differ). `strata
+// quantize` records its source's as "strata.source_fingerprint" (hex), so a quantised copy drafting
+// for that source can use the source's bytes for the tensors it kept (runtime/draft_model.h).
+// Errors: a failed read, naming the shard.
+[[nodiscard]] Result<uint64_t> checkpoint_fingerprint(const Checkpoint& ck);
+
 // Whether `path` is a regular file named *.gguf (a model given as one file rather than a directory).
 bool is_gguf_path(const std::string& path);
 

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "io/checkpoint.h"
+#include "store/expert_catalog.h"
+#include "store/shared_store.h"
 
 namespace strata::runtime {
 
@@ -56,6 +60,67 @@ Status check_draft_checkpoint(const std::string& target, const std::string& draf
   STRATA_ASSIGN_OR_RETURN(std::string tt, io::read_checkpoint_text(target, "tokenizer.json", 256u << 20));
   STRATA_ASSIGN_OR_RETURN(std::string dt, io::read_checkpoint_text(draft, "tokenizer.json", 256u << 20));
   return check_draft_compatible(tc, target, dc, draft, tt, dt);
+}
+
+Result<DraftSharing> draft_sharing(const io::Checkpoint& target, const std::string& draft_path,
+                                   const io::Checkpoint& draft, int n_layers) {
+  DraftSharing sh;
+  auto recorded = io::read_checkpoint_text(draft_path, "source.fingerprint", 64);
+  if (!io::is_gguf_path(draft_path) || !recorded.ok()) {
+    sh.why_not = draft_path + " records no source checkpoint (only a GGUF written by this strata quantize does)";
+    return sh;
+  }
+  STRATA_ASSIGN_OR_RETURN(uint64_t fp, io::checkpoint_fingerprint(target));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
+  if (*recorded != hex) {
+    sh.why_not = draft_path + " was quantised from another checkpoint (source fingerprint " + *recorded + ", the target's " +
+                 hex + ")";
+    return sh;
+  }
+  for (const auto& [name, t] : draft.tensors()) {
+    if (store::ExpertCatalog::is_expert_tensor(name)) continue;
+    const io::TensorInfo* u = target.find(name);
+    if (u == nullptr || u->dtype != t.dtype || !(u->shape == t.shape) || u->nbytes != t.nbytes) continue;
+    sh.tensors.insert(name);
+    sh.bytes += t.nbytes;
+    if (store::ExpertCatalog::is_engram_table(name)) {
+      // "layers.L.engram.embed.*" or "mtp.S.engram.embed.*"
+      const bool mtp = name.rfind("mtp.", 0) == 0;
+      const size_t a = name.find('.') + 1;
+      const int idx = std::atoi(name.c_str() + a);
+      sh.engram_layers.insert(mtp ? n_layers + idx : idx);
+    }
+  }
+  // An Engram table is shared whole (codes and scales) or not at all.
+  for (auto it = sh.engram_layers.begin(); it != sh.engram_layers.end();) {
+    const std::string p = store::layer_prefix(*it, n_layers) + ".engram.embed.";
+    const bool all = draft.find(p + "weight") != nullptr && sh.tensors.count(p + "weight") &&
+                     (draft.find(p + "scale") == nullptr || sh.tensors.count(p + "scale"));
+    if (all) {
+      ++it;
+      continue;
+    }
+    for (const char* part : {"weight", "scale"})
+      if (sh.tensors.erase(p + part)) sh.bytes -= draft.find(p + part)->nbytes;
+    it = sh.engram_layers.erase(it);
+  }
+  return sh;
+}
+
+Result<std::unique_ptr<model::Model>> load_draft_model(const std::string& draft_path, const model::Model& target,
+                                                       const model::CompressedVocabMap& vocab,
+                                                       const model::ModelOptions& opt, DraftSharing* sharing) {
+  STRATA_ASSIGN_OR_RETURN(model::OpenedCheckpoint o, model::open_checkpoint(draft_path, opt.placement));
+  STRATA_ASSIGN_OR_RETURN(DraftSharing sh, draft_sharing(target.store().checkpoint(), draft_path, o.store->checkpoint(),
+                                                         o.config.n_layers));
+  std::unique_ptr<store::WeightStore> s = std::move(o.store);
+  if (!sh.tensors.empty())
+    s = std::make_unique<store::SharedStore>(std::move(s), target.store(), sh.tensors, sh.engram_layers);
+  if (sharing != nullptr) *sharing = sh;
+  model::ModelOptions d = opt;
+  d.expert_peers = nullptr;  // the draft computes its own experts
+  return model::Model::create(o.config, std::move(s), vocab, d);
 }
 
 ModelDrafter::ModelDrafter(model::Model& draft, int max_drafts, int64_t chunk)

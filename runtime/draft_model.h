@@ -15,18 +15,21 @@
 // verification the session holds the pending token and the first k - 1 drafts, and the next sync
 // cuts it back to what the target accepted.
 //
-// DECISION: the draft's weights are loaded separately (its own store); weights identical to the
-// target's (the `--dense keep` tensors of a quantized GGUF) are NOT shared yet (issue 17 item 1
-// asks for it; not built): a Q2_K-expert draft of the demo costs its full size again in memory.
+// Weight sharing (issue 17 item 1, load_draft_model): a draft that `strata quantize` made from the
+// target keeps some tensors bit-identical (`--dense keep`, the Engram tables at `--engram keep`,
+// norms, mHC, router, embedding); the draft binds those from the target's store (store/shared_store.h)
+// instead of loading them again, so a Q2_K-expert draft costs its re-quantised tensors alone.
 // Thread safety: one thread (the engine's).
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "io/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "runtime/session.h"
@@ -48,6 +51,33 @@ namespace strata::runtime {
 // both config.json and tokenizer.json texts. Errors: a missing or unreadable file (naming it), and
 // check_draft_compatible's.
 [[nodiscard]] Status check_draft_checkpoint(const std::string& target, const std::string& draft);
+
+// What a draft can take from its target instead of loading it: when the draft is a GGUF that
+// `strata quantize` wrote from the target (its "strata.source_fingerprint" equals
+// io::checkpoint_fingerprint of the target's checkpoint), every tensor that has the same name, dtype
+// and shape in both, except routed experts (never shared: the stores stream them per expert);
+// an Engram table's layer is listed in engram_layers. `why_not` says why nothing is shared (a
+// directory draft, an older GGUF without the fingerprint, another source); empty otherwise.
+struct DraftSharing {
+  std::set<std::string> tensors;  // resident tensors and Engram table tensors, strata names
+  std::set<int> engram_layers;    // model layer ids whose Engram table is shared
+  uint64_t bytes = 0;             // their bytes in the draft's file
+  std::string why_not;
+};
+// Errors: reading the draft's metadata or the target's fingerprint reads (naming the file).
+[[nodiscard]] Result<DraftSharing> draft_sharing(const io::Checkpoint& target, const std::string& draft_path,
+                                                 const io::Checkpoint& draft, int n_layers);
+
+// Loads the draft at `draft_path` (DIR or FILE.gguf) for `target`: the tensors draft_sharing finds
+// are bound from the target's store, the rest from the draft's own store placed as opt.placement
+// (store::SharedStore). `vocab`: the target's Engram compressed vocabulary (the draft has the same
+// tokenizer: check_draft_checkpoint). `*sharing` (optional) receives what was shared.
+// Errors: those of model::open_checkpoint, draft_sharing and Model::create for the draft.
+[[nodiscard]] Result<std::unique_ptr<model::Model>> load_draft_model(const std::string& draft_path,
+                                                                     const model::Model& target,
+                                                                     const model::CompressedVocabMap& vocab,
+                                                                     const model::ModelOptions& opt,
+                                                                     DraftSharing* sharing = nullptr);
 
 class ModelDrafter {
  public:

@@ -37,11 +37,11 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
   return std::make_unique<ExpertLease>(it->second);
 }
 
-Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep) {
+Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep, bool engram_table) {
   for (int e = 0; e < n_experts; ++e)
     if (!keep || keep(e)) STRATA_RETURN_IF_ERROR(acquire_expert(layer, e).status());
   const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
-  if (ck_->find(p + "weight") != nullptr) {
+  if (engram_table && ck_->find(p + "weight") != nullptr) {
     STRATA_RETURN_IF_ERROR(resident(p + "weight").status());
     if (ck_->find(p + "scale") != nullptr) STRATA_RETURN_IF_ERROR(resident(p + "scale").status());
   }

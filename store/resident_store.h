@@ -30,7 +30,8 @@ class ResidentStore final : public WeightStore {
   io::Checkpoint& mutable_checkpoint() { return *ck_; }
   Result<TensorView> resident(const std::string& name) override;
   Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
-  Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {}) override;
+  Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {},
+                       bool engram_table = true) override;
   Status load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) override;
   Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                           uint8_t* scale_out) override;

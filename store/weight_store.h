@@ -94,8 +94,10 @@ class WeightStore {
   // holds every routed expert and Engram table in RAM reads experts [0, n_experts) of `layer` and
   // the layer's Engram table (if any) now, so generation never waits for a first use
   // (ResidentStore); with `keep`, only the experts it returns true for (expert parallelism: the
-  // ones this process computes). Default: nothing (tiered stores read on demand).
-  [[nodiscard]] virtual Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {}) {
+  // ones this process computes); without `engram_table`, not the Engram table (a draft that
+  // shares the target's: store/shared_store.h). Default: nothing (tiered stores read on demand).
+  [[nodiscard]] virtual Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {},
+                                             bool engram_table = true) {
     return Status();
   }
   // Called once before binding: reads every tensor this store keeps in RAM for which `wanted` is

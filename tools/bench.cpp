@@ -335,16 +335,30 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   };
   // Prefill progress only for prompts long enough to be worth a bar.
   const ProgressFn no_progress;
-  // --spec draft: the draft model, loaded once for every run (cold runs too).
+  // --spec draft: the draft model, loaded after each load of the target (cold, then warm), sharing
+  // the tensors it kept identical with that target (runtime::load_draft_model).
   runtime::SpecOptions spec = o.spec;
   std::unique_ptr<model::Model> draft;
   if (spec.mode == runtime::SpecMode::kDraft) {
     if (o.draft_model_dir.empty()) return InvalidArgument("--spec draft needs --draft-model");
     STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(o.model_dir, o.draft_model_dir));
-    STRATA_ASSIGN_OR_RETURN(Loaded d, load(o.draft_model_dir, vocab, o));
-    draft = std::move(d.model);
-    spec.draft_model = draft.get();
   }
+  auto load_draft_for = [&](const model::Model& target) -> Status {
+    if (spec.mode != runtime::SpecMode::kDraft) return Status();
+    spec.draft_model = nullptr;
+    draft.reset();
+    model::ModelOptions mo;
+    mo.n_threads = o.threads;
+    mo.logger = o.logger;
+    STRATA_ASSIGN_OR_RETURN(mo.placement.mode, store::parse_load_mode(o.load_mode));
+    mo.placement.ram_budget_bytes = o.ram_budget;
+    mo.placement.expert_io = o.expert_io;
+    runtime::DraftSharing sh;
+    STRATA_ASSIGN_OR_RETURN(draft, runtime::load_draft_model(o.draft_model_dir, target, vocab, mo, &sh));
+    rep.draft_shared_bytes = sh.bytes;
+    spec.draft_model = draft.get();
+    return Status();
+  };
 
   // Cold: evict, load, one run per prompt length.
   if (o.cold != "none") {
@@ -357,12 +371,15 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     rep.load_cold_s = l.seconds;
     rep.load_cold_read_bytes = l.read_bytes;
     rep.threads = l.model->pool().n_threads();
+    STRATA_RETURN_IF_ERROR(load_draft_for(*l.model));
     for (size_t i = 0; i < prompts.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(BenchRun r, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk,
                                                    prompts[i] >= 4096 ? o.progress : no_progress, spec));
       rep.points.push_back(summarize(prompts[i], true, {r}));
       tick("cold " + std::to_string(prompts[i]));
     }
+    spec.draft_model = nullptr;
+    draft.reset();  // before its target
   } else {
     rep.cold_method = "none";
   }
@@ -371,6 +388,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   STRATA_ASSIGN_OR_RETURN(Loaded l, load(o.model_dir, vocab, o));
   rep.load_warm_s = l.seconds;
   rep.threads = l.model->pool().n_threads();
+  STRATA_RETURN_IF_ERROR(load_draft_for(*l.model));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ProgressFn& pf = prompts[i] >= 4096 ? o.progress : no_progress;
     for (int w = 0; w < o.warmup; ++w) {
@@ -414,6 +432,8 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   rep.peak_rss_bytes = peak_rss();
   rep.store = l.model->store().describe();
   rep.expert_reads = l.model->store().expert_reads();
+  spec.draft_model = nullptr;
+  draft.reset();  // before its target
   return rep;
 }
 
@@ -443,7 +463,7 @@ std::string BenchReport::to_json() const {
   j["load_warm_s"] = load_warm_s;
   j["store"] = store;
   j["expert_reads"] = store::expert_reads_name(expert_reads);
-  j["counters"] = {{"peak_rss_bytes", peak_rss_bytes}};
+  j["counters"] = {{"peak_rss_bytes", peak_rss_bytes}, {"draft_shared_bytes", draft_shared_bytes}};
   ojson pts = ojson::array();
   for (const BenchPoint& p : points) {
     ojson pj;

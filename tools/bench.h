@@ -166,6 +166,7 @@ struct BenchReport {
   std::string store;              // the weight store as it describes itself
   store::ExpertReads expert_reads = store::ExpertReads::kNotStreamed;  // how that store read routed experts
   uint64_t peak_rss_bytes = 0;
+  uint64_t draft_shared_bytes = 0;  // --spec draft: bytes the draft took from the target (not loaded twice)
   std::vector<BenchPoint> points;  // cold points first, then warm, each ascending by prompt
   std::vector<ParallelPoint> parallel;  // --parallel, in the order given
   std::vector<std::string> notes;

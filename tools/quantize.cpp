@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <cmath>
 #include <filesystem>
@@ -343,6 +344,14 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   meta.emplace_back("strata.quantize.dense", io::GgufValue::string(quant_choice_name(o.dense)));
   meta.emplace_back("strata.quantize.head", io::GgufValue::string(quant_choice_name(o.head)));
   meta.emplace_back("strata.quantize.engram", io::GgufValue::string(quant_choice_name(o.engram)));
+  {
+    // What the kept tensors are identical to: a draft made from this file shares them with its
+    // source (runtime/draft_model.h).
+    STRATA_ASSIGN_OR_RETURN(uint64_t fp, io::checkpoint_fingerprint(*ck));
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
+    meta.emplace_back(io::gguf_text_key("source.fingerprint"), io::GgufValue::string(hex));
+  }
   meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
   if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
   if (imatrix) {

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <vector>
 
 #include "runtime/draft_model.h"
 #include "runtime/engine.h"
+#include "tests/support/forward_one.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_suite.h"
 #include "tools/quantize.h"
@@ -100,6 +102,51 @@ class DraftSpecTiny : public testing::TinyModelSuite<DraftSpecTiny> {
 };
 
 // Issue 17 acceptance: "greedy output with --spec draft is token-identical to --spec none (every k)".
+// A draft quantised from the target shares what it kept (issue 17 item 1): the shared tensors are
+// the target's bytes (the same addresses), the Engram tables included, and the draft's logits are
+// byte-equal to the same GGUF loaded on its own. A draft from another source shares nothing.
+TEST_F(DraftSpecTiny, SharedDraftUsesTheTargetsBytesAndGivesTheSameLogits) {
+  auto v = testing::vocab_of(testing::tiny_dir() + "/checkpoint");
+  ASSERT_TRUE(v.ok());
+  model::ModelOptions mo;
+  mo.n_threads = 2;
+  DraftSharing sh;
+  auto d = load_draft_model(dir_->file("q8.gguf"), *model_, *v, mo, &sh);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_TRUE(sh.why_not.empty()) << sh.why_not;
+  ASSERT_FALSE(sh.tensors.empty());
+  EXPECT_FALSE(sh.engram_layers.empty()) << "--engram keep: the tables are shared";
+  EXPECT_TRUE(sh.tensors.count("embed.weight"));
+  EXPECT_FALSE(sh.tensors.count("layers.0.attn.wq_a.weight")) << "re-quantised to Q8_0: the draft's own";
+  for (const auto& [name, t] : (*d)->store().checkpoint().tensors())
+    EXPECT_FALSE(sh.tensors.count(name) && name.find(".ffn.experts.") != std::string::npos) << name;
+  for (const char* name : {"embed.weight", "layers.0.attn_norm.weight"}) {
+    auto a = (*d)->store().resident(name);
+    auto b = model_->store().resident(name);
+    ASSERT_TRUE(a.ok() && b.ok()) << name;
+    EXPECT_EQ(a->data, b->data) << name << ": one copy in RAM";
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  auto logits = [&](const model::Model& m) {
+    model::KvCache cache = m.new_cache();
+    model::LogitsRequest all;
+    all.kind = model::LogitsRequest::Kind::kAll;
+    const std::vector<int32_t> p = prompt(12);
+    std::vector<float> out(p.size() * static_cast<size_t>(vocab));
+    EXPECT_TRUE(test::forward_one(m, cache, p, all, out.data()).ok());
+    return out;
+  };
+  const std::vector<float> shared = logits(**d), alone = logits(*q8_);
+  ASSERT_EQ(shared.size(), alone.size());
+  EXPECT_EQ(std::memcmp(shared.data(), alone.data(), shared.size() * sizeof(float)), 0);
+  // The target's own directory as a draft records no source: nothing shared, and it says why.
+  DraftSharing none;
+  auto self = load_draft_model(testing::tiny_dir() + "/checkpoint", *model_, *v, mo, &none);
+  ASSERT_TRUE(self.ok()) << self.error().to_string();
+  EXPECT_TRUE(none.tensors.empty());
+  EXPECT_NE(none.why_not.find("records no source checkpoint"), std::string::npos) << none.why_not;
+}
+
 TEST_F(DraftSpecTiny, GreedyEqualsPlainForEveryDraftCount) {
   for (size_t len : {40u, 197u}) {
     const Outcome plain = run(prompt(len), greedy(20));
