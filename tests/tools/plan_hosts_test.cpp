@@ -104,20 +104,32 @@ TEST_F(PlanHostsTiny, RamShortfallCountsDiskReads) {
   EXPECT_NEAR(e.hosts[1].hit_rate, 0.5, 1e-12);
   EXPECT_NEAR(e.hosts[0].hit_rate, 0.5, 1e-12);
   EXPECT_GT(e.token_s, plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), host(1e9, 0)}).token_s);
-  Host no_disk{"h1", half, 0, 1e9, 0};
-  EXPECT_FALSE(plan_expert_parallel(c_, f_, single_, 0, {h0, no_disk}).notes.empty());
+  // With no disk rate anywhere the experts that fit in no RAM follow RAM: both ranks miss, unread.
+  Host no_disk0{"h0", half, 0, 1e9, 0}, no_disk1{"h1", half, 0, 1e9, 0};
+  EXPECT_FALSE(plan_expert_parallel(c_, f_, single_, 0, {no_disk0, no_disk1}).notes.empty());
+  // With one disk rate, what fits nowhere goes to the rank that has the disk: the other misses nothing.
+  Host disk_only0{"h0", half, 1.0, 1e9, 0};
+  const ExpertParallelPlan d = plan_expert_parallel(c_, f_, single_, 0, {disk_only0, no_disk1});
+  EXPECT_TRUE(d.notes.empty());
+  EXPECT_NEAR(d.hosts[1].hit_rate, 1.0, 1e-12);
+  EXPECT_EQ(d.hosts[0].experts, 6 * moe_layers_);
 }
 
 TEST_F(PlanHostsTiny, SharesFollowRam) {
-  // 1 TiB and 3 TiB: weights 1024 and 3072 GiB, 8 experts: [0, 2) and [2, 8) per layer, as --mpi
-  // splits them by MemAvailable (model::weighted_expert_ranges).
-  Host big{"big", 3ull << 40, 0, 1e9, 0};
-  const ExpertParallelPlan e = plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), big});
+  // RAM for a quarter and for three quarters of the experts: 8 experts split [0, 2) and [2, 8) per
+  // layer, as --mpi splits them (model::capacity_weights, then weighted_expert_ranges).
+  const uint64_t all = f_.routed_bytes;
+  Host small{"small", all / 4, 0, 1e9, 0}, big{"big", all / 4 * 3, 0, 1e9, 0};
+  const ExpertParallelPlan e = plan_expert_parallel(c_, f_, single_, 0, {small, big});
   ASSERT_EQ(e.hosts.size(), 2u);
   EXPECT_EQ(e.hosts[0].experts, 2 * moe_layers_);
   EXPECT_EQ(e.hosts[1].experts, 6 * moe_layers_);
   // Rank 1 has picks unless all 3 fall on rank 0 ((1/4)^3).
   EXPECT_NEAR(e.messages_per_layer, 3 * (1 - 1.0 / 64), 1e-12);
+  // RAM for everything on both (1 TiB and 3 TiB): equal shares, the compute split evenly.
+  Host huge{"huge", 3ull << 40, 0, 1e9, 0};
+  const ExpertParallelPlan q = plan_expert_parallel(c_, f_, single_, 0, {host(1e9, 0), huge});
+  EXPECT_EQ(q.hosts[0].experts, q.hosts[1].experts);
 }
 
 }  // namespace
