@@ -12,6 +12,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -40,6 +42,26 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.out_file.empty() && o.imatrix_file.empty())
     return fail_usage(InvalidArgument("calibrate: nothing to write: give --out FILE (hot experts), --imatrix FILE "
                                       "(importance matrix), or both"));
+  // Outputs are checked before the work: none may be the input text or another output, and none
+  // may replace anything but a regular file (io::check_replaceable: never /dev/null).
+  {
+    auto same = [](const std::string& a, const std::string& b) {
+      std::error_code ec;
+      return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+    };
+    const std::pair<const char*, const std::string*> outs[] = {
+        {"--out", &o.out_file}, {"--imatrix", &o.imatrix_file}, {"--stats-json", &o.stats_json}};
+    for (size_t i = 0; i < std::size(outs); ++i) {
+      const std::string& p = *outs[i].second;
+      if (p.empty()) continue;
+      if (o.text_file != "-" && same(p, o.text_file))
+        return fail_usage(InvalidArgument(std::string(outs[i].first) + " " + p + " is the input text (-f)"));
+      for (size_t j = 0; j < i; ++j)
+        if (!outs[j].second->empty() && same(p, *outs[j].second))
+          return fail_usage(InvalidArgument(std::string(outs[i].first) + " and " + outs[j].first + " name the same file " + p));
+      if (Status s = io::check_replaceable(p); !s.ok()) return fail_usage(s);
+    }
+  }
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
   auto popt = placement_options(o.placement);

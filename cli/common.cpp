@@ -73,18 +73,27 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> load_tokenizer(const std::string& 
   return std::make_unique<tokenizer::Tokenizer>(std::move(t));
 }
 
+Result<model::CompressedVocabMap> engram_vocab(const tokenizer::Tokenizer& tok) {
+  STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(tok));
+  return model::CompressedVocabMap{std::move(cv.map), cv.n_classes};
+}
+
+model::ModelOptions model_options(int n_threads, const Logger* logger, const store::PlacementOptions& placement) {
+  model::ModelOptions opt;
+  opt.n_threads = n_threads;
+  opt.logger = logger;
+  opt.placement = placement;
+  return opt;
+}
+
 Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
                                const store::PlacementOptions& placement, const ProgressFn& progress,
                                model::ExpertPeers* peers) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
   STRATA_ASSIGN_OR_RETURN(lm.tok, load_tokenizer(dir));
-  STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(*lm.tok));
-  model::CompressedVocabMap map{std::move(cv.map), cv.n_classes};
-  model::ModelOptions opt;
-  opt.n_threads = n_threads;
-  opt.logger = logger;
-  opt.placement = placement;
+  STRATA_ASSIGN_OR_RETURN(model::CompressedVocabMap map, engram_vocab(*lm.tok));
+  model::ModelOptions opt = model_options(n_threads, logger, placement);
   opt.progress = progress;
   opt.expert_peers = peers;
   STRATA_ASSIGN_OR_RETURN(lm.model, model::Model::load(dir, map, opt));

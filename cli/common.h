@@ -19,6 +19,12 @@ struct LoadedModel {
   double load_s = 0;
 };
 
+// The Engram compressed vocabulary of a tokenizer (tokenizer::build_compressed_vocab) as the model
+// takes it. Errors: build_compressed_vocab's.
+[[nodiscard]] Result<model::CompressedVocabMap> engram_vocab(const tokenizer::Tokenizer& tok);
+// Model options with threads, logger and placement set (the rest default).
+model::ModelOptions model_options(int n_threads, const Logger* logger, const store::PlacementOptions& placement);
+
 // Loads DIR/tokenizer.json, builds the Engram compressed vocabulary from it, then the model with
 // its weights placed as `placement` says (default: auto — resident if it fits, else stream).
 // `progress` (may be empty) receives the load's progress (cli/progress_bar.h draws it). `peers`

@@ -4,7 +4,6 @@
 
 #include "cli/common.h"
 #include "runtime/draft_model.h"
-#include "tokenizer/compressed_vocab.h"
 
 namespace strata::cli {
 
@@ -51,14 +50,10 @@ Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const
   if (f.mode != "draft") return std::unique_ptr<model::Model>();
   STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(target_dir, f.draft_model));
   // Same tokenizer as the target (checked above): its Engram compressed vocabulary.
-  STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(*target.tok));
-  model::CompressedVocabMap map{std::move(cv.map), cv.n_classes};
-  model::ModelOptions opt;
-  opt.n_threads = n_threads;
-  opt.logger = logger;
-  opt.placement = placement;
+  STRATA_ASSIGN_OR_RETURN(model::CompressedVocabMap map, engram_vocab(*target.tok));
   runtime::DraftSharing sh;
-  STRATA_ASSIGN_OR_RETURN(auto m, runtime::load_draft_model(f.draft_model, *target.model, map, opt, &sh));
+  STRATA_ASSIGN_OR_RETURN(auto m, runtime::load_draft_model(f.draft_model, *target.model, map,
+                                                            model_options(n_threads, logger, placement), &sh));
   if (sh.tensors.empty())
     std::fprintf(stderr, "strata: draft %s: no weights shared with the target: %s\n", f.draft_model.c_str(),
                  sh.why_not.empty() ? "no tensor is identical" : sh.why_not.c_str());

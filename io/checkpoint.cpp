@@ -95,9 +95,14 @@ Result<uint64_t> checkpoint_fingerprint(const Checkpoint& ck) {
     const uint64_t n = std::min<uint64_t>(f.size(), buf.size());
     STRATA_RETURN_IF_ERROR(f.read_at(0, n, buf.data()));
     mix(buf.data(), n);
-    const uint64_t tail = std::min<uint64_t>(f.size(), 4096);
-    STRATA_RETURN_IF_ERROR(f.read_at(f.size() - tail, tail, buf.data()));
-    mix(buf.data(), tail);
+    // 64 blocks of 4 KiB spread evenly over the rest, the last block included.
+    constexpr int kSamples = 64;
+    const uint64_t block = std::min<uint64_t>(f.size(), 4096);
+    for (int k = 1; k <= kSamples; ++k) {
+      const uint64_t at = (f.size() - block) / kSamples * static_cast<uint64_t>(k);
+      STRATA_RETURN_IF_ERROR(f.read_at(k == kSamples ? f.size() - block : at, block, buf.data()));
+      mix(buf.data(), block);
+    }
   }
   return h;
 }

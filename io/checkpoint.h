@@ -66,9 +66,11 @@ class Checkpoint {
   std::map<std::string, TensorInfo> tensors_;
 };
 
-// A fingerprint of the checkpoint, cheap to take (one or two small reads per shard): FNV-1a 64 over
-// every tensor's name, dtype, shape and byte count in name order, and per shard the first 64 KiB
-// and the last 4 KiB of the file (so two random-weight checkpoints of one config differ). `strata
+// A fingerprint of the checkpoint, cheap to take (65 small reads per shard): FNV-1a 64 over every
+// tensor's name, dtype, shape and byte count in name order, and per shard the first 64 KiB and 64
+// blocks of 4 KiB spread evenly to the end (so two random-weight checkpoints of one config differ,
+// and so does one with a region replaced; a change between the samples goes unseen: a sample, not
+// a hash of every byte). `strata
 // quantize` records its source's as "strata.source_fingerprint" (hex), so a quantised copy drafting
 // for that source can use the source's bytes for the tensors it kept (runtime/draft_model.h).
 // Errors: a failed read, naming the shard.

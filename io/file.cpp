@@ -152,7 +152,20 @@ Result<std::string> read_file_to_string(const std::string& path, size_t max_byte
   return s;
 }
 
+Status check_replaceable(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Status();  // absent (or unreadable: the write says why)
+  if (S_ISREG(st.st_mode)) return Status();
+  const char* kind = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISFIFO(st.st_mode)                     ? "a FIFO"
+                     : S_ISDIR(st.st_mode)                      ? "a directory"
+                     : S_ISLNK(st.st_mode)                      ? "a symbolic link"
+                                                                : "not a regular file";
+  return InvalidArgument(path + ": exists and is " + kind + "; strata replaces only regular files (give another path)");
+}
+
 Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env) {
+  STRATA_RETURN_IF_ERROR(check_replaceable(path));
   env = env_or_default(env);
   // A temp file a killed earlier writer left beside PATH is swept first (issue #13). Best effort:
   // a directory that cannot be listed fails at the create below with a clearer error.

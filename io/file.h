@@ -91,6 +91,10 @@ enum class ReadFrom { kRegularFile, kFileOrStream };
 [[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);
+// OK when `path` does not exist or is a regular file (not a link): what an output may replace.
+// kInvalidArgument otherwise, naming the path and its kind (a device such as /dev/null, a FIFO, a
+// directory, a symbolic link): writing by rename would replace that node with a file.
+[[nodiscard]] Status check_replaceable(const std::string& path);
 
 // A File wrapper that fails on purpose, for fault-injection tests.
 struct FaultSpec {

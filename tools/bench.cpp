@@ -98,13 +98,19 @@ struct Loaded {
   uint64_t read_bytes = 0;
 };
 
-Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& vocab, const BenchOptions& o) {
+// How the bench loads a model (target or draft): threads, logger and placement from the options.
+Result<model::ModelOptions> model_options(const BenchOptions& o) {
   model::ModelOptions mo;
   mo.n_threads = o.threads;
   mo.logger = o.logger;
   STRATA_ASSIGN_OR_RETURN(mo.placement.mode, store::parse_load_mode(o.load_mode));
   mo.placement.ram_budget_bytes = o.ram_budget;
   mo.placement.expert_io = o.expert_io;
+  return mo;
+}
+
+Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& vocab, const BenchOptions& o) {
+  STRATA_ASSIGN_OR_RETURN(model::ModelOptions mo, model_options(o));
   mo.progress = o.progress;
   mo.expert_peers = o.expert_peers;
   Loaded l;
@@ -347,12 +353,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     if (spec.mode != runtime::SpecMode::kDraft) return Status();
     spec.draft_model = nullptr;
     draft.reset();
-    model::ModelOptions mo;
-    mo.n_threads = o.threads;
-    mo.logger = o.logger;
-    STRATA_ASSIGN_OR_RETURN(mo.placement.mode, store::parse_load_mode(o.load_mode));
-    mo.placement.ram_budget_bytes = o.ram_budget;
-    mo.placement.expert_io = o.expert_io;
+    STRATA_ASSIGN_OR_RETURN(model::ModelOptions mo, model_options(o));  // the draft computes its own experts
     runtime::DraftSharing sh;
     STRATA_ASSIGN_OR_RETURN(draft, runtime::load_draft_model(o.draft_model_dir, target, vocab, mo, &sh));
     rep.draft_shared_bytes = sh.bytes;

@@ -223,7 +223,9 @@ Status write_imatrix(const Imatrix& m, const std::string& path, io::Env* env) {
     decls.push_back(io::GgufTensorDecl{name + kSum2, io::GgmlType::kF32, s2});
     decls.push_back(io::GgufTensorDecl{name + kCounts, io::GgmlType::kF32, sc});
   }
-  // llama-imatrix overwrites its output; the writer refuses an existing path, so clear it first.
+  // llama-imatrix overwrites its output; the writer refuses an existing path, so clear it first
+  // (a regular file only: never a device such as /dev/null, a FIFO or a link).
+  STRATA_RETURN_IF_ERROR(io::check_replaceable(path));
   std::error_code ec;
   std::filesystem::remove(path, ec);
   io::GgufWriterOptions wo;
@@ -250,6 +252,24 @@ Result<Imatrix> read_imatrix(const std::string& path) {
   return r;
 }
 
+namespace {
+
+// Importance weights the quantisers can take: finite, >= 0, and small enough that the weighted
+// searches (weights times squared values) cannot overflow f32 (a 3e38 weight crashed IQ4_NL's).
+// llama-quantize refuses non-finite values too ("imatrix contains non-finite value").
+constexpr float kMaxImportance = 1e24f;
+
+Status check_weights(const std::vector<float>& w, const std::string& path, const std::string& tensor, int64_t n_cols) {
+  for (size_t i = 0; i < w.size(); ++i)
+    if (!(w[i] >= 0.0f && w[i] <= kMaxImportance))
+      return InvalidArgument(path + ": imatrix entry '" + tensor + "', matrix " + std::to_string(i / static_cast<size_t>(n_cols)) +
+                             " column " + std::to_string(i % static_cast<size_t>(n_cols)) + ": importance (in_sum2 / count) " +
+                             std::to_string(w[i]) + " is not a finite number in [0, 1e24]");
+  return Status();
+}
+
+}  // namespace
+
 Result<std::vector<float>> imatrix_weights(const Imatrix& m, const std::string& path, const std::string& tensor,
                                            int64_t n_cols, int64_t n_mats) {
   auto it = m.entries.find(tensor);
@@ -263,10 +283,12 @@ Result<std::vector<float>> imatrix_weights(const Imatrix& m, const std::string& 
       for (int64_t j = 0; j < n_cols; ++j)
         w[static_cast<size_t>(k * n_cols + j)] = c > 0.0f ? e.in_sum2[static_cast<size_t>(k * n_cols + j)] / c : 1.0f;
     }
+    STRATA_RETURN_IF_ERROR(check_weights(w, path, tensor, n_cols));
     return w;
   }
   if (m.legacy && total == n_cols * n_mats && e.counts.size() == 1) {
     for (size_t i = 0; i < w.size(); ++i) w[i] = e.in_sum2[i] / e.counts[0];
+    STRATA_RETURN_IF_ERROR(check_weights(w, path, tensor, n_cols));
     return w;
   }
   return InvalidArgument(path + ": imatrix entry '" + tensor + "' has " + std::to_string(e.n_mats) + " x " +

@@ -4,6 +4,8 @@
 #include "io/env.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -136,6 +138,30 @@ INSTANTIATE_TEST_SUITE_P(
         AtomicFault{"CloseEio", {.fail_close = EIO}, StatusCode::kIOError, "close (injected): Input/output error"},
         AtomicFault{"RenameEio", {.fail_rename = EIO}, StatusCode::kIOError, "rename from"}),
     [](const ::testing::TestParamInfo<AtomicFault>& i) { return std::string(i.param.name); });
+
+// An output never replaces a device, FIFO, directory or link (as root, `--json /dev/null` used to
+// rename a regular file over /dev/null); a regular file or a new path is fine.
+TEST(WriteFileAtomic, ReplacesOnlyRegularFiles) {
+  testing::TempDir d;
+  const std::string fifo = d.file("fifo"), link = d.file("link"), reg = d.file("reg");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_TRUE(write_file_atomic(reg, "a", 1).ok());
+  ASSERT_EQ(::symlink(reg.c_str(), link.c_str()), 0);
+  // (Devices take the same branch; the test does not touch /dev/null itself.)
+  for (const std::string& p : {fifo, link, d.path()}) {
+    const Status s = write_file_atomic(p, "b", 1);
+    ASSERT_FALSE(s.ok()) << p;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << p;
+    EXPECT_NE(s.message().find(p + ": exists and is "), std::string::npos) << s.message();
+  }
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_TRUE(write_file_atomic(reg, "c", 1).ok()) << "a regular file is replaced";
+  EXPECT_TRUE(write_file_atomic(d.file("new"), "c", 1).ok());
+}
 
 TEST(WriteFileAtomic, FaultOnlyOnFilteredPath) {
   testing::TempDir d;

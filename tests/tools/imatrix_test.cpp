@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,6 +101,29 @@ void put_entry(std::string* b, const std::string& name, int32_t ncall, const std
   put_i32(b, ncall);
   put_i32(b, static_cast<int32_t>(v.size()));
   b->append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+}
+
+// Importance the quantisers cannot take (a NaN, inf, negative or overflowing in_sum2 / count: a
+// 3e38 weight crashed the IQ4_NL search, an inf one wrote NaN scales) is refused naming the entry,
+// matrix and column; what they can take comes back as in_sum2 / count (1 for a matrix never counted).
+TEST(Imatrix, NonFiniteNegativeOrOverflowingImportanceIsRefused) {
+  const Imatrix m = sample();
+  auto ok = imatrix_weights(m, "x.gguf", "blk.0.ffn_gate_exps.weight", 2, 3);
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_EQ(*ok, (std::vector<float>{1, 2, 1, 1, 1.25f, 1.5f}));
+  struct Bad {
+    float sum2, count;
+  };
+  for (const Bad& b : {Bad{std::nanf(""), 1}, Bad{INFINITY, 1}, Bad{-5, 1}, Bad{3e38f, 1}, Bad{1, 1e-45f}}) {
+    Imatrix bad = m;
+    bad.entries["blk.0.ffn_gate_exps.weight"].in_sum2[3] = b.sum2;
+    bad.entries["blk.0.ffn_gate_exps.weight"].counts[1] = b.count;
+    auto r = imatrix_weights(bad, "x.gguf", "blk.0.ffn_gate_exps.weight", 2, 3);
+    ASSERT_FALSE(r.ok()) << b.sum2 << " / " << b.count;
+    EXPECT_NE(r.error().message().find("x.gguf: imatrix entry 'blk.0.ffn_gate_exps.weight', matrix 1 column 1"),
+              std::string::npos)
+        << r.error().message();
+  }
 }
 
 TEST(Imatrix, ReadsTheLegacyDatFormat) {
