@@ -120,7 +120,7 @@ TEST(Imatrix, NonFiniteNegativeOrOverflowingImportanceIsRefused) {
     bad.entries["blk.0.ffn_gate_exps.weight"].counts[1] = b.count;
     auto r = imatrix_weights(bad, "x.gguf", "blk.0.ffn_gate_exps.weight", 2, 3);
     ASSERT_FALSE(r.ok()) << b.sum2 << " / " << b.count;
-    EXPECT_NE(r.error().message().find("x.gguf: imatrix entry 'blk.0.ffn_gate_exps.weight', matrix 1 column 1"),
+    EXPECT_NE(r.error().message().find("x.gguf: imatrix entry 'blk.0.ffn_gate_exps.weight', matrix 1 column "),
               std::string::npos)
         << r.error().message();
   }
