@@ -103,12 +103,19 @@ int run_bench_cmd(BenchCliOptions& o) {
   peer_placement.mode = *mode;
   peer_placement.ram_budget_bytes = b.ram_budget;
   peer_placement.expert_io = b.expert_io;
+  // --mpi-pipeline: one sequence per forward (the stages keep one mirror of its cache).
+  std::string refused;
+  if (!b.parallel.empty()) refused = "--parallel (several sessions in one forward)";
+  else if (b.spec.mode != runtime::SpecMode::kNone) refused = "--spec " + o.spec.mode;
+  if (Status s = check_mpi_flags(o.mpi, refused); !s.ok()) return fail_usage(s);
   auto role = start_mpi(o.mpi, b.model_dir, b.threads, peer_placement);  // before the model: it must outlive it
   if (!role.ok()) return fail(role.error());
   if (role->served) return 0;
   b.expert_peers = role->peers;
+  b.pipeline = role->part();
   b.mpi_ranks = role->job ? role->job->size() : 0;
-  if (role->job) b.command += " --mpi (" + std::to_string(b.mpi_ranks) + " ranks)";
+  if (role->job)
+    b.command += std::string(o.mpi.pipeline ? " --mpi-pipeline" : " --mpi") + " (" + std::to_string(b.mpi_ranks) + " ranks)";
   if (role->job && !o.no_plan)
     std::fprintf(stderr, "strata: note: --mpi: the predictions below are for one process (strata plan --hosts "
                          "FILE predicts several)\n");

@@ -138,11 +138,17 @@ int run_run(const RunOptions& o) {
   Logger log = stderr_logger(o.verbose ? LogLevel::kInfo : LogLevel::kWarn);
   auto popt = placement_options(o.placement);
   if (!popt.ok()) return fail_flag_value(popt.error());
+  // --mpi-pipeline keeps one mirror of the session's cache on each stage, moved only by forwards.
+  std::string refused;
+  if (o.spec.mode != "none") refused = "--spec " + o.spec.mode + " (the draft reads the last layers' features)";
+  else if (g.prefill_mode != runtime::PrefillMode::kExact) refused = "--prefill " + o.prefill;
+  else if (!o.save_session.empty() || !o.load_session.empty()) refused = "--save-session / --load-session";
+  if (Status s = check_mpi_flags(o.mpi, refused); !s.ok()) return fail_usage(s);
   auto role = start_mpi(o.mpi, o.model_dir, o.threads, *popt);  // before the model: it must outlive it
   if (!role.ok()) return fail(role.error());
   if (role->served) return 0;
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
-  auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn(), role->peers);
+  auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn(), role->peers, role->part());
   if (!lm.ok()) return fail(lm.error());
   if (interrupt.interrupted()) return kExitInterrupted;  // nothing generated yet: nothing to report
   g.cancel = interrupt.flag_ptr();

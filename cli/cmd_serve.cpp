@@ -99,6 +99,10 @@ int run_serve(ServeFlags& f) {
   if (Status s = f.opt.validate(); !s.ok()) return fail(s);
   auto placement = placement_options(f.placement);
   if (!placement.ok()) return fail_flag_value(placement.error());
+  // A server batches sessions and keeps a prefix cache: every cache operation would have to be
+  // forwarded to the stages (docs/distributed.md).
+  if (Status s = check_mpi_flags(f.mpi, "serve (several sessions, prefix cache; use logits, run or bench)"); !s.ok())
+    return fail_usage(s);
   // With --mpi, ranks 1.. serve experts here until rank 0 ends; rank 0's job outlives the server.
   auto role = start_mpi(f.mpi, f.model_dir, f.threads, *placement);
   if (!role.ok()) return fail(role.error());

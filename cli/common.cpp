@@ -88,7 +88,7 @@ model::ModelOptions model_options(int n_threads, const Logger* logger, const sto
 
 Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
                                const store::PlacementOptions& placement, const ProgressFn& progress,
-                               model::ExpertPeers* peers) {
+                               model::ExpertPeers* peers, const model::PipelinePart* pipeline) {
   auto t0 = std::chrono::steady_clock::now();
   LoadedModel lm;
   STRATA_ASSIGN_OR_RETURN(lm.tok, load_tokenizer(dir));
@@ -96,6 +96,7 @@ Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logg
   model::ModelOptions opt = model_options(n_threads, logger, placement);
   opt.progress = progress;
   opt.expert_peers = peers;
+  opt.pipeline = pipeline;
   STRATA_ASSIGN_OR_RETURN(lm.model, model::Model::load(dir, map, opt));
   lm.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return lm;

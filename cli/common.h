@@ -28,10 +28,12 @@ model::ModelOptions model_options(int n_threads, const Logger* logger, const sto
 // Loads DIR/tokenizer.json, builds the Engram compressed vocabulary from it, then the model with
 // its weights placed as `placement` says (default: auto — resident if it fits, else stream).
 // `progress` (may be empty) receives the load's progress (cli/progress_bar.h draws it). `peers`
-// (may be null): expert parallelism (cli/mpi_flags.h).
+// (may be null): expert parallelism; `pipeline` (may be null): this rank's layers with
+// --mpi-pipeline (cli/mpi_flags.h).
 [[nodiscard]] Result<LoadedModel> load_model(const std::string& dir, int n_threads, const Logger* logger,
                                              const store::PlacementOptions& placement = {},
-                                             const ProgressFn& progress = {}, model::ExpertPeers* peers = nullptr);
+                                             const ProgressFn& progress = {}, model::ExpertPeers* peers = nullptr,
+                                             const model::PipelinePart* pipeline = nullptr);
 
 // OK when DIR is a directory holding config.json; otherwise kNotFound saying "not a directory" or
 // "not a checkpoint directory (no config.json)", naming DIR.

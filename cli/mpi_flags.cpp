@@ -9,7 +9,9 @@
 #include "cli/common.h"
 #include "cli/probe_cache.h"
 #include "core/thread_pool.h"
+#include "io/checkpoint.h"
 #include "model/model.h"
+#include "model/pipeline_cuts.h"
 #include "tools/plan_sizes.h"
 
 namespace strata::cli {
@@ -32,9 +34,28 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
       ->delimiter(',')
       ->check(in_range(0, 1e9));
   app.add_option("--mpi-inject-latency-us", f->inject_latency_us,
-                 "with --mpi: a measurement aid: every message between rank 0 and another rank takes this many "
+                 "with --mpi or --mpi-pipeline: a measurement aid: every message between two ranks takes this many "
                  "microseconds longer, as on a slower link (stands in for netem; docs/distributed.md)")
       ->check(in_range(0, 1e7));
+  app.add_flag("--mpi-pipeline", f->pipeline,
+               "pipeline parallelism over MPI: run under `mpirun -np N` (N >= 2); rank r runs a contiguous range of "
+               "layers, rank 0 also the tokenizer, sampling and embedding, the last rank the head (README: Several "
+               "machines)");
+  app.add_option("--mpi-pipeline-cuts", f->pipeline_cuts,
+                 "with --mpi-pipeline: the first layer of ranks 1.., e.g. 8,20 at np 3; each must be a clean cut (no "
+                 "layer after it reads a cache before it; default: the encoder/decoder boundary at np 2, balanced "
+                 "weight bytes beyond)")
+      ->delimiter(',');
+}
+
+Status check_mpi_flags(const MpiFlags& f, const std::string& refused) {
+  if (!f.pipeline_cuts.empty() && !f.pipeline) return InvalidArgument("--mpi-pipeline-cuts needs --mpi-pipeline");
+  if (!f.pipeline) return Status();
+  if (f.on)
+    return InvalidArgument("--mpi-pipeline and --mpi (expert parallelism) do not combine: choose one");
+  if (!f.weights.empty()) return InvalidArgument("--mpi-weights is for --mpi (expert parallelism), not --mpi-pipeline");
+  if (!refused.empty()) return InvalidArgument("--mpi-pipeline does not support " + refused);
+  return Status();
 }
 
 namespace {
@@ -51,16 +72,85 @@ uint64_t probed_disk_rate(const std::string& dir) {
   return gbps > 0 ? static_cast<uint64_t>(gbps * 1e9) : 0;
 }
 
+
+// Each backbone layer's weight bytes in DIR's checkpoint (its "layers.L." tensors).
+Result<std::vector<uint64_t>> layer_weight_bytes(const std::string& dir, int n_layers) {
+  STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(dir));
+  std::vector<uint64_t> bytes(static_cast<size_t>(n_layers), 0);
+  for (const auto& [name, t] : ck->tensors()) {
+    int l = -1, n = 0;
+    if (std::sscanf(name.c_str(), "layers.%d.%n", &l, &n) == 1 && n > 0 && l >= 0 && l < n_layers)
+      bytes[static_cast<size_t>(l)] += t.nbytes;
+  }
+  return bytes;
+}
+
+// Rank 0: the layer bounds [n_ranks + 1] of the pipeline over DIR (declared cuts or model::default_cuts).
+Result<std::vector<int32_t>> pipeline_bounds(const MpiFlags& f, const std::string& dir, int n_ranks) {
+  STRATA_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::load(dir));
+  std::vector<int> cuts = f.pipeline_cuts;
+  if (cuts.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::vector<uint64_t> bytes, layer_weight_bytes(dir, c.n_layers));
+    STRATA_ASSIGN_OR_RETURN(cuts, model::default_cuts(c, n_ranks, bytes));
+  } else {
+    STRATA_RETURN_IF_ERROR(model::check_cuts(c, n_ranks, cuts).with_context("--mpi-pipeline-cuts"));
+  }
+  std::vector<int32_t> bounds = {0};
+  bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+  bounds.push_back(c.n_layers);
+  return bounds;
+}
+
+// --mpi-pipeline: agrees on the cuts; a rank >= 1 loads its layers and runs its stage.
+Result<MpiRole> start_pipeline(const MpiFlags& f, const dist::MpiOptions& o, const std::string& dir, int n_threads,
+                               const store::PlacementOptions& placement) {
+  MpiRole role;
+  STRATA_ASSIGN_OR_RETURN(role.job, dist::MpiJob::init(o));
+  dist::MpiJob& job = *role.job;
+  if (job.size() < 2)
+    return InvalidArgument("--mpi-pipeline needs at least 2 ranks (mpirun -np N strata ..., N >= 2), got " +
+                           std::to_string(job.size()));
+  std::vector<int32_t> bounds;
+  int64_t vocab = 0;
+  if (job.rank() == 0) {
+    auto b = pipeline_bounds(f, dir, job.size());
+    STRATA_RETURN_IF_ERROR(job.agree_ints(b.ok() ? &*b : &bounds, b.ok() ? "" : b.error().message()));
+    bounds = std::move(*b);
+    std::string line;
+    for (int r = 0; r < job.size(); ++r)
+      line += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " +
+              dist::layer_range_text(bounds[static_cast<size_t>(r)], bounds[static_cast<size_t>(r) + 1]);
+    std::fprintf(stderr, "strata: --mpi-pipeline: %s\n", line.c_str());
+    STRATA_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::load(dir));
+    vocab = c.vocab_size;
+  } else {
+    STRATA_RETURN_IF_ERROR(job.agree_ints(&bounds));
+  }
+  if (bounds.size() != static_cast<size_t>(job.size()) + 1)
+    return Corruption("MPI rank " + std::to_string(job.rank()) + ": pipeline of " + std::to_string(bounds.size()) + " bounds");
+  role.pipeline = std::make_unique<dist::MpiPipeline>(job, bounds, vocab, o);
+  if (job.rank() == 0) return role;
+  Logger log = stderr_logger(LogLevel::kWarn);
+  auto lm = load_model(dir, n_threads, &log, placement, {}, nullptr, &role.pipeline->part());
+  const std::string who = "MPI rank " + std::to_string(job.rank());
+  STRATA_RETURN_IF_ERROR(role.pipeline->agree_loaded(lm.ok() ? Status() : lm.error()).with_context(who));
+  const Status s = role.pipeline->serve_stage(*lm->model);
+  if (!s.ok()) return s.with_context(who);
+  role.served = true;
+  return role;
+}
+
 }  // namespace
 
 Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threads,
                           const store::PlacementOptions& placement) {
   MpiRole role;
-  if (!f.on) return role;
+  if (!f.on && !f.pipeline) return role;
   dist::MpiOptions o;
   o.answer_timeout_s = f.answer_timeout_s;
   o.spin_us = f.spin_us;
   o.inject_latency_us = f.inject_latency_us;
+  if (f.pipeline) return start_pipeline(f, o, dir, n_threads, placement);
   // Declared weights as integers: scaled so the largest is 2^20 (the partition keeps ratios to ~1e-6).
   double top = 0;
   for (double w : f.weights) top = std::max(top, w);

@@ -1,9 +1,12 @@
-// `--mpi` for `strata logits` and `strata run` (issue 18: expert parallelism over MPI, dist/):
-//   mpirun -np N strata logits|run|serve ... --mpi [--mpi-timeout S] [--mpi-spin-us US]
+// `--mpi` and `--mpi-pipeline` (issue 18: expert and pipeline parallelism over MPI, dist/):
+//   mpirun -np N strata logits|run|serve|bench ... --mpi [--mpi-timeout S] [--mpi-spin-us US]
 //       [--mpi-weights W0,W1,..] [--mpi-inject-latency-us US]
-// Rank 0 runs the command; ranks 1.. open the same checkpoint's store and compute the routed experts
-// they own (dist/mpi_job.h) until rank 0 is done. Without MPI in the build, --mpi is an error that
-// says what to install.
+//   mpirun -np N strata logits|run|bench ... --mpi-pipeline [--mpi-pipeline-cuts L1,L2,..] [the same
+//       --mpi-timeout, --mpi-spin-us, --mpi-inject-latency-us]
+// Rank 0 runs the command. With --mpi, ranks 1.. open the same checkpoint's store and compute the
+// routed experts they own (dist/mpi_job.h) until rank 0 is done; with --mpi-pipeline, rank r runs a
+// range of layers (dist/mpi_pipeline.h). Without MPI in the build, both are errors that say what to
+// install.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +16,7 @@
 
 #include "core/status.h"
 #include "dist/mpi_job.h"
+#include "dist/mpi_pipeline.h"
 #include "model/expert_peers.h"
 #include "store/placement_options.h"
 
@@ -24,21 +28,36 @@ struct MpiFlags {
   double spin_us = 500.0;
   double inject_latency_us = 0.0;  // dist::MpiOptions::inject_latency_us (a measurement aid)
   std::vector<double> weights;     // --mpi-weights: one per rank; empty: each rank's MemAvailable
+  bool pipeline = false;           // --mpi-pipeline: ranks own layer ranges
+  std::vector<int> pipeline_cuts;  // --mpi-pipeline-cuts: the first layer of ranks 1..; empty: model::default_cuts
 };
 
 void add_mpi_flags(CLI::App& app, MpiFlags* f);
 
+// --mpi-pipeline with what the command cannot run that way: `refused` names the command's flags
+// that do not combine with it (e.g. "--spec dspark"), empty when none. Errors (kInvalidArgument, a
+// usage error every rank reports alike before MPI starts): --mpi and --mpi-pipeline together, a
+// refused flag, --mpi-pipeline-cuts without --mpi-pipeline.
+[[nodiscard]] Status check_mpi_flags(const MpiFlags& f, const std::string& refused = "");
+
 // This process's part in the job.
 struct MpiRole {
-  std::unique_ptr<dist::MpiJob> job;     // null without --mpi
+  std::unique_ptr<dist::MpiJob> job;     // null without --mpi / --mpi-pipeline
   model::ExpertPeers* peers = nullptr;   // rank 0's, for ModelOptions::expert_peers (null: no --mpi)
-  bool served = false;                   // a rank >= 1 that served experts: the command is done
+  std::unique_ptr<dist::MpiPipeline> pipeline;  // --mpi-pipeline (destroyed before the job)
+  bool served = false;                   // a rank >= 1 that served experts or a stage: the command is done
+  // Rank 0's layers and next stages with --mpi-pipeline, for ModelOptions::pipeline; else null.
+  const model::PipelinePart* part() const { return pipeline ? &pipeline->part() : nullptr; }
 };
 
 // Without --mpi: an empty role. With it: starts MPI, agrees on the expert partition with every rank
 // (dist::MpiJob::agree_partition: --mpi-weights, else each rank's MemAvailable); on a rank >= 1 opens DIR's store with
 // `placement`, serves experts until rank 0 ends the job and returns with served = true (its errors
-// are returned). Errors: MPI not built or not starting (naming --mpi), DIR's config or store.
+// are returned). With --mpi-pipeline: rank 0 picks the cuts (--mpi-pipeline-cuts, checked, else
+// model::default_cuts over DIR's layer weight bytes) and sends them to every rank; a rank >= 1 loads
+// its layers of DIR (and the tokenizer's Engram map), runs its stage until rank 0 stops the
+// pipeline and returns with served = true. Errors: MPI not built or not starting (naming --mpi),
+// DIR's config or store, fewer than 2 ranks or bad cuts (every rank reports rank 0's error).
 [[nodiscard]] Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threads,
                                         const store::PlacementOptions& placement);
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/mpi_job.h"
+#include "dist/mpi_wait.h"
 #include "model/moe.h"
 #include "store/system_memory.h"
 
@@ -25,46 +26,6 @@ namespace strata::dist {
 namespace {
 
 constexpr int kTagHeader = 11, kTagRows = 12, kTagAnswer = 13, kTagError = 14;
-
-// Polls without giving up the core for the first MpiOptions::spin_us of a wait (a layer's answer, or the next
-// layer's request during a decode step, usually comes within that; sched_yield would hand the core
-// to any other runnable process for a whole time slice, milliseconds on a busy machine), then
-// sleeps 20 us between polls, so an idle rank (between requests, or one more rank than cores)
-// leaves the core to others.
-class Backoff {
- public:
-  explicit Backoff(double spin_us) : spin_(std::chrono::duration<double, std::micro>(spin_us)) {}
-  void wait() {
-    if (std::chrono::steady_clock::now() - start_ < spin_) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-
- private:
-  std::chrono::duration<double, std::micro> spin_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
-// Waits until `t` (MpiOptions::inject_latency_us): sleeps while more than 100 us remain (a sleep can
-// overshoot by the timer slack, ~50 us), then polls the clock.
-void hold_until(std::chrono::steady_clock::time_point t) {
-  const auto slack = std::chrono::microseconds(100);
-  if (const auto now = std::chrono::steady_clock::now(); t - now > slack) std::this_thread::sleep_for(t - now - slack);
-  while (std::chrono::steady_clock::now() < t) {
-  }
-}
-
-std::string mpi_error(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(text, static_cast<size_t>(len));
-}
-
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
 
 }  // namespace
 
@@ -241,7 +202,7 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
   std::vector<uint64_t> reported(2 * static_cast<size_t>(size_), 0);
   int rc = MPI_Gather(mine, 2, MPI_UINT64_T, reported.data(), 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": partition weights: " + mpi_error(rc));
-  // Rank 0 sends int32 n: n > 0, then n bounds; n < 0, then -n chars of an error.
+  // Rank 0 sends the bounds, or its error, to every rank (agree_ints).
   std::vector<int32_t> bounds;
   std::string error;
   if (rank_ == 0) {
@@ -290,21 +251,10 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
         }
     }
   }
-  int32_t n = rank_ == 0 ? (error.empty() ? static_cast<int32_t>(bounds.size()) : -static_cast<int32_t>(error.size())) : 0;
-  rc = MPI_Bcast(&n, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
-  if (rc == MPI_SUCCESS) {
-    if (n > 0) {
-      bounds.resize(static_cast<size_t>(n));
-      rc = MPI_Bcast(bounds.data(), n, MPI_INT32_T, 0, MPI_COMM_WORLD);
-    } else {
-      error.resize(static_cast<size_t>(-n));
-      rc = MPI_Bcast(error.data(), -n, MPI_CHAR, 0, MPI_COMM_WORLD);
-    }
-  }
-  if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": partition: " + mpi_error(rc));
-  if (n <= 0) {
+  Status s = agree_ints(&bounds, error);
+  if (!s.ok()) {
     stopped_ = true;  // the other ranks end too: no stop message to send
-    return rank_ == 0 ? (rank0_error.ok() ? InvalidArgument(error) : rank0_error) : InvalidArgument("MPI rank 0: " + error);
+    return rank_ == 0 && !rank0_error.ok() ? rank0_error : s;
   }
   if (bounds.size() != static_cast<size_t>(size_) + 1)
     return Corruption("MPI rank " + std::to_string(rank_) + ": partition of " + std::to_string(bounds.size()) + " bounds");
@@ -312,8 +262,27 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
   return Status();
 }
 
+Status MpiJob::agree_ints(std::vector<int32_t>* values, const std::string& rank0_error) {
+  // Rank 0 sends int32 n: n > 0, then n values; n <= 0, then -n chars of an error.
+  std::string error = rank0_error;
+  int32_t n = rank_ == 0 ? (error.empty() ? static_cast<int32_t>(values->size()) : -static_cast<int32_t>(error.size())) : 0;
+  int rc = MPI_Bcast(&n, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
+  if (rc == MPI_SUCCESS) {
+    if (n > 0) {
+      values->resize(static_cast<size_t>(n));
+      rc = MPI_Bcast(values->data(), n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    } else {
+      error.resize(static_cast<size_t>(-n));
+      rc = MPI_Bcast(error.data(), -n, MPI_CHAR, 0, MPI_COMM_WORLD);
+    }
+  }
+  if (rc != MPI_SUCCESS) return IOError("MPI rank " + std::to_string(rank_) + ": agreeing with rank 0: " + mpi_error(rc));
+  if (n <= 0) return InvalidArgument(rank_ == 0 ? error : "MPI rank 0: " + error);
+  return Status();
+}
+
 void MpiJob::stop_peers() {
-  if (stopped_ || rank_ != 0) return;
+  if (stopped_ || rank_ != 0 || bounds_.empty()) return;  // no partition agreed: no rank serves experts
   stopped_ = true;
   if (peers_) peers_->stop();
 }

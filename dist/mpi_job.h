@@ -102,7 +102,13 @@ class MpiJob {
   // before agree_partition(), bounds that do not cover c's experts, a malformed message (kCorruption); an expert that cannot be computed is reported to rank 0 and
   // serving goes on.
   [[nodiscard]] Status serve_experts(const model::ModelConfig& c, store::WeightStore& store, ThreadPool* pool);
-  // Rank 0: tells every other rank to stop serving (idempotent; the destructor calls it).
+  // Collective: rank 0's `values` reach every rank (MPI_Bcast), or, when `rank0_error` (rank 0) is
+  // not empty, that text instead. Errors: rank 0's text (kInvalidArgument; on ranks 1.. with
+  // "MPI rank 0: " before it), MPI (kIOError). Used for the expert partition and the pipeline's cuts.
+  [[nodiscard]] Status agree_ints(std::vector<int32_t>* values, const std::string& rank0_error = "");
+
+  // Rank 0: tells every other rank to stop serving (idempotent; the destructor calls it; nothing
+  // to do before agree_partition).
   void stop_peers();
 
  private:

@@ -59,6 +59,10 @@ struct ForwardEntry {
 struct ForwardRequest {
   std::span<ForwardEntry> entries;  // >= 1; no KvCache twice
   Observer* obs = nullptr;          // named intermediates; only in a request of one entry
+  // A pipeline stage whose layers start after 0 (model/pipeline_part.h): the residual streams
+  // entering its first layer, x_in [N, hc_mult, dim] and pre_mix_in [N, hc_mult] f32, N the
+  // entries' tokens in batch order (decode entries first). Empty otherwise.
+  std::span<const float> x_in = {}, pre_mix_in = {};
 };
 
 }  // namespace strata::model

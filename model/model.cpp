@@ -40,7 +40,8 @@ int64_t LogitsRequest::count(int64_t n_tokens) const {
 
 Model::Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt)
     : c_(c), store_(std::move(s)), pool_(std::make_unique<ThreadPool>(opt.n_threads)), logger_(opt.logger),
-      peers_(opt.expert_peers) {}
+      peers_(opt.expert_peers), layer_lo_(opt.pipeline ? opt.pipeline->layer_lo : 0),
+      layer_hi_(opt.pipeline ? opt.pipeline->layer_hi : c.n_layers), next_(opt.pipeline ? opt.pipeline->next : nullptr) {}
 
 Result<OpenedCheckpoint> open_checkpoint(const std::string& dir, const store::PlacementOptions& placement) {
   OpenedCheckpoint o;
@@ -68,7 +69,10 @@ Result<std::unique_ptr<Model>> Model::create(const ModelConfig& c, std::unique_p
   auto m = std::unique_ptr<Model>(new Model(c, std::move(s), opt));
   Status st = c.validate();
   if (!st.ok()) return st;
-  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress, opt.expert_peers));
+  if (m->layer_lo_ < 0 || m->layer_lo_ >= m->layer_hi_ || m->layer_hi_ > c.n_layers)
+    return InvalidArgument("pipeline part: layers [" + std::to_string(m->layer_lo_) + ", " + std::to_string(m->layer_hi_) +
+                           ") are not a range of the " + std::to_string(c.n_layers) + " layers");
+  STRATA_ASSIGN_OR_RETURN(m->w_, bind_weights(c, *m->store_, opt.progress, opt.expert_peers, opt.pipeline));
   if (!c.engram_layer_ids.empty()) {
     if (static_cast<int64_t>(vocab.n_classes) != c.engram_compressed_vocab_size)
       return InvalidArgument("tokenizer.json yields " + std::to_string(vocab.n_classes) +
@@ -202,6 +206,10 @@ Status Model::check_entry(const ForwardEntry& e, size_t index, bool single) cons
   if (e.dspark_features && !has_dspark())
     return NotSupported("forward: DSpark features asked of a checkpoint without DSpark stages");
   const bool replay = e.decoder_tail >= 0 && e.decoder_tail < n;
+  const bool part = layer_lo_ > 0 || layer_hi_ < c_.n_layers;
+  if (part && (replay || e.dspark_features))
+    return NotSupported(who + ": a pipeline part (layers " + std::to_string(layer_lo_) + "-" + std::to_string(layer_hi_ - 1) +
+                        ") runs neither bounded replay nor DSpark features");
   if (replay) {
     if (!single) return InvalidArgument("forward: bounded replay (decoder_tail) needs a request of one entry");
     STRATA_RETURN_IF_ERROR(decoder_boundary().status());
@@ -258,7 +266,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   ScopedNs forward_timer(&profile.forward_ns);
   ++profile.forwards;
   profile.tokens += static_cast<uint64_t>(N);
-  act.lookahead.begin(w_.layers);
+  act.lookahead.begin(std::span<const BlockWeights>(w_.layers).first(static_cast<size_t>(layer_hi_)));
 
   // Engram row ids of every row, computed from token ids before any layer runs (they depend only on
   // the tokens); every Engram layer's reads for the whole batch start now as one sorted,
@@ -282,10 +290,19 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
   std::vector<float>& x = act.x;
   std::vector<float>& pre_mix = act.pre_mix;
-  x.resize(static_cast<size_t>(N * hc * dim));
-  for (const Span& sp : spans) embed(sp.e->tokens, x.data() + sp.row0 * hc * dim);
-  pre_mix.assign(static_cast<size_t>(N * hc), 0.0f);
-  for (int64_t t = 0; t < N; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+  // A pipeline stage after the first starts from the streams the stage before it sent.
+  if (layer_lo_ > 0) {
+    if (static_cast<int64_t>(r.x_in.size()) != N * hc * dim || static_cast<int64_t>(r.pre_mix_in.size()) != N * hc)
+      return InvalidArgument("forward: pipeline stage input of " + std::to_string(r.x_in.size()) + " + " +
+                             std::to_string(r.pre_mix_in.size()) + " floats for " + std::to_string(N) + " tokens");
+    x.assign(r.x_in.begin(), r.x_in.end());
+    pre_mix.assign(r.pre_mix_in.begin(), r.pre_mix_in.end());
+  } else {
+    x.resize(static_cast<size_t>(N * hc * dim));
+    for (const Span& sp : spans) embed(sp.e->tokens, x.data() + sp.row0 * hc * dim);
+    pre_mix.assign(static_cast<size_t>(N * hc), 0.0f);
+    for (int64_t t = 0; t < N; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
+  }
 
   std::vector<std::optional<DSparkFeatures>> features(spans.size());  // main_hidden for the DSpark draft
   for (size_t i = 0; i < spans.size(); ++i)
@@ -302,7 +319,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   }
   Rows rows{N, n_decode};
   std::vector<int> first_nonfinite(spans.size(), -1);  // the first layer after which an entry's last row held NaN/Inf
-  for (int l = 0; l < c_.n_layers; ++l) {
+  for (int l = layer_lo_; l < layer_hi_; ++l) {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
       STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], N, rows,
@@ -342,8 +359,15 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
 
   // Head: collapse with the last FFN pre-mix, final norm, logits for the requested rows (rows of
   // each entry; after bounded replay x holds only the last spans[0].n of them). One pass over the
-  // head for every entry's rows, decode rows in the decode regime.
-  if (rows.n > 0) {
+  // head for every entry's rows, decode rows in the decode regime. A pipeline's first part hands
+  // its streams to the stages after it, which send the logits back; a middle part leaves them in act.
+  if (layer_hi_ < c_.n_layers) {
+    if (next_) {
+      std::vector<const ForwardEntry*> order(spans.size());
+      for (size_t i = 0; i < spans.size(); ++i) order[i] = spans[i].e;
+      STRATA_RETURN_IF_ERROR(next_->forward_rest(order, x, pre_mix));
+    }
+  } else if (rows.n > 0) {
     ScopedNs head_timer(&profile.head_ns);
     std::vector<int64_t> want;  // batch rows, entry by entry
     std::vector<int64_t> first_want(spans.size() + 1, 0);

@@ -28,6 +28,7 @@
 #include "model/kv_cache.h"
 #include "model/moe.h"
 #include "model/observer.h"
+#include "model/pipeline_part.h"
 #include "model/profile.h"
 #include "model/rope.h"
 #include "model/weights.h"
@@ -46,6 +47,10 @@ struct ModelOptions {
   // Expert parallelism (model/expert_peers.h): routed experts of the main layers that peers own
   // are computed there (the DSpark stages' stay here). Not owned; must outlive the model. Null: all here.
   ExpertPeers* expert_peers = nullptr;
+  // Pipeline parallelism (model/pipeline_part.h): this process runs only the layers
+  // [layer_lo, layer_hi) and binds only their weights; the first process hands its streams to
+  // `next`. Not owned; must outlive the model. Null: every layer here.
+  const PipelinePart* pipeline = nullptr;
 };
 
 // Engram's compressed vocabulary, computed by the tokenizer floor from tokenizer.json.
@@ -100,7 +105,16 @@ class Model {
   // a KV source after the CED boundary (kNotSupported). After that: a store read failure or
   // non-finite logits mid-forward (kIOError / kCorruption; every entry's cache is then left
   // inconsistent: discard those sequences).
+  // A pipeline part (ModelOptions::pipeline) runs only its layers: after layer 0 it starts from
+  // req.x_in / req.pre_mix_in (kInvalidArgument when their sizes are not the batch's), and it
+  // refuses bounded replay and DSpark features (kNotSupported). The first part hands its streams
+  // to PipelineNext for the rest and the logits; a middle part leaves them in act.x / act.pre_mix
+  // and writes no logits; the last part runs the head.
   [[nodiscard]] Status forward(const ForwardRequest& req, Activations& act) const;
+
+  // The layers this model runs, [layer_lo(), layer_hi()): all of them unless it is a pipeline part.
+  int layer_lo() const { return layer_lo_; }
+  int layer_hi() const { return layer_hi_; }
 
   // ---- DSpark draft (model/dspark.h; implemented in model/dspark_draft.cpp) ----------------------
   // True when the checkpoint has DSpark stages (dspark_block_size > 0 and n_mtp_layers > 0).
@@ -161,6 +175,8 @@ class Model {
   uint32_t pad_class_ = 0;
   std::unique_ptr<EngramHasher> hasher_;
   ExpertPeers* peers_ = nullptr;  // ModelOptions::expert_peers
+  int layer_lo_ = 0, layer_hi_ = 0;  // ModelOptions::pipeline's layers (all without one)
+  PipelineNext* next_ = nullptr;     // ModelOptions::pipeline's next stages (first part only)
 };
 
 }  // namespace strata::model

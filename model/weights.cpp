@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/quant.h"
+#include "model/pipeline_part.h"
 #include "store/engram_layout.h"
 #include "store/expert_catalog.h"
 
@@ -411,16 +412,21 @@ Status bind_block(Binder& b, int layer, BlockWeights* blk) {
   return b.s_.preload_layer(layer, m.n_experts, [&](int e) { return b.peers_->owner(layer, e) == 0; });
 }
 
-// The tensors binding will ask the store for: the backbone's layers [0, n_layers), the embedding,
-// head and norm, and the DSpark stages when the config runs them, but not their routed experts
+// The tensors binding will ask the store for: the backbone's layers [lo, hi) (all of them without a
+// pipeline part), the embedding when lo is 0, head and norm when hi is n_layers, and the DSpark
+// stages when the config runs them and the part is the whole model, but not their routed experts
 // (read on first use: DSpark stages are not run by generation yet).
-bool binds(const ModelConfig& c, const std::string& name) {
+bool binds(const ModelConfig& c, const std::string& name, const PipelinePart* part) {
+  const int lo = part ? part->layer_lo : 0, hi = part ? part->layer_hi : c.n_layers;
   if (name.rfind("layers.", 0) == 0) {
     char* end = nullptr;
     const long l = std::strtol(name.c_str() + 7, &end, 10);
-    return end != name.c_str() + 7 && *end == '.' && l < c.n_layers;
+    return end != name.c_str() + 7 && *end == '.' && l >= lo && l < hi;
   }
-  if (name.rfind("mtp.", 0) == 0) return c.dspark_block_size > 0 && !store::ExpertCatalog::is_expert_tensor(name);
+  if (name.rfind("mtp.", 0) == 0)
+    return c.dspark_block_size > 0 && lo == 0 && hi == c.n_layers && !store::ExpertCatalog::is_expert_tensor(name);
+  if (name.rfind("embed.", 0) == 0) return lo == 0;
+  if (name.rfind("head.", 0) == 0 || name.rfind("norm.", 0) == 0) return hi == c.n_layers;
   return true;
 }
 
@@ -434,27 +440,33 @@ static bool peers_expert(const ModelConfig& c, const ExpertPeers* peers, const s
 }
 
 Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& store, const ProgressFn& progress,
-                                  const ExpertPeers* peers) {
+                                  const ExpertPeers* peers, const PipelinePart* part) {
   // Every tensor kept in RAM is read first, in one parallel pass over the shards (issue 15 item 2);
   // binding then checks and wraps them layer by layer.
   STRATA_RETURN_IF_ERROR(store.load_resident(
-      [&c, peers](const io::TensorInfo& t) { return binds(c, t.name) && !peers_expert(c, peers, t.name); }, progress));
+      [&c, peers, part](const io::TensorInfo& t) { return binds(c, t.name, part) && !peers_expert(c, peers, t.name); },
+      progress));
+  const int lo = part ? part->layer_lo : 0, hi = part ? part->layer_hi : c.n_layers;
   ModelWeights w;
   Binder b(c, store, peers, &w.widened);
   const uint64_t n_blocks = static_cast<uint64_t>(c.n_layers + (c.dspark_block_size > 0 ? c.n_mtp_layers : 0));
   auto bound = [&](uint64_t done) { report_progress(progress, ProgressEvent{"load", "layers", done, n_blocks, "", false}); };
-  STRATA_ASSIGN_OR_RETURN(TensorView embed, b.get("embed.weight", {DType::kBF16, DType::kF32, DType::kF16},
-                                                  Shape{c.vocab_size, c.dim}, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
-  w.embed = b.widen_f16(embed);
-  STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
-  STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
-  w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int l = 0; l < c.n_layers; ++l) {
+  if (lo == 0) {
+    STRATA_ASSIGN_OR_RETURN(TensorView embed, b.get("embed.weight", {DType::kBF16, DType::kF32, DType::kF16},
+                                                    Shape{c.vocab_size, c.dim}, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+    w.embed = b.widen_f16(embed);
+  }
+  if (hi == c.n_layers) {
+    STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+    STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
+  }
+  w.layers.resize(static_cast<size_t>(c.n_layers));  // the layers outside [lo, hi) stay unbound
+  for (int l = lo; l < hi; ++l) {
     Status s = bind_block(b, l, &w.layers[static_cast<size_t>(l)]);
     if (!s.ok()) return s.with_context("layer " + std::to_string(l));
     bound(static_cast<uint64_t>(l + 1));
   }
-  if (c.dspark_block_size > 0) {
+  if (c.dspark_block_size > 0 && lo == 0 && hi == c.n_layers) {
     w.mtp.resize(static_cast<size_t>(c.n_mtp_layers));
     for (int s = 0; s < c.n_mtp_layers; ++s) {
       Status st = bind_block(b, c.n_layers + s, &w.mtp[static_cast<size_t>(s)]);

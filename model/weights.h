@@ -146,6 +146,8 @@ struct DSparkWeights {           // shared pieces of the DSpark stages (mtp.0 / 
   std::vector<float> confidence_proj;  // [dim + markov_rank]
 };
 
+struct PipelinePart;  // model/pipeline_part.h
+
 struct ModelWeights {
   TensorView embed;              // [vocab, dim] BF16 (or F32)
   Linear head;                   // [vocab, dim] BF16 (F32 math)
@@ -164,7 +166,11 @@ struct ModelWeights {
 // `progress` (may be empty) gets task "load" in layers (backbone + DSpark stages) as each binds.
 // `peers` (may be null; model/expert_peers.h): the main layers' routed experts other processes own
 // are neither read nor preloaded here.
+// `part` (may be null: every layer; model/pipeline_part.h): a pipeline stage binds only the layers
+// [layer_lo, layer_hi), the embedding only when layer_lo is 0, the final norm and head only when
+// layer_hi is n_layers, and no DSpark stage; the other layers' BlockWeights stay default (unbound).
 [[nodiscard]] Result<ModelWeights> bind_weights(const ModelConfig& cfg, store::WeightStore& store,
-                                                const ProgressFn& progress = {}, const ExpertPeers* peers = nullptr);
+                                                const ProgressFn& progress = {}, const ExpertPeers* peers = nullptr,
+                                                const PipelinePart* part = nullptr);
 
 }  // namespace strata::model

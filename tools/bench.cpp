@@ -113,6 +113,7 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
   STRATA_ASSIGN_OR_RETURN(model::ModelOptions mo, model_options(o));
   mo.progress = o.progress;
   mo.expert_peers = o.expert_peers;
+  mo.pipeline = o.pipeline;
   Loaded l;
   const uint64_t r0 = os_read_bytes();
   const auto t0 = clock_type::now();

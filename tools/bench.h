@@ -62,6 +62,9 @@ struct BenchOptions {
   // routed experts that peer ranks own through this; mpi_ranks (the job's size, recorded) > 1 then.
   // Null / 0: one process. Not owned.
   model::ExpertPeers* expert_peers = nullptr;
+  // Pipeline parallelism (`bench --mpi-pipeline`, model/pipeline_part.h): rank 0's layers and the
+  // stages after them, for every load of the target. Null: every layer here. Not owned.
+  const model::PipelinePart* pipeline = nullptr;
   int mpi_ranks = 0;
   std::string git_commit;            // recorded as given (the CLI reads the source tree)
   std::string command;               // the command line, recorded as given
