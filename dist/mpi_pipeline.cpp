@@ -14,8 +14,9 @@ namespace strata::dist {
 
 namespace {
 
-// r-1 -> r: kTagMeta, kTagState; r -> 0: kTagPassed (middle ranks), kTagLogits (last), kTagFailed.
-constexpr int kTagMeta = 21, kTagState = 22, kTagPassed = 23, kTagLogits = 24, kTagFailed = 25;
+// r-1 -> r: kTagMeta, kTagState; r -> 0: kTagPassed (middle ranks), kTagLogits (last), kTagFailed,
+// and once after loading kTagLoaded (int 1: loaded, 0: failed).
+constexpr int kTagMeta = 21, kTagState = 22, kTagPassed = 23, kTagLogits = 24, kTagFailed = 25, kTagLoaded = 26;
 constexpr int64_t kStop = -1;
 constexpr size_t kEntryFields = 5;  // n_past, n_tokens, row kind, logits kind, n_rows
 
@@ -91,10 +92,11 @@ MpiPipeline::MpiPipeline(MpiJob& job, std::vector<int32_t> bounds, int64_t vocab
 
 MpiPipeline::~MpiPipeline() {
   if (job_.rank() != 0) return;
-  // A stage that did not answer may never take the stop message, and MPI_Finalize would wait for it.
-  if (aborting_) MPI_Abort(MPI_COMM_WORLD, 1);
-  if (!agreed_) (void)agree_loaded(Internal("rank 0 ended before its first forward"));
-  if (!loaded_) return;  // every stage saw the failure and ended
+  // A stage that did not answer may never take the stop message, and MPI_Finalize would wait for
+  // it; a stage that failed to load has ended while the others wait for work; rank 0 that ended
+  // before its first forward (its error reported) never heard whether the stages loaded: in each
+  // case the whole job is ended instead.
+  if (aborting_ || !loaded_) MPI_Abort(MPI_COMM_WORLD, 1);
   sends_->wait();
   const int64_t stop = kStop;
   MPI_Send(&stop, 1, MPI_INT64_T, 1, kTagMeta, MPI_COMM_WORLD);
@@ -108,21 +110,40 @@ std::string MpiPipeline::who(int rank) const {
 Status MpiPipeline::agree_loaded(const Status& mine) {
   if (agreed_) return load_error_;
   agreed_ = true;
-  const int size = job_.size();
-  int ok = mine.ok() ? 1 : 0;
-  std::vector<int> all(static_cast<size_t>(size), 0);
-  const int rc = MPI_Allgather(&ok, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return load_error_ = IOError("MPI rank " + std::to_string(job_.rank()) + ": " + mpi_error(rc));
-  std::string bad;
-  for (int r = 0; r < size; ++r)
-    if (!all[static_cast<size_t>(r)]) bad += (bad.empty() ? "" : ", ") + std::to_string(r);
-  if (bad.empty()) {
-    loaded_ = true;
-    return Status();
+  if (job_.rank() != 0) {
+    // A small message: sent at once (eager), whatever rank 0 is doing.
+    const int ok = mine.ok() ? 1 : 0;
+    const int rc = MPI_Send(&ok, 1, MPI_INT, 0, kTagLoaded, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return load_error_ = IOError(who(job_.rank()) + ": " + mpi_error(rc));
+    loaded_ = mine.ok();
+    return load_error_ = mine;
   }
-  load_error_ = mine.ok() ? IOError("--mpi-pipeline: MPI rank " + bad + " could not load its layers (its error is above)")
-                          : mine;
-  return load_error_;
+  // Rank 0: every stage's report, each within the timeout (a stage stopped while loading must not
+  // hang the job). A stage that failed or did not report leaves the others waiting in their loop:
+  // the job is aborted at the end (aborting_).
+  for (int r = 1; r < job_.size(); ++r) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.answer_timeout_s);
+    Backoff backoff(o_.spin_us);
+    int flag = 0, ok = 0;
+    while (!flag) {
+      const int rc = MPI_Iprobe(r, kTagLoaded, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return load_error_ = IOError(who(r) + ": " + mpi_error(rc));
+      if (flag) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborting_ = true;
+        return load_error_ = IOError(who(r) + " did not answer within " + seconds_text(o_.answer_timeout_s) +
+                                     " s (--mpi-timeout): it has not reported its layers loaded");
+      }
+      backoff.wait();
+    }
+    MPI_Recv(&ok, 1, MPI_INT, r, kTagLoaded, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (!ok) {
+      aborting_ = true;
+      return load_error_ = IOError(who(r) + " could not load its layers (its error is above)");
+    }
+  }
+  loaded_ = true;
+  return load_error_ = mine;
 }
 
 Status MpiPipeline::forward_rest(std::span<const model::ForwardEntry* const> entries, std::span<const float> x,

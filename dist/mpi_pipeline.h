@@ -14,7 +14,8 @@
 //                 logits rows..., tokens...]; n_entries -1: stop
 //   state  float32 [N * hc_mult * dim] x, then [N * hc_mult] pre_mix
 // and to rank 0: from a middle rank int64 [seq] once it has passed the forward on; from the last
-// rank float32 [rows * vocab] the logits; from any rank char [] an error instead.
+// rank float32 [rows * vocab] the logits; from any rank char [] an error instead; once, after
+// loading, from every stage int [1 loaded / 0 failed].
 // One sequence per forward: the stages keep one mirror; n_past 0 starts a fresh one, any other
 // n_past must be the mirror's (else the stage reports the two positions: never wrong logits).
 // Faults: rank 0 waits MpiOptions::answer_timeout_s for a forward's logits and then names the first
@@ -55,9 +56,11 @@ class MpiPipeline : public model::PipelineNext {
   // This rank's layers (and, on rank 0, this object as the next stages) for ModelOptions::pipeline.
   const model::PipelinePart& part() const { return part_; }
 
-  // Collective, once: every rank reports whether it loaded its layers (`mine`). Stages call it
-  // after loading; rank 0 at its first forward (or at destruction, if it never got there). Errors:
-  // `mine`, or another rank's failure (naming the rank; that rank printed its own error).
+  // Once: stages report to rank 0 whether they loaded their layers (`mine`) after loading; rank 0
+  // calls it at its first forward and waits for every stage's report (MpiOptions::answer_timeout_s
+  // each). Errors: `mine`; on rank 0 a stage that failed to load (naming the rank; it printed its
+  // own error) or did not report in time. After such an error (or when rank 0 ends before its
+  // first forward) rank 0's destructor aborts the job, since other stages wait for work.
   [[nodiscard]] Status agree_loaded(const Status& mine);
 
   // Rank 0 (model::PipelineNext): one sequence per forward (several: kNotSupported).

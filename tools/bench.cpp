@@ -544,7 +544,10 @@ std::string BenchReport::to_text() const {
   o << "  commit " << (git_commit.empty() ? "unknown" : git_commit) << ", " << hostname << " (" << cpu_model << ", " << simd
     << "), " << threads << " threads, load mode " << options.load_mode << ", chunk " << options.prefill_chunk << ", gen "
     << options.gen << ", " << options.reps << " reps after " << options.warmup << " warm-up";
-  if (options.mpi_ranks > 0)
+  if (options.mpi_ranks > 0 && options.pipeline)
+    o << ", --mpi-pipeline over " << options.mpi_ranks << " ranks (layer ranges, rank 0 layers "
+      << options.pipeline->layer_lo << "-" << options.pipeline->layer_hi - 1 << ")";
+  else if (options.mpi_ranks > 0)
     o << ", --mpi over " << options.mpi_ranks << " rank" << (options.mpi_ranks > 1 ? "s" : "")
       << " (routed experts split, dense on rank 0)";
   o << "\n";

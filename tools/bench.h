@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/status.h"
+#include "model/pipeline_part.h"
 #include "runtime/speculation.h"
 #include "store/placement_options.h"
 
