@@ -13,22 +13,6 @@ namespace strata::model {
 
 namespace {
 
-// Latest layer <= `layer` in `list` (the source a compressed layer reads from), -1 if none.
-int latest_at_or_before(const std::vector<int>& list, int layer) {
-  int best = -1;
-  for (int l : list)
-    if (l <= layer) best = l;
-  return best;
-}
-
-// Latest index-key owner at or before `layer` (a kv source that is also an index source).
-int latest_key_owner(const ModelConfig& c, int layer) {
-  int best = -1;
-  for (int l : c.kv_source_layers)
-    if (l <= layer && c.is_index_source(l)) best = l;
-  return best;
-}
-
 void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, double eps) {
   for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, d, w.data(), eps, x + t * d);
 }
@@ -148,7 +132,7 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
   const int ih = c.index_n_heads;
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
   const int K = c.index_topk;
-  const int owner = latest_key_owner(c, layer);
+  const int owner = c.key_owner_of(layer);
   const LayerKvCache& key_cache = cache.layers[static_cast<size_t>(owner)];
 
   // ROUNDING: the python scalar softmax_scale * n_heads^-0.5 multiplies an f32 tensor as f32.
@@ -345,7 +329,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   // the union's size (very long contexts) each query decodes its own selection instead.
   sc.o.resize(static_cast<size_t>(N * H * D));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  const int src = ratio > 0 ? latest_at_or_before(c.kv_source_layers, layer) : -1;
+  const int src = ratio > 0 ? c.kv_source_of(layer) : -1;
   // One entry's queries, with `pool` for its own parallelism (null: serial).
   auto attend_entry = [&](const AttentionEntry& e, ThreadPool* pool) {
     const LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];

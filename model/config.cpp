@@ -416,6 +416,24 @@ bool ModelConfig::is_kv_source(int layer) const { return layer < n_layers && con
 bool ModelConfig::is_index_source(int layer) const {
   return layer < n_layers && contains(index_source_layers, layer);
 }
+int ModelConfig::kv_source_of(int layer) const {
+  int best = -1;
+  for (int l : kv_source_layers)
+    if (l <= layer) best = l;
+  return best;
+}
+int ModelConfig::index_source_of(int layer) const {
+  int best = -1;
+  for (int l : index_source_layers)
+    if (l <= layer) best = l;
+  return best;
+}
+int ModelConfig::key_owner_of(int layer) const {
+  int best = -1;
+  for (int l : kv_source_layers)
+    if (l <= layer && is_index_source(l)) best = l;
+  return best;
+}
 int ModelConfig::engram_index(int layer) const {
   auto it = std::find(engram_layer_ids.begin(), engram_layer_ids.end(), layer);
   return it == engram_layer_ids.end() ? -1 : static_cast<int>(it - engram_layer_ids.begin());

@@ -107,6 +107,13 @@ struct ModelConfig {
   bool owns_index_keys(int layer) const { return is_kv_source(layer) && is_index_source(layer); }
   bool is_candidate_source(int layer) const { return layer == candidate_source_layer; }
   bool uses_candidates(int layer) const { return candidate_source_layer >= 0 && layer > candidate_source_layer; }
+  // The sources a compressed layer reads (model/attention.cpp; pipeline cuts, model/pipeline_cuts.h),
+  // -1 when there is none at or before `layer`: its compressed KV (the latest kv source), its top-k
+  // selection (the latest index source), its index keys (the latest kv source that is also an
+  // index source).
+  int kv_source_of(int layer) const;
+  int index_source_of(int layer) const;
+  int key_owner_of(int layer) const;
   // Index of `layer` in engram_layer_ids, or -1.
   int engram_index(int layer) const;
   // (max_ngram_size - 1) * n_heads: Engram rows read per token per Engram layer.

@@ -9,14 +9,6 @@ namespace strata::model {
 
 namespace {
 
-// Latest layer <= `layer` in `list` (model/attention.cpp's rule for a layer's source), -1 if none.
-int latest(const std::vector<int>& list, int layer) {
-  int best = -1;
-  for (int l : list)
-    if (l <= layer) best = l;
-  return best;
-}
-
 // What a layer at or after a cut reads from before it.
 struct Crossing {
   int layer = -1;    // the reading layer (-1: none, the cut is clean)
@@ -24,18 +16,14 @@ struct Crossing {
   const char* what = "";
 };
 
-// The first layer at or after `cut` that reads a layer's state before it (model/attention.cpp:
-// the kv source's compressed KV, the index source's top-k, the key owner's index keys, the
-// candidate source's blocks).
+// The first layer at or after `cut` that reads a layer's state before it (the sources of
+// ModelConfig, as model/attention.cpp reads them, and the candidate source's blocks).
 Crossing first_crossing(const ModelConfig& c, int cut) {
   for (int l = cut; l < c.n_layers; ++l) {
     if (c.compress_ratio(l) <= 0) continue;  // window only: its own ring
-    int key_owner = -1;
-    for (int s : c.kv_source_layers)
-      if (s <= l && c.is_index_source(s)) key_owner = s;
-    const Crossing reads[] = {{l, latest(c.kv_source_layers, l), "the compressed KV"},
-                              {l, latest(c.index_source_layers, l), "the top-k selection"},
-                              {l, c.is_index_source(l) ? key_owner : cut, "the index keys"},
+    const Crossing reads[] = {{l, c.kv_source_of(l), "the compressed KV"},
+                              {l, c.index_source_of(l), "the top-k selection"},
+                              {l, c.is_index_source(l) ? c.key_owner_of(l) : cut, "the index keys"},
                               {l, c.uses_candidates(l) ? c.candidate_source_layer : cut, "the candidate blocks"}};
     for (const Crossing& r : reads)
       if (r.source < cut) return r;

@@ -6,7 +6,8 @@
 // no cache and no per-forward attention state crosses the cut: only the residual streams do.
 // Window-only layers (compress ratio 0) read only their own ring. The release config
 // (kv sources 2, 8, 14, 20; candidate source 20) has the clean cuts 1, 2, 8, 14 and 20.
-// Source: model/attention.cpp (latest_at_or_before, latest_key_owner, run_indexer); ARCHITECTURE.md §Attention.
+// Source: ModelConfig::kv_source_of / index_source_of / key_owner_of (as model/attention.cpp reads
+// them); ARCHITECTURE.md §Attention.
 #pragma once
 
 #include <cstdint>

@@ -10,7 +10,7 @@
 
 #include "model/expert_peers.h"
 #include "model/moe.h"
-#include "runtime/sampler.h"
+#include "tests/support/chunked_logits.h"
 #include "tests/support/tiny_suite.h"
 
 namespace strata::model {
@@ -158,30 +158,7 @@ class LoopbackPeers : public ExpertPeers {
 class ExpertPeersTiny : public testing::TinyModelSuite<ExpertPeersTiny> {
  protected:
   // Logits of the fixture prompt in two chunks then 4 greedy decode steps, all rows concatenated.
-  static std::vector<float> run(Model& m) {
-    Activations act = m.new_activations();
-    KvCache cache = m.new_cache();
-    const int64_t V = m.config().vocab_size;
-    std::vector<float> out, row(static_cast<size_t>(V));
-    const int64_t half = static_cast<int64_t>(ids_.size()) / 2;
-    auto step = [&](std::span<const int32_t> toks, RowKind kind) {
-      ForwardEntry e;
-      e.cache = &cache;
-      e.tokens = toks;
-      e.kind = kind;
-      e.logits_out = row.data();
-      Status s = m.forward(ForwardRequest{std::span<ForwardEntry>(&e, 1), nullptr}, act);
-      EXPECT_TRUE(s.ok()) << s.to_string();
-      out.insert(out.end(), row.begin(), row.end());
-    };
-    step(std::span<const int32_t>(ids_).subspan(0, static_cast<size_t>(half)), RowKind::kPrompt);
-    step(std::span<const int32_t>(ids_).subspan(static_cast<size_t>(half)), RowKind::kPrompt);
-    for (int i = 0; i < 4; ++i) {
-      const int32_t t[1] = {runtime::argmax(row)};
-      step(t, RowKind::kDecode);
-    }
-    return out;
-  }
+  static std::vector<float> run(const Model& m) { return testing::chunked_then_decode_logits(m, ids_); }
 };
 
 TEST_F(ExpertPeersTiny, LogitsBitIdenticalAtEveryPartition) {
