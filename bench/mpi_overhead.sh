@@ -4,12 +4,15 @@
 # INJECT_US, interleaved over R rounds, with the decode time per token each way and what
 # `strata plan --hosts` predicts for the same ranks at LATENCY_US + the injected latency.
 # Usage: bench/mpi_overhead.sh STRATA MODEL_DIR [ROUNDS=3] [TOKENS=64] [LATENCY_US=2] [INJECT_US="0"] [NPS="1 2 3"]
+#          [MODE=--mpi]
+# MODE --mpi-pipeline measures pipeline parallelism instead (NPS >= 2; the plan columns are expert
+# parallelism's prediction, not the pipeline's).
 # LATENCY_US: the one-way message latency the plan is given for ranks on one machine (shared memory).
 # INJECT_US: one-way latencies added with --mpi-inject-latency-us (a measurement aid standing in for
 # netem, which this kernel may lack: docs/distributed.md), e.g. "0 1000".
 # Example (issue 18 acceptance): nice -n -15 bench/mpi_overhead.sh build/cli/strata DIR 5 64 2 "0 1000" 2
 set -euo pipefail
-strata="$1"; dir="$2"; rounds="${3:-3}"; n="${4:-64}"; lat="${5:-2}"; injects="${6:-0}"; nps="${7:-1 2 3}"
+strata="$1"; dir="$2"; rounds="${3:-3}"; n="${4:-64}"; lat="${5:-2}"; injects="${6:-0}"; nps="${7:-1 2 3}"; mode="${8:---mpi}"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mpi=(mpirun --oversubscribe); [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root)
 args=(run -m "$dir" -p "Tell me a long story about the sea and the ships on it." -n "$n" --temp 0 -t 1)
@@ -20,7 +23,7 @@ for r in $(seq "$rounds"); do
   sum[one]+=" $(decode_s "$tmp/one.json")"
   for np in $nps; do
     for inj in $injects; do
-      "${mpi[@]}" -np "$np" "$strata" "${args[@]}" --mpi --mpi-inject-latency-us "$inj" \
+      "${mpi[@]}" -np "$np" "$strata" "${args[@]}" "$mode" --mpi-inject-latency-us "$inj" \
         --stats-json "$tmp/np$np-$inj.json" > /dev/null 2>&1
       sum[np$np-$inj]+=" $(decode_s "$tmp/np$np-$inj.json")"
     done

@@ -236,6 +236,14 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
       if (r.entries[j].cache == r.entries[i].cache)
         return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
   }
+  if (layer_lo_ > 0) {  // a pipeline stage after the first: the streams entering its first layer
+    int64_t n_all = 0;
+    for (const ForwardEntry& e : r.entries) n_all += static_cast<int64_t>(e.tokens.size());
+    if (static_cast<int64_t>(r.x_in.size()) != n_all * c_.hc_mult * c_.dim ||
+        static_cast<int64_t>(r.pre_mix_in.size()) != n_all * c_.hc_mult)
+      return InvalidArgument("forward: pipeline stage input of " + std::to_string(r.x_in.size()) + " + " +
+                             std::to_string(r.pre_mix_in.size()) + " floats for " + std::to_string(n_all) + " tokens");
+  }
   Observer* obs = r.obs;
   for (size_t i = 0; i < n_entries; ++i)
     if (ForwardEntry& e = r.entries[i]; e.undo) e.undo->record(c_, *e.cache, static_cast<int64_t>(e.tokens.size()));
@@ -292,9 +300,6 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   std::vector<float>& pre_mix = act.pre_mix;
   // A pipeline stage after the first starts from the streams the stage before it sent.
   if (layer_lo_ > 0) {
-    if (static_cast<int64_t>(r.x_in.size()) != N * hc * dim || static_cast<int64_t>(r.pre_mix_in.size()) != N * hc)
-      return InvalidArgument("forward: pipeline stage input of " + std::to_string(r.x_in.size()) + " + " +
-                             std::to_string(r.pre_mix_in.size()) + " floats for " + std::to_string(N) + " tokens");
     x.assign(r.x_in.begin(), r.x_in.end());
     pre_mix.assign(r.pre_mix_in.begin(), r.pre_mix_in.end());
   } else {

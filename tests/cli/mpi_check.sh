@@ -14,14 +14,8 @@ mpi_setup --mpi
 
 for i in "${!dirs[@]}"; do
   dir="${dirs[$i]}"; toks="${tokens[$i]}"; name="$(basename "$dir")"
-  # run OUT [flags...]: the fixture prompt prefilled, 5 tokens greedy-decoded, under "${launch[@]}".
-  run() {
-    local out="$1"; shift
-    timeout 300 "${launch[@]}" "$strata" logits -m "$dir" --tokens "$toks" --out "$tmp/$out.f32" --decode 5 \
-      --decode-logits "$tmp/$out.dec.f32" -t 1 "$@" >"$tmp/$out.tok" 2>"$tmp/$out.err"
-  }
   launch=()
-  if ! run "$name-one" --load-mode resident; then echo "FAIL $name: one process:"; cat "$tmp/$name-one.err"; fail=1; continue; fi
+  if ! mpi_logits "$name-one" --load-mode resident; then echo "FAIL $name: one process:"; cat "$tmp/$name-one.err"; fail=1; continue; fi
   for np in 2 3; do
     for mode in resident stream; do
       out="$name-np$np-$mode"
@@ -29,7 +23,7 @@ for i in "${!dirs[@]}"; do
       # 3 ranks on a 2-core machine: waiting ranks sleep at once (--mpi-spin-us 0) instead of
       # taking the core from a computing one.
       spin=(); [[ $np -eq 3 ]] && spin=(--mpi-spin-us 0)
-      if ! run "$out" --mpi --load-mode "$mode" "${spin[@]}"; then
+      if ! mpi_logits "$out" --mpi --load-mode "$mode" "${spin[@]}"; then
         echo "FAIL $out: mpirun failed:"; cat "$tmp/$out.err"; fail=1; continue
       fi
       if cmp -s "$tmp/$name-one.f32" "$tmp/$out.f32" && cmp -s "$tmp/$name-one.dec.f32" "$tmp/$out.dec.f32" &&

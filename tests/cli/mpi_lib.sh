@@ -32,3 +32,12 @@ mpi_setup() {
     echo "note: $tok missing: the demo checkpoint is not synthesized, the fixture alone is checked" >&2
   fi
 }
+
+# mpi_logits OUT [flags...]: `strata logits` of checkpoint $dir on the prompt $toks (prefilled, 5 tokens
+# greedy-decoded, -t 1) under "${launch[@]}" (empty: one process), into $tmp/OUT.f32 (prefill
+# logits), OUT.dec.f32 (decode logits), OUT.tok (greedy tokens) and OUT.err.
+mpi_logits() {
+  local out="$1"; shift
+  timeout 300 "${launch[@]}" "$strata" logits -m "$dir" --tokens "$toks" --out "$tmp/$out.f32" --decode 5 \
+    --decode-logits "$tmp/$out.dec.f32" -t 1 "$@" >"$tmp/$out.tok" 2>"$tmp/$out.err"
+}

@@ -21,21 +21,15 @@ same() {
 }
 for i in "${!dirs[@]}"; do
   dir="${dirs[$i]}"; toks="${tokens[$i]}"; name="$(basename "$dir")"
-  # run OUT [launcher... --] [flags...]: the prompt prefilled, 5 tokens greedy-decoded.
-  run() {
-    local out="$1"; shift
-    timeout 300 "${launch[@]}" "$strata" logits -m "$dir" --tokens "$toks" --out "$tmp/$out.f32" --decode 5 \
-      --decode-logits "$tmp/$out.dec.f32" -t 1 "$@" >"$tmp/$out.tok" 2>"$tmp/$out.err"
-  }
   launch=()
-  if ! run "$name-one"; then echo "FAIL $name: one process:"; cat "$tmp/$name-one.err"; fail=1; continue; fi
+  if ! mpi_logits "$name-one"; then echo "FAIL $name: one process:"; cat "$tmp/$name-one.err"; fail=1; continue; fi
   # 3 ranks on 2 cores: waiting ranks sleep at once (--mpi-spin-us 0).
   cases=("2|" "3|--mpi-spin-us 0")
   [[ $name == checkpoint ]] && cases+=("3|--mpi-spin-us 0 --mpi-pipeline-cuts 1,4 --mpi-inject-latency-us 300")
   for case in "${cases[@]}"; do
     np="${case%%|*}"; flags=(${case#*|}); out="$name-np$np-$(tr -cd '0-9' <<< "${case#*|}")"
     launch=("${mpi[@]}" -np "$np")
-    if ! run "$out" --mpi-pipeline "${flags[@]}"; then echo "FAIL $out: mpirun failed:"; cat "$tmp/$out.err"; fail=1; continue; fi
+    if ! mpi_logits "$out" --mpi-pipeline "${flags[@]}"; then echo "FAIL $out: mpirun failed:"; cat "$tmp/$out.err"; fail=1; continue; fi
     if same "$name" "$out"; then
       echo "ok   $name np $np ${case#*|}: byte-identical to one process ($(grep -m1 -- '--mpi-pipeline:' "$tmp/$out.err" | cut -c 25-))"
     else
@@ -89,7 +83,7 @@ refused "serve" 2 "does not support serve" "$strata" serve -m "$ck" --mpi-pipeli
 refused "run --spec dspark" 2 "does not support --spec dspark" "$strata" run -m "$ck" -p hi --spec dspark --mpi-pipeline
 refused "bench --parallel" 2 "does not support --parallel" "$strata" bench -m "$ck" --parallel 2 --no-plan --mpi-pipeline
 
-# A stage that stops answering: rank R is stopped (SIGSTOP) 2 s after it starts, while rank 0 is
+# A stage that stops answering: rank R is stopped (SIGSTOP) 6 s after it starts, while rank 0 is
 # decoding; rank 0 waits --mpi-timeout 3 s for the forward, names the first rank that did not pass
 # it on, and aborts the job. At np 3 rank 1 is stopped, so rank 2 never gets the forward either:
 # the error must still name rank 1 (on a loaded machine the stop can come while the ranks still load:
@@ -99,7 +93,7 @@ stall() {  # stall NP RANK SIGNAL PATTERN
   local np="$1" rank="$2" sig="$3" pattern="$4"
   cat > "$tmp/stall.sh" <<SH
 #!/usr/bin/env bash
-[[ "\${OMPI_COMM_WORLD_RANK:-0}" == $rank ]] && { (sleep 2; kill -$sig \$\$) & }
+[[ "\${OMPI_COMM_WORLD_RANK:-0}" == $rank ]] && { (sleep 6; kill -$sig \$\$) & }
 exec "$strata" "\$@"
 SH
   chmod +x "$tmp/stall.sh"
