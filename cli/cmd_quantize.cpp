@@ -1,6 +1,7 @@
 // strata quantize -m SRC_DIR --out DST.gguf [--experts T] [--dense T] [--head T] [--engram T]
-//                 [--imatrix F] [-t N]:
-// re-quantises an official-format checkpoint into one GGUF (tools/quantize.h). T is one of keep
+//                 [--imatrix F] [--split-max-size SIZE] [-t N]:
+// re-quantises an official-format checkpoint into one GGUF (tools/quantize.h), or with
+// --split-max-size into a gguf-split set DST-0000N-of-0000M.gguf (io/gguf_split_writer.h). T is one of keep
 // (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case). stdout: first
 // what will be done and every note (a matrix kept, or given llama.cpp's fallback, because of its
 // shape), then the summary (the Engram row bytes and bytes read per token of the tables as
@@ -20,6 +21,7 @@
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
+#include "tools/plan.h"
 #include "tools/quant_choice.h"
 #include "tools/quantize.h"
 
@@ -30,6 +32,7 @@ struct QuantizeCliOptions {
   std::string src, out;
   std::string experts = "q4_k", dense = "keep", head = "keep", engram = "keep";
   std::string imatrix;
+  std::string split_max_size;
   int threads = 0;
 };
 }  // namespace
@@ -55,7 +58,10 @@ Command register_quantize(CLI::App& app) {
   app.add_option("--imatrix", o->imatrix,
                  "importance matrix (llama-imatrix GGUF or .dat, or strata calibrate --imatrix) weighting the "
                  "Q2_K/Q3_K/Q4_K/Q6_K/IQ4_NL matrices as llama-quantize does");
-  app.add_option("-t,--threads", o->threads, "quantiser threads (0 = one per core)")->capture_default_str();
+  app.add_option("--split-max-size", o->split_max_size,
+                 "write a gguf-split set OUT-0000N-of-0000M.gguf with at most this many tensor bytes per file "
+                 "(e.g. 50G, as llama-gguf-split --split-max-size); -m takes any file of the set");
+  add_threads_flag(app, &o->threads, "quantiser threads (default: one per core)");
   return [o]() -> int {
     // -m X.gguf and run/serve find a GGUF by its name (io::is_gguf_path): refuse any other name
     // before the work, not after it.
@@ -71,6 +77,12 @@ Command register_quantize(CLI::App& app) {
     q.out_path = o->out;
     q.n_threads = o->threads;
     q.imatrix = o->imatrix;
+    if (!o->split_max_size.empty()) {
+      auto v = tools::parse_size(o->split_max_size, "--split-max-size");
+      if (!v.ok()) return fail_flag_value(v.error());
+      if (*v == 0) return fail_usage(InvalidArgument("--split-max-size must be above 0"));
+      q.split_max_bytes = *v;
+    }
     auto e = tools::parse_quant_choice(o->experts);
     auto d = tools::parse_quant_choice(o->dense);
     auto h = tools::parse_quant_choice(o->head);
@@ -123,6 +135,10 @@ Command register_quantize(CLI::App& app) {
                 static_cast<unsigned long long>(rep->n_tensors), static_cast<unsigned long long>(rep->n_quantized),
                 static_cast<unsigned long long>(rep->file_bytes), static_cast<unsigned long long>(rep->src_bytes),
                 rep->seconds);
+    if (q.split_max_bytes > 0) {
+      std::printf("split into %zu files:\n", rep->files.size());
+      for (const std::string& p : rep->files) std::printf("  %s\n", p.c_str());
+    }
     return 0;
   };
 }

@@ -49,6 +49,10 @@ struct GgufWriterOptions {
   bool check_free_space = true;
 };
 
+// kResourceExhausted naming `path`, the bytes needed and free when the file system that holds
+// `path` (its directory) has fewer than `bytes` free; OK when it has them or statvfs fails.
+[[nodiscard]] Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what = "the GGUF");
+
 // ggml's limit on tensor name length, terminating NUL included (ggml.h GGML_MAX_NAME).
 inline constexpr size_t kGgmlMaxName = 64;
 
@@ -76,8 +80,14 @@ class GgufWriter {
   // Writes one whole tensor: `name` must be the current tensor and `n` its full size.
   [[nodiscard]] Status write_tensor(const std::string& name, const void* data, size_t n);
   // Checks every tensor is complete, flushes, fsyncs, checks the size on disk against the plan and
-  // renames the temp file to PATH (refusing a PATH that appeared meanwhile: kInvalidArgument).
+  // renames the temp file to PATH (refusing a PATH that appeared meanwhile: kInvalidArgument):
+  // complete(), then commit().
   [[nodiscard]] Status finish();
+  // The two halves of finish(), for a set of files that appear together (io/gguf_split_writer.h):
+  // complete() does everything but the rename (the temp file is whole, synced and closed); commit()
+  // renames it to PATH. commit() before complete() is kInvalidArgument.
+  [[nodiscard]] Status complete();
+  [[nodiscard]] Status commit();
 
   // Bytes of the whole file (header, padding and data), and tensor bytes (unpadded) per tensor.
   uint64_t file_bytes() const { return file_bytes_; }
@@ -108,6 +118,7 @@ class GgufWriter {
   size_t cur_ = 0;
   uint64_t cur_written_ = 0;
   bool temp_exists_ = false;
+  bool completed_ = false;
   bool finished_ = false;
   bool dead_ = false;
 };
