@@ -91,11 +91,14 @@ int run_bench_cmd(BenchCliOptions& o) {
   b.spec = *spec;
   b.draft_model_dir = o.spec.draft_model;
   // A draft that does not match the target is a flag's error, as in run (exit 2), found before any load.
-  if (!b.draft_model_dir.empty())
+  if (!b.draft_model_dir.empty()) {
+    if (Status s = check_checkpoint_dir(b.draft_model_dir); !s.ok()) return fail(s.with_context("--draft-model"));
     if (Status s = runtime::check_draft_checkpoint(b.model_dir, b.draft_model_dir); !s.ok()) return fail_flag_value(s);
+  }
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
     if (!v.ok()) return fail_flag_value(v.error());
+    if (*v == 0) return fail_usage(InvalidArgument("--ram-budget '" + o.ram_budget + "' must be at least one byte"));
     b.ram_budget = *v;
   }
   if (Status v = b.validate(); !v.ok()) return fail(v);

@@ -90,8 +90,7 @@ int run_calibrate(const CalibrateOptions& o) {
   if (!r.ok()) return fail(r.error());
   const bool interrupted = interrupt.interrupted();
   if (interrupted && r->tokens == 0) {
-    std::fprintf(stderr, "strata calibrate: interrupted before the first chunk of %lld tokens ended; nothing written\n",
-                 static_cast<long long>(o.chunk));
+    std::fprintf(stderr, "strata calibrate: interrupted before the first chunk started; nothing written\n");
     return kExitInterrupted;
   }
   if (interrupted)

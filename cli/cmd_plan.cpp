@@ -99,6 +99,8 @@ int run_plan(PlanCliOptions& o) {
     if (text_value->empty()) continue;
     auto v = tools::parse_size(*text_value, flag);
     if (!v.ok()) return fail_flag_value(v.error());
+    if (*v == 0 && std::string(flag) == "--ram")  // as run's --ram-budget: 0 would silently mean "unset"
+      return fail_usage(InvalidArgument("--ram '" + *text_value + "' must be at least one byte"));
     *out = *v;
   }
   if (!o.hot.empty()) {

@@ -68,6 +68,9 @@ Status check_checkpoint_dir(const std::string& dir) {
     return NotFound(dir + ": a file, not a checkpoint directory or a .gguf (expected a directory with config.json, "
                           "*.safetensors and tokenizer.json, or a GGUF file)");
   }
+  if (std::filesystem::symlink_status(dir, ec).type() == std::filesystem::file_type::not_found)
+    return NotFound(dir + ": no such file or directory (expected a checkpoint directory with config.json, "
+                          "*.safetensors and tokenizer.json, or a .gguf file)");
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
                           "tokenizer.json)");

@@ -34,6 +34,7 @@ Result<std::unique_ptr<GgufSplitWriter>> GgufSplitWriter::create(const std::stri
     w->file_of_.assign(tensors.size(), 0);
     STRATA_ASSIGN_OR_RETURN(auto f, GgufWriter::create(path, std::move(metadata), std::move(tensors), options));
     w->files_.push_back(std::move(f));
+    w->file_bytes_.push_back(w->files_[0]->file_bytes());
     return w;
   }
 
@@ -57,7 +58,7 @@ Result<std::unique_ptr<GgufSplitWriter>> GgufSplitWriter::create(const std::stri
   const int count = static_cast<int>(n_files);
   for (int k = 0; k < count; ++k) {
     w->paths_.push_back(gguf_split_path(prefix, k + 1, count));
-    if (file_exists(w->paths_.back()))
+    if (path_taken(w->paths_.back()))
       return InvalidArgument(w->paths_.back() + ": exists; the GGUF writer refuses to replace a file");
   }
 
@@ -65,38 +66,50 @@ Result<std::unique_ptr<GgufSplitWriter>> GgufSplitWriter::create(const std::stri
   const GgufValue* alignment = nullptr;
   for (const auto& [k, v] : metadata)
     if (k == "general.alignment") alignment = &v;
-  std::vector<std::vector<GgufTensorDecl>> per_file(n_files);
-  for (size_t i = 0; i < tensors.size(); ++i) per_file[w->file_of_[i]].push_back(std::move(tensors[i]));
-  GgufWriterOptions each = options;
-  each.check_free_space = false;  // once, below, for the whole set
-  std::vector<std::vector<std::pair<std::string, GgufValue>>> metas(n_files);
+  std::vector<std::pair<std::string, GgufValue>> rest_alignment;
+  if (alignment) rest_alignment.emplace_back("general.alignment", *alignment);
+  w->decls_.resize(n_files);
+  for (size_t i = 0; i < tensors.size(); ++i) w->decls_[w->file_of_[i]].push_back(std::move(tensors[i]));
+  w->metas_.resize(n_files);
+  uint64_t total = 0;
   for (int k = 0; k < count; ++k) {
-    auto& m = metas[static_cast<size_t>(k)];
+    auto& m = w->metas_[static_cast<size_t>(k)];
     m.emplace_back("split.no", GgufValue::u16(static_cast<uint16_t>(k)));
     m.emplace_back("split.count", GgufValue::u16(static_cast<uint16_t>(count)));
     m.emplace_back("split.tensors.count", GgufValue::i32(static_cast<int32_t>(w->nbytes_.size())));
-    if (k == 0) {
-      for (auto& kv : metadata) m.push_back(std::move(kv));
-    } else if (alignment) {
-      m.emplace_back("general.alignment", *alignment);
-    }
+    const auto& own = k == 0 ? metadata : rest_alignment;
+    m.insert(m.end(), own.begin(), own.end());
+    STRATA_ASSIGN_OR_RETURN(uint64_t b, GgufWriter::planned_bytes(m, w->decls_[static_cast<size_t>(k)]));
+    w->file_bytes_.push_back(b);
+    total += b;
   }
-  uint64_t total = 0;
-  for (int k = 0; k < count; ++k) {
-    const size_t i = static_cast<size_t>(k);
-    STRATA_ASSIGN_OR_RETURN(auto f, GgufWriter::create(w->paths_[i], std::move(metas[i]), std::move(per_file[i]), each));
-    total += f->file_bytes();
-    w->files_.push_back(std::move(f));
-  }
+  // Before any file is created: the whole set must fit.
   if (options.check_free_space) STRATA_RETURN_IF_ERROR(check_free_space(path, total, "the split GGUF"));
+  w->options_ = options;
+  w->options_.check_free_space = false;  // checked above for the whole set
+  w->files_.resize(n_files);
   return w;
+}
+
+Status GgufSplitWriter::open_file(size_t k) {
+  if (files_[k]) return Status();
+  STRATA_ASSIGN_OR_RETURN(files_[k], GgufWriter::create(paths_[k], std::move(metas_[k]), std::move(decls_[k]), options_));
+  return Status();
+}
+
+Status GgufSplitWriter::close_before(size_t k) {
+  for (size_t j = 0; j < k; ++j) {
+    STRATA_RETURN_IF_ERROR(open_file(j));  // a file of empty tensors only is written whole here
+    STRATA_RETURN_IF_ERROR(files_[j]->complete());
+  }
+  return Status();
 }
 
 GgufSplitWriter::~GgufSplitWriter() = default;  // each GgufWriter removes its temp file unless committed
 
 uint64_t GgufSplitWriter::file_bytes() const {
   uint64_t n = 0;
-  for (const auto& f : files_) n += f->file_bytes();
+  for (uint64_t b : file_bytes_) n += b;
   return n;
 }
 
@@ -110,8 +123,10 @@ Status GgufSplitWriter::write(const void* data, size_t n) {
   if (dead_) return InvalidArgument(paths_.front() + ": gguf writer: write after an earlier error");
   while (cur_ < nbytes_.size() && nbytes_[cur_] == 0) ++cur_;  // each file pads its own empty tensors
   // Past the last tensor the last file reports the error.
-  GgufWriter& f = *files_[cur_ < nbytes_.size() ? file_of_[cur_] : files_.size() - 1];
-  if (Status s = f.write(data, n); !s.ok()) return fail(s);
+  const size_t k = cur_ < nbytes_.size() ? file_of_[cur_] : files_.size() - 1;
+  if (Status s = close_before(k); !s.ok()) return fail(s);
+  if (Status s = open_file(k); !s.ok()) return fail(s);
+  if (Status s = files_[k]->write(data, n); !s.ok()) return fail(s);
   if (n == 0) return Status();
   cur_written_ += n;
   if (cur_written_ == nbytes_[cur_]) {
@@ -124,8 +139,10 @@ Status GgufSplitWriter::write(const void* data, size_t n) {
 Status GgufSplitWriter::write_tensor(const std::string& name, const void* data, size_t n) {
   if (dead_) return InvalidArgument(paths_.front() + ": gguf writer: write after an earlier error");
   while (cur_ < nbytes_.size() && nbytes_[cur_] == 0 && names_[cur_] != name) ++cur_;
-  GgufWriter& f = *files_[cur_ < nbytes_.size() ? file_of_[cur_] : files_.size() - 1];
-  if (Status s = f.write_tensor(name, data, n); !s.ok()) return fail(s);
+  const size_t k = cur_ < nbytes_.size() ? file_of_[cur_] : files_.size() - 1;
+  if (Status s = close_before(k); !s.ok()) return fail(s);
+  if (Status s = open_file(k); !s.ok()) return fail(s);
+  if (Status s = files_[k]->write_tensor(name, data, n); !s.ok()) return fail(s);
   ++cur_;  // write_tensor wrote all of the current tensor (or refused)
   cur_written_ = 0;
   return Status();
@@ -134,8 +151,7 @@ Status GgufSplitWriter::write_tensor(const std::string& name, const void* data, 
 Status GgufSplitWriter::finish() {
   if (dead_) return InvalidArgument(paths_.front() + ": gguf writer: finish after an earlier error");
   if (finished_) return Status();
-  for (auto& f : files_)
-    if (Status s = f->complete(); !s.ok()) return fail(s);
+  if (Status s = close_before(files_.size()); !s.ok()) return fail(s);
   for (size_t k = 0; k < files_.size(); ++k)
     if (Status s = files_[k]->commit(); !s.ok()) {
       for (size_t j = 0; j < k; ++j) (void)env_->remove_file(paths_[j]);  // the set appears whole or not at all

@@ -8,8 +8,10 @@
 // Split 1 carries every metadata key; the others only general.alignment (when set). Every split
 // starts with split.no (u16, from 0), split.count (u16) and split.tensors.count (i32, all files),
 // the keys llama.cpp's loader and io::GgufModel::open read.
-// Atomicity over the set: every file is written to its own temp file; finish() completes all of
-// them (synced, sizes checked) and only then renames each to its name. A failure before the renames
+// Files are opened one at a time, when their first tensor's bytes arrive, and closed (synced,
+// sizes checked) when their last tensor is done, so a set of any size holds one open file and one
+// buffer. Atomicity over the set: every file is written to its own temp file, and finish() renames
+// them only once all are complete. A failure before the renames
 // leaves no file; one during them removes the files already renamed (best effort). No name of the
 // set may exist when it is created (refused, naming the file). The free space is checked once for
 // the whole set.
@@ -28,8 +30,8 @@
 namespace strata::io {
 
 struct GgufSplitOptions {
-  // Most tensor bytes per file (gguf-split's --split-max-size); 0 = one file at the path given,
-  // with no split keys.
+  // Most tensor bytes per file (gguf-split's --split-max-size, whose M and G are decimal: 10^6,
+  // 10^9); 0 = one file at the path given, with no split keys.
   uint64_t max_bytes = 0;
 };
 
@@ -64,9 +66,16 @@ class GgufSplitWriter {
   GgufSplitWriter() = default;
   Status fail(Status s);
 
+  Status open_file(size_t k);   // creates file k's writer (its temp file) if not yet open
+  Status close_before(size_t k);  // completes every open file before k
+
   Env* env_ = nullptr;
+  GgufWriterOptions options_;
   std::vector<std::string> paths_;
-  std::vector<std::unique_ptr<GgufWriter>> files_;
+  std::vector<std::unique_ptr<GgufWriter>> files_;  // null until opened
+  std::vector<std::vector<std::pair<std::string, GgufValue>>> metas_;  // per file, until opened
+  std::vector<std::vector<GgufTensorDecl>> decls_;                     // per file, until opened
+  std::vector<uint64_t> file_bytes_;                                   // per file, planned
   std::vector<uint64_t> nbytes_;       // per tensor, declaration order
   std::vector<size_t> file_of_;        // per tensor: its file
   std::vector<std::string> names_;     // per tensor

@@ -246,7 +246,10 @@ Result<Imatrix> read_imatrix(const std::string& path) {
   if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf(path, std::move(file));
   // A legacy .dat starts with an int32 entry count; text starting with '{' or '[' is JSON (a hot
   // file from `calibrate --out`, most likely), which the legacy reader would call truncated.
-  if (magic[0] == '{' || magic[0] == '[')
+  size_t first = 0;  // past a UTF-8 byte order mark and white space
+  if (std::memcmp(magic, "\xEF\xBB\xBF", 3) == 0) first = 3;
+  while (first < 4 && (magic[first] == ' ' || magic[first] == '\n' || magic[first] == '\r' || magic[first] == '\t')) ++first;
+  if (first < 4 && (magic[first] == '{' || magic[first] == '['))
     return Corruption(path + ": a JSON file, not an imatrix (GGUF or legacy .dat); `strata calibrate -m DIR -f TEXT "
                              "--imatrix F` writes one (--out writes the JSON hot file)");
   file.reset();

@@ -150,7 +150,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   const auto t0 = std::chrono::steady_clock::now();
   QuantizeReport rep;
   std::error_code ec;
-  if (std::filesystem::exists(o.out_path, ec))
+  if (o.split_max_bytes == 0 && std::filesystem::exists(o.out_path, ec))  // a split set is checked name by name
     return InvalidArgument(o.out_path + ": exists (strata quantize never overwrites; remove it or pick another name)");
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(o.src_dir));
   STRATA_ASSIGN_OR_RETURN(std::string config, io::read_file_to_string(o.src_dir + "/config.json", 16u << 20));
@@ -332,9 +332,10 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   // another tool's tensor names): refused before anything is written, not a silent unweighted file.
   if (imatrix && any_weightable && rep.n_weighted == 0)
     return InvalidArgument("--imatrix " + o.imatrix + ": none of its " + std::to_string(imatrix->entries.size()) +
-                           " entries names a matrix of " + o.src_dir + " (e.g. '" + first_unmatched + "' has none" +
-                           (imatrix->entries.empty() ? std::string() : "; its first entry is '" + imatrix->entries.begin()->first + "'") +
-                           "): an importance matrix of another model? (strata calibrate -m " + o.src_dir + " --imatrix F makes one)");
+                           " entries names a matrix quantised here to a weighted type (Q2_K, Q3_K, Q4_K, Q6_K, IQ4_NL): e.g. '" +
+                           first_unmatched + "' has none" +
+                           (imatrix->entries.empty() ? std::string() : ", and its first entry is '" + imatrix->entries.begin()->first + "'") +
+                           "; an importance matrix of another model? (strata calibrate -m " + o.src_dir + " --imatrix F makes one)");
   if (imatrix && !any_weightable)
     note("--imatrix " + o.imatrix + " has no effect: no matrix goes to Q2_K, Q3_K, Q4_K, Q6_K or IQ4_NL (Q8_0 ignores it)");
   std::vector<std::pair<std::string, io::GgufValue>> meta;
@@ -364,8 +365,8 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
     meta.emplace_back(io::gguf_text_key("source.fingerprint"), io::GgufValue::string(hex));
   }
-  meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
-  if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
+  meta.emplace_back(io::gguf_text_key("config.json"), io::gguf_text_value(config));
+  if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::gguf_text_value(*tok));
   if (imatrix && rep.n_weighted > 0) {  // only when it weighed something
     // llama-quantize's keys (tools/quantize/quantize.cpp; integers as u32, llama.cpp PR 14182).
     meta.emplace_back("quantize.imatrix.file", io::GgufValue::string(o.imatrix));

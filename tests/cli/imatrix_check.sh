@@ -73,7 +73,7 @@ expect_error "a JSON file as imatrix" "strata: error: .*hot.json: a JSON file, n
   "$strata" quantize -m "$ck" --out "$tmp/e5.gguf" --experts q2_k --imatrix "$tmp/hot.json"
 # An imatrix whose only entry names no matrix of this checkpoint (another model's): refused.
 legacy_dat "$tmp/other.dat" blk.0.ffn_other.weight 64
-expect_error "imatrix of another model" "strata: error: .*other.dat: none of its 1 entries names a matrix.*blk.0.ffn_other.weight" -- \
+expect_error "imatrix of another model" "strata: error: .*other.dat: none of its 1 entries names a matrix quantised here.*blk.0.ffn_other.weight" -- \
   "$strata" quantize -m "$ck" --out "$tmp/e4.gguf" --experts q2_k --dense iq4_nl --imatrix "$tmp/other.dat"
 for f in e1 e2 e3 e4 e5; do
   [[ -e "$tmp/$f.gguf" ]] && { echo "FAIL $f.gguf left behind"; fail=1; }

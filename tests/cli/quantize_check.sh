@@ -64,7 +64,11 @@ if [[ -z "$demo_tokenizer" ]]; then
     echo "FAIL a split set was overwritten"; exit 1
   fi
   grep -q "sp-00001-of-0000$n_split.gguf: exists" "$tmp/sp.err" || { echo "FAIL split refusal message"; cat "$tmp/sp.err"; exit 1; }
-  echo "ok   --split-max-size 8M: $n_split files, logits equal the one file's, an existing set refused"
+  for bad in "" "8Q" "0" "1.5G"; do
+    rc=0; "$strata" quantize -m "$ck" --out "$tmp/bad.gguf" --split-max-size "$bad" > /dev/null 2> "$tmp/bad.err" || rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--split-max-size '$bad'" "$tmp/bad.err" || { echo "FAIL --split-max-size '$bad': exit $rc"; cat "$tmp/bad.err"; exit 1; }
+  done
+  echo "ok   --split-max-size 8M: $n_split files, logits equal the one file's, an existing set refused, bad sizes exit 2"
 
   "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
   "$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const Metadata md = {
+  Metadata md = {
       {"general.architecture", GgufValue::string("deepseek41")},
       {"general.name", GgufValue::string("strata gguf sample")},
       {"general.alignment", GgufValue::u32(64)},
@@ -96,6 +96,11 @@ int main(int argc, char** argv) {
       {"sample.arr_f32", GgufValue::array_of<float>(GgufType::kF32, {0.25f, 1.5f})},
       {"tokenizer.ggml.tokens", GgufValue::string_array({"<｜begin▁of▁sentence｜>", "a", "b c"})},
   };
+  // A long text (as strata.tokenizer_json is, ~8 MB) in pieces, with keys after it: "a" then
+  // 2,500,000 x "é" (5,000,001 bytes; the odd start makes the 1 MiB cuts land inside characters).
+  std::string long_text = "a";
+  for (int i = 0; i < 2500000; ++i) long_text += "\xC3\xA9";
+  md.insert(md.begin() + 3, {"strata.tokenizer_json", strata::io::gguf_text_value(long_text)});
   const std::vector<GgufTensorDecl> ts = {
       {"token_embd.weight", GgmlType::kF32, Shape{3, 8}},
       {"blk.0.attn_q_a.weight", GgmlType::kQ8_0, Shape{4, 64}},
