@@ -23,6 +23,7 @@
 #include "cli/spec_flags.h"
 #include "io/checkpoint.h"
 #include "io/file.h"
+#include "runtime/draft_model.h"
 #include "tools/bench.h"
 #include "tools/bench_svg.h"
 #include "tools/plan.h"
@@ -89,9 +90,15 @@ int run_bench_cmd(BenchCliOptions& o) {
   if (!spec.ok()) return fail_usage(spec.error());
   b.spec = *spec;
   b.draft_model_dir = o.spec.draft_model;
+  // A draft that does not match the target is a flag's error, as in run (exit 2), found before any load.
+  if (!b.draft_model_dir.empty()) {
+    if (Status s = check_checkpoint_dir(b.draft_model_dir); !s.ok()) return fail(s.with_context("--draft-model"));
+    if (Status s = runtime::check_draft_checkpoint(b.model_dir, b.draft_model_dir); !s.ok()) return fail_flag_value(s);
+  }
   if (!o.ram_budget.empty()) {
     auto v = tools::parse_size(o.ram_budget, "--ram-budget");
-    if (!v.ok()) return fail(v.error());
+    if (!v.ok()) return fail_flag_value(v.error());
+    if (*v == 0) return fail_usage(InvalidArgument("--ram-budget '" + o.ram_budget + "' must be at least one byte"));
     b.ram_budget = *v;
   }
   if (Status v = b.validate(); !v.ok()) return fail(v);
@@ -290,7 +297,7 @@ Command register_bench(CLI::App& app) {
   app.add_option("--gen", b.gen, "tokens generated per run")->check(in_range(1, 1 << 20))->capture_default_str();
   app.add_option("--reps", b.reps, "recorded warm repetitions per prompt length")->check(in_range(1, 1000))->capture_default_str();
   app.add_option("--warmup", b.warmup, "unrecorded warm runs first")->check(in_range(0, 100))->capture_default_str();
-  app.add_option("-t,--threads", b.threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &b.threads);
   app.add_option("--chunk", b.prefill_chunk, "prefill chunk in tokens")->check(in_range(1, 1 << 20))->capture_default_str();
   app.add_option("--parallel", b.parallel, "also run N concurrent greedy streams of the shortest prompt through one "
                  "engine, for each N, comma separated (e.g. 1,2,4,8): aggregate and per-stream decode tok/s, TTFT p50/p95")

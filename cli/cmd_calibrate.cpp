@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/progress_bar.h"
 #include "cli/placement_flags.h"
 #include "cli/stats_report.h"
@@ -78,14 +79,23 @@ int run_calibrate(const CalibrateOptions& o) {
   ProgressBar bar;  // on stderr when it is a terminal
   std::optional<tools::ImatrixCollector> imatrix;
   if (!o.imatrix_file.empty()) imatrix.emplace(lm->model->config());
+  InterruptGuard interrupt;  // Ctrl-C: stop after the current chunk and write what the chunks done cover
   auto r = tools::calibrate(
       *lm->model, act, ids, o.chunk,
       [&](int64_t done) {
         bar.on_event(ProgressEvent{"calibrate", "tokens", static_cast<uint64_t>(done), ids.size(), "", false});
       },
-      imatrix ? &*imatrix : nullptr);
+      imatrix ? &*imatrix : nullptr, interrupt.flag_ptr());
   bar.clear();
   if (!r.ok()) return fail(r.error());
+  const bool interrupted = interrupt.interrupted();
+  if (interrupted && r->tokens == 0) {
+    std::fprintf(stderr, "strata calibrate: interrupted before the first chunk started; nothing written\n");
+    return kExitInterrupted;
+  }
+  if (interrupted)
+    std::fprintf(stderr, "strata calibrate: interrupted: the outputs cover the first %lld of %zu tokens\n",
+                 static_cast<long long>(r->tokens), ids.size());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const StatsMark mark1 = StatsMark::take(*lm->model, act.profile);
   r->model = o.model_dir;
@@ -113,7 +123,7 @@ int run_calibrate(const CalibrateOptions& o) {
   std::printf("  top 10%% of experts take %.1f%% of picks, top 25%% take %.1f%% (uniform routing: 10%%, 25%%)\n",
               100 * r->coverage(0.10), 100 * r->coverage(0.25));
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
-  return 0;
+  return interrupted ? kExitInterrupted : 0;
 }
 
 }  // namespace
@@ -128,7 +138,7 @@ Command register_calibrate(CLI::App& app) {
   app.add_option("--max-tokens", o->max_tokens, "use at most this many tokens of the text (0 = all)")
       ->check(in_range(0, 1 << 30));
   app.add_option("--chunk", o->chunk, "tokens per forward pass")->check(in_range(1, 1 << 20));
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
   app.add_option("--stats-json", o->stats_json,
                  "write placement stats of the calibration run (hit rates, bytes read) as JSON to FILE");

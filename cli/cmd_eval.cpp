@@ -107,8 +107,7 @@ Command register_eval(CLI::App& app) {
   app.add_option("--json", o->json_out,
                  "write the numbers as JSON to OUT (ppl, ppl_stderr, tokens, windows; with "
                  "--base kld_mean, kld_p99, kld_max, top1, delta_ppl)");
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")
-      ->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
   return [o]() { return run_eval(*o); };
 }

@@ -226,7 +226,7 @@ Command register_logits(CLI::App& app) {
       ->check(in_range(0, 1 << 20));
   app.add_option("--decode-logits", o->decode_logits_file, "with --decode: write each decode step's logits here");
   app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR; with DSpark stages and --decode, also each step's draft (dspark_*.npy)");
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
   add_mpi_flags(app, &o->mpi);
   app.add_flag("--stats", o->stats, "print per-phase (prefill, decode) placement stats to stderr");

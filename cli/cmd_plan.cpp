@@ -98,18 +98,20 @@ int run_plan(PlanCliOptions& o) {
         std::tuple{"--reserve", &o.reserve, &po.reserve_bytes}}) {
     if (text_value->empty()) continue;
     auto v = tools::parse_size(*text_value, flag);
-    if (!v.ok()) return fail(v.error());
+    if (!v.ok()) return fail_flag_value(v.error());
+    if (*v == 0 && std::string(flag) == "--ram")  // as run's --ram-budget: 0 would silently mean "unset"
+      return fail_usage(InvalidArgument("--ram '" + *text_value + "' must be at least one byte"));
     *out = *v;
   }
   if (!o.hot.empty()) {
     auto r = tools::read_routing_counts(o.hot);
-    if (!r.ok()) return fail(r.error());
+    if (!r.ok()) return fail_flag_value(r.error());
     o.routing = std::move(*r);
     po.routing = &o.routing;
   }
   if (!o.hosts.empty()) {
     auto h = tools::read_hosts(o.hosts);
-    if (!h.ok()) return fail(h.error());
+    if (!h.ok()) return fail_flag_value(h.error());
     po.hosts = std::move(*h);
   }
   if (Status v = po.validate(); !v.ok()) return fail(v);
@@ -178,7 +180,7 @@ Command register_plan(CLI::App& app) {
   app.add_option("--vram", o->vram, "GPU memory, e.g. 24G (reported only: no GPU backend yet)");
   app.add_option("--reserve", o->reserve,
                  "RAM kept outside the store for KV, activations and the OS (default: max(1G, 10%); none with --ram)");
-  app.add_option("-t,--threads", o->plan.threads, "threads (default: physical cores)")->check(in_range(0, 256));
+  add_threads_flag(app, &o->plan.threads);
   app.add_option("-c,--ctx,--ctx-size", o->plan.context, "tokens the KV cache must hold (default: longest prompt + gen)")
       ->check(in_range(0, 1 << 30));
   app.add_option("--prompt", o->prompts, "prompt lengths to predict, comma separated (default 512,2048,8192)")

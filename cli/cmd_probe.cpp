@@ -109,8 +109,7 @@ Command register_probe(CLI::App& app) {
                "engine glue; plan then leaves the glue out");
   app.add_option("--engine-dir", o->probe.engine_dir,
                  "where the engine run writes its temporary checkpoint (default: $TMPDIR or /tmp)");
-  app.add_option("-t,--threads", o->probe.max_threads, "most threads to measure (default: every logical core)")
-      ->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &o->probe.max_threads, "most threads to measure (default: every logical core)");
   return [o]() -> int {
     if (o->cached) {
       auto p = tools::MachineProfile::load(o->cache);

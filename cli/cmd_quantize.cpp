@@ -1,6 +1,7 @@
 // strata quantize -m SRC_DIR --out DST.gguf [--experts T] [--dense T] [--head T] [--engram T]
-//                 [--imatrix F] [-t N]:
-// re-quantises an official-format checkpoint into one GGUF (tools/quantize.h). T is one of keep
+//                 [--imatrix F] [--split-max-size SIZE] [-t N]:
+// re-quantises an official-format checkpoint into one GGUF (tools/quantize.h), or with
+// --split-max-size into a gguf-split set DST-0000N-of-0000M.gguf (io/gguf_split_writer.h). T is one of keep
 // (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case). stdout: first
 // what will be done and every note (a matrix kept, or given llama.cpp's fallback, because of its
 // shape), then the summary (the Engram row bytes and bytes read per token of the tables as
@@ -10,6 +11,7 @@
 // the temporary file and exits 130.
 // The GGUF runs with `-m DST.gguf` on run/serve/bench/logits (docs/gguf.md).
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,10 +28,37 @@
 namespace strata::cli {
 
 namespace {
+
+// --split-max-size: a whole number of bytes, optionally with K, M, G or T (powers of 1000: llama's
+// gguf-split reads M and G as 10^6 and 10^9), white space around allowed; at least 1, below 2^64.
+Result<uint64_t> parse_split_size(const std::string& text) {
+  const std::string what = "--split-max-size '" + text + "'";
+  size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
+  if (b == std::string::npos) return InvalidArgument(what + ": give a size such as 50G");
+  std::string t = text.substr(b, e - b + 1);
+  uint64_t mult = 1;
+  const char last = t.back();
+  const std::string units = "KMGT";
+  if (const size_t u = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(last)))); u != std::string::npos) {
+    for (size_t i = 0; i <= u; ++i) mult *= 1000;
+    t.pop_back();
+  }
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument(what + ": expected a whole number of bytes, optionally with K, M, G or T (powers of 1000)");
+  uint64_t n = 0;
+  for (char c : t)
+    if (__builtin_mul_overflow(n, uint64_t{10}, &n) || __builtin_add_overflow(n, static_cast<uint64_t>(c - '0'), &n))
+      return InvalidArgument(what + ": too large");
+  if (__builtin_mul_overflow(n, mult, &n)) return InvalidArgument(what + ": too large");
+  if (n == 0) return InvalidArgument(what + ": must be at least 1 byte");
+  return n;
+}
+
 struct QuantizeCliOptions {
   std::string src, out;
   std::string experts = "q4_k", dense = "keep", head = "keep", engram = "keep";
   std::string imatrix;
+  std::string split_max_size;
   int threads = 0;
 };
 }  // namespace
@@ -55,8 +84,13 @@ Command register_quantize(CLI::App& app) {
   app.add_option("--imatrix", o->imatrix,
                  "importance matrix (llama-imatrix GGUF or .dat, or strata calibrate --imatrix) weighting the "
                  "Q2_K/Q3_K/Q4_K/Q6_K/IQ4_NL matrices as llama-quantize does");
-  app.add_option("-t,--threads", o->threads, "quantiser threads (0 = one per core)")->capture_default_str();
-  return [o]() -> int {
+  auto* split = app.add_option("--split-max-size", o->split_max_size,
+                                "write a gguf-split set OUT-0000N-of-0000M.gguf with at most this many tensor bytes "
+                                "per file: N, or N with K, M, G or T in powers of 1000 (50G = 50 x 10^9, as "
+                                "llama-gguf-split --split-max-size); -m takes any file of the set");
+  add_threads_flag(app, &o->threads, "quantiser threads (default: one per core)");
+  return [o, split]() -> int {
+    const bool split_given = split->count() > 0;
     // -m X.gguf and run/serve find a GGUF by its name (io::is_gguf_path): refuse any other name
     // before the work, not after it.
     if (o->out.size() <= 5 || o->out.compare(o->out.size() - 5, 5, ".gguf") != 0)
@@ -71,6 +105,11 @@ Command register_quantize(CLI::App& app) {
     q.out_path = o->out;
     q.n_threads = o->threads;
     q.imatrix = o->imatrix;
+    if (split_given) {
+      auto v = parse_split_size(o->split_max_size);
+      if (!v.ok()) return fail_usage(v.error());
+      q.split_max_bytes = *v;
+    }
     auto e = tools::parse_quant_choice(o->experts);
     auto d = tools::parse_quant_choice(o->dense);
     auto h = tools::parse_quant_choice(o->head);
@@ -123,6 +162,10 @@ Command register_quantize(CLI::App& app) {
                 static_cast<unsigned long long>(rep->n_tensors), static_cast<unsigned long long>(rep->n_quantized),
                 static_cast<unsigned long long>(rep->file_bytes), static_cast<unsigned long long>(rep->src_bytes),
                 rep->seconds);
+    if (q.split_max_bytes > 0) {
+      std::printf("split into %zu file%s:\n", rep->files.size(), rep->files.size() == 1 ? "" : "s");
+      for (const std::string& p : rep->files) std::printf("  %s\n", p.c_str());
+    }
     return 0;
   };
 }

@@ -282,7 +282,7 @@ Command register_run(CLI::App& app) {
   // Two flags rather than CLI11's "--think,!--no-think", whose help reads "--think,--no-think{false}".
   app.add_flag_callback("--think", [o] { o->think = true; }, "reason in <think>...</think> before answering");
   app.add_flag_callback("--no-think", [o] { o->think = false; }, "answer at once, no reasoning (the default)");
-  app.add_option("-t,--threads", o->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &o->threads);
   app.add_option("-c,--ctx,--ctx-size", o->ctx, "context limit in tokens (default: the model's)")->check(in_range(0, 1 << 30));
   app.add_flag("-v,--verbose", o->verbose, "log load and run details to stderr");
   add_placement_flags(app, &o->placement);

@@ -241,7 +241,7 @@ Command register_serve(CLI::App& app) {
   app.add_option("--slot-undo", o.slot_undo, "tokens a slot's session can be cut back so a request that changes "
                  "the tail of its history reuses the rest (default -1 = the model's window_size; 0 = off)")
       ->check(in_range(-1, 1 << 20));
-  app.add_option("-t,--threads", f->threads, "threads (default: physical cores)")->check(in_range(0, ThreadPool::kMaxThreads));
+  add_threads_flag(app, &f->threads);
   app.add_flag("-v,--verbose", f->verbose, "log every request and the load to stderr");
   add_placement_flags(app, &f->placement);
   add_mpi_flags(app, &f->mpi);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -41,6 +42,10 @@ CLI::Validator in_range(double lo, double hi) {
       "NUMBER");
 }
 
+CLI::Option* add_threads_flag(CLI::App& app, int* threads, const std::string& help) {
+  return app.add_option("-t,--threads", *threads, help)->check(in_range(0, ThreadPool::kMaxThreads));
+}
+
 Status flush_stdout() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) return IOError("stdout: write failed", errno);
   return Status();
@@ -49,6 +54,23 @@ Status flush_stdout() {
 Status check_checkpoint_dir(const std::string& dir) {
   if (io::is_gguf_path(dir)) return Status();  // a GGUF from `strata quantize` (docs/gguf.md)
   std::error_code ec;
+  if (std::filesystem::is_regular_file(dir, ec)) {
+    // A GGUF is opened by its name (io::is_gguf_path: splits are found by "-0000N-of-0000M.gguf");
+    // one saved under another name gets a clear way out instead of "not a directory".
+    char magic[4] = {};
+    if (std::FILE* f = std::fopen(dir.c_str(), "rb")) {
+      const size_t got = std::fread(magic, 1, sizeof magic, f);
+      std::fclose(f);
+      if (got == sizeof magic && std::memcmp(magic, "GGUF", 4) == 0)
+        return InvalidArgument(dir + ": a GGUF file (by its first bytes), but strata opens a GGUF by a name ending in "
+                                     "\".gguf\": rename or link it (e.g. ln -s " + dir + " model.gguf)");
+    }
+    return NotFound(dir + ": a file, not a checkpoint directory or a .gguf (expected a directory with config.json, "
+                          "*.safetensors and tokenizer.json, or a GGUF file)");
+  }
+  if (std::filesystem::symlink_status(dir, ec).type() == std::filesystem::file_type::not_found)
+    return NotFound(dir + ": no such file or directory (expected a checkpoint directory with config.json, "
+                          "*.safetensors and tokenizer.json, or a .gguf file)");
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(dir + ": not a directory (expected a checkpoint directory with config.json, *.safetensors and "
                           "tokenizer.json)");

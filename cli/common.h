@@ -46,6 +46,10 @@ model::ModelOptions model_options(int n_threads, const Logger* logger, const sto
 CLI::Validator non_negative();             // a number >= 0
 CLI::Validator in_range(double lo, double hi);  // a number in [lo, hi]
 
+// The one declaration of -t/--threads: an int in [0, ThreadPool::kMaxThreads], 0 meaning the
+// default that `help` names (physical cores for the engine's commands).
+CLI::Option* add_threads_flag(CLI::App& app, int* threads, const std::string& help = "threads (default: physical cores)");
+
 // Flushes stdout; a write error (disk full, closed pipe) becomes an IOError.
 [[nodiscard]] Status flush_stdout();
 

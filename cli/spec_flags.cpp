@@ -48,6 +48,7 @@ Result<std::unique_ptr<model::Model>> load_draft_model(const SpecFlags& f, const
                                                        const LoadedModel& target, int n_threads, const Logger* logger,
                                                        const store::PlacementOptions& placement) {
   if (f.mode != "draft") return std::unique_ptr<model::Model>();
+  if (Status s = check_checkpoint_dir(f.draft_model); !s.ok()) return s.with_context("--draft-model");
   STRATA_RETURN_IF_ERROR(runtime::check_draft_checkpoint(target_dir, f.draft_model));
   // Same tokenizer as the target (checked above): its Engram compressed vocabulary.
   STRATA_ASSIGN_OR_RETURN(model::CompressedVocabMap map, engram_vocab(*target.tok));

@@ -634,4 +634,26 @@ Status GgufModel::read_range(const GgufTensorInfo& t, uint64_t offset, uint64_t 
   return files_[static_cast<size_t>(t.file)]->read_at(t.offset + offset, static_cast<size_t>(n), dst);
 }
 
+GgufValue gguf_text_value(const std::string& text) {
+  if (text.size() <= kGgufTextPiece) return GgufValue::string(text);
+  std::vector<std::string> pieces;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.size(), at + kGgufTextPiece);
+    // Never end a piece before a UTF-8 continuation byte (10xxxxxx): each piece is whole characters.
+    while (end < text.size() && end > at + 1 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+    pieces.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  return GgufValue::string_array(std::move(pieces));
+}
+
+std::optional<std::string> gguf_text_of(const GgufValue& v) {
+  if (const std::string* s = v.as_string()) return *s;
+  const std::vector<std::string>* pieces = v.strings();
+  if (!pieces) return std::nullopt;
+  std::string out;
+  for (const std::string& p : *pieces) out += p;
+  return out;
+}
+
 }  // namespace strata::io

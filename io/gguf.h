@@ -165,6 +165,15 @@ GgufValue GgufValue::array_of(GgufType elem, const std::vector<T>& v) {
   return array(elem, std::move(raw));
 }
 
+// A long text as a metadata value (strata.tokenizer_json: ~8 MB): a string up to kGgufTextPiece
+// bytes, else an array of strings of at most that many bytes each, cut between UTF-8 characters.
+// Why: Hugging Face's parser (@huggingface/gguf, the Hub's GGUF viewer) fails on a single value of
+// more than ~4 MB followed by more keys ("Offset is outside the bounds of the DataView"); pieces of
+// 1 MiB parse. gguf_text_of reads either form back (nullopt for any other type).
+inline constexpr size_t kGgufTextPiece = 1u << 20;
+GgufValue gguf_text_value(const std::string& text);
+std::optional<std::string> gguf_text_of(const GgufValue& v);
+
 // ---- tensors and files ------------------------------------------------------------------------------
 struct GgufTensorInfo {
   std::string name;               // e.g. "blk.3.attn_q_a.weight"

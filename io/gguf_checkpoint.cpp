@@ -28,7 +28,8 @@ Result<std::string> read_checkpoint_text(const std::string& model, const std::st
   STRATA_ASSIGN_OR_RETURN(auto g, GgufModel::open(model));
   const std::string key = gguf_text_key(name);
   const GgufValue* v = g->find_key(key);
-  if ((!v || !v->as_string()) && is_foreign_gguf(*g)) {  // ik_llama.cpp / ds4: rebuilt from metadata
+  std::optional<std::string> text_value = v ? gguf_text_of(*v) : std::nullopt;
+  if (!text_value && is_foreign_gguf(*g)) {  // ik_llama.cpp / ds4: rebuilt from metadata
     Result<std::string> text = name == "config.json"      ? foreign_gguf_config_json(*g, model)
                                : name == "tokenizer.json" ? foreign_gguf_tokenizer_json(*g, model)
                                                           : Result<std::string>(NotFound(model + ": no " + name));
@@ -37,13 +38,13 @@ Result<std::string> read_checkpoint_text(const std::string& model, const std::st
                                std::to_string(text.value().size()) + " bytes, more than " + std::to_string(max_bytes));
     return text;
   }
-  if (!v || !v->as_string())
+  if (!text_value)
     return NotFound(model + ": no string key '" + key + "' (the " + name + " of the checkpoint it was made from; " +
                     "GGUFs not written by `strata quantize` lack it)");
-  if (v->as_string()->size() > max_bytes)
-    return ResourceExhausted(model + ": '" + key + "' is " + std::to_string(v->as_string()->size()) +
+  if (text_value->size() > max_bytes)
+    return ResourceExhausted(model + ": '" + key + "' is " + std::to_string(text_value->size()) +
                              " bytes, more than " + std::to_string(max_bytes));
-  return *v->as_string();
+  return std::move(*text_value);
 }
 
 namespace {

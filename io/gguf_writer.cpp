@@ -58,12 +58,61 @@ std::string format_gib(uint64_t b) {
 }
 }  // namespace
 
+bool path_taken(const std::string& path) {
+  std::error_code ec;
+  // symlink_status: a dangling link is taken too (stat-based checks miss it, and rename would
+  // replace the link).
+  return std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found && !ec;
+}
+
+Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return Status();
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+  if (bytes > free_bytes)
+    return ResourceExhausted(path + ": " + what + " needs " + std::to_string(bytes) + " bytes (" + format_gib(bytes) +
+                             ") but " + dir + " has " + std::to_string(free_bytes) + " bytes free (" +
+                             format_gib(free_bytes) + ")");
+  return Status();
+}
+
+Result<uint64_t> GgufWriter::planned_bytes(const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                                            const std::vector<GgufTensorDecl>& tensors) {
+  GgufWriter w;
+  std::string header;
+  STRATA_RETURN_IF_ERROR(w.plan("gguf writer", metadata, tensors, &header));
+  return w.file_bytes_;
+}
+
 Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
                                                        std::vector<std::pair<std::string, GgufValue>> metadata,
                                                        std::vector<GgufTensorDecl> tensors, GgufWriterOptions options) {
-  const std::string who = "gguf writer: " + path;
-  if (file_exists(path)) return InvalidArgument(path + ": exists; the GGUF writer refuses to replace a file");
+  if (path_taken(path)) return InvalidArgument(path + ": exists; the GGUF writer refuses to replace a file");
   auto w = std::unique_ptr<GgufWriter>(new GgufWriter());
+  std::string h;
+  STRATA_RETURN_IF_ERROR(w->plan("gguf writer: " + path, metadata, tensors, &h));
+  w->path_ = path;
+  w->temp_ = temp_path_for(path);
+  w->opt_ = options;
+  w->env_ = env_or_default(options.env);
+  w->tensors_ = std::move(tensors);
+  (void)sweep_stale_temps_of(path, w->env_);  // best effort: a killed writer's PATH.tmp.<pid>
+  // Refused before the first byte, not after hours of quantising (a 300 GB variant).
+  if (options.check_free_space) STRATA_RETURN_IF_ERROR(check_free_space(path, w->file_bytes_));
+  auto f = w->env_->new_writable_file(w->temp_);
+  if (!f.ok()) return f.error();
+  w->file_ = std::move(f).value();
+  w->temp_exists_ = true;
+  w->buf_.resize(kBufferBytes);
+  STRATA_RETURN_IF_ERROR(w->buffered_write(h.data(), h.size()));
+  return w;
+}
+
+Status GgufWriter::plan(const std::string& who, const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                        const std::vector<GgufTensorDecl>& tensors, std::string* header) {
+  GgufWriter* w = this;
   std::set<std::string> keys;
   for (const auto& [k, v] : metadata) {
     if (k.empty()) return InvalidArgument(who + ": an empty metadata key");
@@ -119,33 +168,8 @@ Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
   }
   h.append(static_cast<size_t>(pad_to(h.size(), w->alignment_)), '\0');
   w->file_bytes_ = h.size() + off;
-
-  w->path_ = path;
-  w->temp_ = temp_path_for(path);
-  w->opt_ = options;
-  w->env_ = env_or_default(options.env);
-  w->tensors_ = std::move(tensors);
-  (void)sweep_stale_temps_of(path, w->env_);  // best effort: a killed writer's PATH.tmp.<pid>
-  if (options.check_free_space) {
-    // Refused before the first byte, not after hours of quantising (a 300 GB variant).
-    std::string dir = std::filesystem::path(path).parent_path().string();
-    if (dir.empty()) dir = ".";
-    struct statvfs vfs {};
-    if (::statvfs(dir.c_str(), &vfs) == 0) {
-      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
-      if (w->file_bytes_ > free_bytes)
-        return ResourceExhausted(path + ": the GGUF needs " + std::to_string(w->file_bytes_) + " bytes (" +
-                                 format_gib(w->file_bytes_) + ") but " + dir + " has " + std::to_string(free_bytes) +
-                                 " bytes free (" + format_gib(free_bytes) + ")");
-    }
-  }
-  auto f = w->env_->new_writable_file(w->temp_);
-  if (!f.ok()) return f.error();
-  w->file_ = std::move(f).value();
-  w->temp_exists_ = true;
-  w->buf_.resize(kBufferBytes);
-  STRATA_RETURN_IF_ERROR(w->buffered_write(h.data(), h.size()));
-  return w;
+  *header = std::move(h);
+  return Status();
 }
 
 GgufWriter::~GgufWriter() {
@@ -237,8 +261,13 @@ Status GgufWriter::write_tensor(const std::string& name, const void* data, size_
 }
 
 Status GgufWriter::finish() {
+  STRATA_RETURN_IF_ERROR(complete());
+  return commit();
+}
+
+Status GgufWriter::complete() {
   if (dead_) return InvalidArgument(path_ + ": gguf writer: finish after an earlier error");
-  if (finished_) return Status();
+  if (completed_) return Status();
   while (cur_ < tensors_.size() && nbytes_[cur_] == 0) STRATA_RETURN_IF_ERROR(pad_current());
   if (cur_ < tensors_.size())
     return fail(InvalidArgument(path_ + ": gguf writer: tensor '" + tensors_[cur_].name + "' has " +
@@ -257,7 +286,16 @@ Status GgufWriter::finish() {
   Status closed = file_->close();
   file_.reset();
   if (!closed.ok()) return fail(closed);
-  if (file_exists(path_))
+  std::vector<unsigned char>().swap(buf_);  // a complete file waiting for its commit holds no buffer
+  completed_ = true;
+  return Status();
+}
+
+Status GgufWriter::commit() {
+  if (dead_) return InvalidArgument(path_ + ": gguf writer: commit after an earlier error");
+  if (finished_) return Status();
+  if (!completed_) return InvalidArgument(path_ + ": gguf writer: commit before complete()");
+  if (path_taken(path_))
     return fail(InvalidArgument(path_ + ": appeared while the GGUF was being written; not replacing it"));
   if (Status r = env_->rename_file(temp_, path_); !r.ok()) return fail(r);
   temp_exists_ = false;

@@ -9,7 +9,8 @@
 // Shapes are given in strata order (row-major, outer first) and written as ggml's ne, reversed: a
 // [out, in] weight is written with ne = [in, out]; `in` must be a multiple of the type's block.
 // Atomicity: the file is written as `PATH.tmp.<pid>` (io/temp_file.h), fsynced, checked against its
-// planned size and renamed to PATH only by finish(). PATH must not exist (create() refuses it and
+// planned size and renamed to PATH only by finish(). Nothing may be at PATH, not even a dangling
+// symbolic link (create() refuses it and
 // finish() checks again before the rename; a file created in between by another process would be
 // replaced: rename(2) has no portable no-replace form through io::Env). A writer that fails or is
 // destroyed before finish() removes its temp file. Writes go through an io::Env (tests inject ENOSPC,
@@ -49,6 +50,13 @@ struct GgufWriterOptions {
   bool check_free_space = true;
 };
 
+// Whether anything is at `path`, a dangling symbolic link included (the writers refuse to replace it).
+bool path_taken(const std::string& path);
+
+// kResourceExhausted naming `path`, the bytes needed and free when the file system that holds
+// `path` (its directory) has fewer than `bytes` free; OK when it has them or statvfs fails.
+[[nodiscard]] Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what = "the GGUF");
+
 // ggml's limit on tensor name length, terminating NUL included (ggml.h GGML_MAX_NAME).
 inline constexpr size_t kGgmlMaxName = 64;
 
@@ -63,6 +71,11 @@ class GgufWriter {
       const std::string& path, std::vector<std::pair<std::string, GgufValue>> metadata,
       std::vector<GgufTensorDecl> tensors, GgufWriterOptions options = {});
 
+  // Bytes of the file create() would write for these keys and tensors (header, padding, data), or
+  // create()'s declaration errors; opens nothing.
+  [[nodiscard]] static Result<uint64_t> planned_bytes(const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                                                      const std::vector<GgufTensorDecl>& tensors);
+
   // Removes the temp file unless finish() succeeded.
   ~GgufWriter();
   GgufWriter(const GgufWriter&) = delete;
@@ -76,8 +89,14 @@ class GgufWriter {
   // Writes one whole tensor: `name` must be the current tensor and `n` its full size.
   [[nodiscard]] Status write_tensor(const std::string& name, const void* data, size_t n);
   // Checks every tensor is complete, flushes, fsyncs, checks the size on disk against the plan and
-  // renames the temp file to PATH (refusing a PATH that appeared meanwhile: kInvalidArgument).
+  // renames the temp file to PATH (refusing a PATH that appeared meanwhile: kInvalidArgument):
+  // complete(), then commit().
   [[nodiscard]] Status finish();
+  // The two halves of finish(), for a set of files that appear together (io/gguf_split_writer.h):
+  // complete() does everything but the rename (the temp file is whole, synced and closed); commit()
+  // renames it to PATH. commit() before complete() is kInvalidArgument.
+  [[nodiscard]] Status complete();
+  [[nodiscard]] Status commit();
 
   // Bytes of the whole file (header, padding and data), and tensor bytes (unpadded) per tensor.
   uint64_t file_bytes() const { return file_bytes_; }
@@ -88,6 +107,9 @@ class GgufWriter {
 
  private:
   GgufWriter() = default;
+  // Checks the declarations and builds the header; sets nbytes_, alignment_ and file_bytes_.
+  Status plan(const std::string& who, const std::vector<std::pair<std::string, GgufValue>>& metadata,
+              const std::vector<GgufTensorDecl>& tensors, std::string* header);
   Status raw_write(const void* data, size_t n);
   Status buffered_write(const void* data, size_t n);
   Status flush();
@@ -108,6 +130,7 @@ class GgufWriter {
   size_t cur_ = 0;
   uint64_t cur_written_ = 0;
   bool temp_exists_ = false;
+  bool completed_ = false;
   bool finished_ = false;
   bool dead_ = false;
 };

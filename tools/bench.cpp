@@ -251,9 +251,12 @@ Result<std::string> make_cold(const BenchOptions& o, ScopedDir* copy, std::strin
   if (model.filename().empty()) model = model.parent_path();  // "dir/" names dir
   STRATA_ASSIGN_OR_RETURN(*copy, ScopedDir::make_temp(model.parent_path().string(),
                                                       model.filename().string() + ".strata-bench-cold"));
-  const std::string dst = (fs::path(copy->path()) / model.filename()).string();
+  // A directory is copied as a directory; a GGUF (and the rest of its split set) into one, keeping
+  // its file names (a split set is found by them).
+  const bool one_file = fs::is_regular_file(model);
+  const std::string dst = (fs::path(copy->path()) / (one_file ? fs::path("gguf") : model.filename())).string();
   STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, dst));
-  *load_dir = dst;
+  *load_dir = one_file ? (fs::path(dst) / model.filename()).string() : dst;
   return std::string("copy");
 }
 

@@ -195,14 +195,15 @@ std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t 
 // the model's context (kInvalidArgument, before any run).
 [[nodiscard]] Result<BenchReport> run_bench(const BenchOptions& o);
 
-// Page cache of a checkpoint directory (every regular file in it), exposed for tests.
+// Page cache of a checkpoint (every regular file of a directory; a GGUF file, or every file of its
+// gguf-split set), exposed for tests.
 // Fraction of its bytes resident in the page cache (mincore), in [0, 1].
 [[nodiscard]] Result<double> page_cache_fraction(const std::string& dir);
 // Asks the kernel to drop its clean pages (posix_fadvise DONTNEED per file).
 [[nodiscard]] Status evict_page_cache(const std::string& dir);
 // sync + echo 1 > /proc/sys/vm/drop_caches: kIOError (EACCES / EROFS) when not permitted.
 [[nodiscard]] Status drop_all_page_caches();
-// Copies every regular file of `src` into the new directory `dst`, writing around the page cache
+// Copies every file of checkpoint `src` (as above) into the new directory `dst`, writing around the page cache
 // (O_DIRECT where allowed, else fdatasync + DONTNEED), so reading `dst` is a cold read.
 [[nodiscard]] Status copy_uncached(const std::string& src, const std::string& dst);
 

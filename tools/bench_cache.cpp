@@ -15,6 +15,7 @@
 #include "core/aligned_buffer.h"
 #include "io/checkpoint.h"
 #include "io/file.h"
+#include "io/gguf.h"
 #include "tools/bench.h"
 
 namespace strata::tools {
@@ -25,7 +26,13 @@ namespace fs = std::filesystem;
 
 Result<std::vector<fs::path>> regular_files(const std::string& dir) {
   std::error_code ec;
-  if (fs::is_regular_file(dir, ec)) return std::vector<fs::path>{fs::path(dir)};  // a GGUF model file
+  if (fs::is_regular_file(dir, ec)) {  // a GGUF model file, or every file of its gguf-split set
+    const auto split = io::parse_gguf_split_path(dir);
+    if (!split) return std::vector<fs::path>{fs::path(dir)};
+    std::vector<fs::path> set;
+    for (int n = 1; n <= split->count; ++n) set.emplace_back(io::gguf_split_path(split->prefix, n, split->count));
+    return set;
+  }
   if (!fs::is_directory(dir, ec)) return NotFound(dir + ": not a directory");
   std::vector<fs::path> out;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))

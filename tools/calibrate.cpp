@@ -47,7 +47,8 @@ double HotRanking::coverage(double share) const {
 }
 
 Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
-                             const std::function<void(int64_t)>& progress, ImatrixCollector* imatrix) {
+                             const std::function<void(int64_t)>& progress, ImatrixCollector* imatrix,
+                             const std::atomic<bool>* cancel) {
   if (ids.empty()) return InvalidArgument("calibrate: the text has no tokens");
   if (chunk <= 0) return InvalidArgument("calibrate: chunk must be positive");
   const model::ModelConfig& c = m.config();
@@ -55,7 +56,9 @@ Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span
   model::KvCache cache = m.new_cache();
   model::LogitsRequest none;
   none.kind = model::LogitsRequest::Kind::kNone;
+  size_t done = 0;
   for (size_t off = 0; off < ids.size(); off += static_cast<size_t>(chunk)) {
+    if (cancel && cancel->load()) break;
     const size_t len = std::min(ids.size() - off, static_cast<size_t>(chunk));
     model::ForwardEntry e;
     e.cache = &cache;
@@ -63,10 +66,11 @@ Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span
     e.logits = none;
     STRATA_RETURN_IF_ERROR(m.forward(model::ForwardRequest{std::span<model::ForwardEntry>(&e, 1), &counter}, act));
     if (imatrix) imatrix->end_chunk();
-    if (progress) progress(static_cast<int64_t>(off + len));
+    done = off + len;
+    if (progress) progress(static_cast<int64_t>(done));
   }
   HotRanking r;
-  r.tokens = static_cast<int64_t>(ids.size());
+  r.tokens = static_cast<int64_t>(done);
   r.n_layers = c.n_layers;
   for (int l = 0; l < c.n_layers; ++l) {
     const auto& cl = counter.counts()[static_cast<size_t>(l)];

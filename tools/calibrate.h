@@ -12,6 +12,7 @@
 // Thread safety: calibrate() runs forward passes on `m` (one at a time per Model).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -45,10 +46,13 @@ struct HotRanking {
 
 // Runs `ids` through `m` in chunks of `chunk` tokens and ranks the experts. `progress` (may be
 // empty) gets tokens done after each chunk. `imatrix` (may be null) sees every linear's input rows
-// and counts the chunks. Errors: empty ids, model errors.
+// and counts the chunks. `cancel` (may be null; Ctrl-C): once set, no further chunk starts and the
+// ranking covers the chunks done (HotRanking::tokens says how many tokens; it may be 0). Errors:
+// empty ids, model errors.
 [[nodiscard]] Result<HotRanking> calibrate(model::Model& m, model::Activations& act, std::span<const int32_t> ids, int64_t chunk,
                                            const std::function<void(int64_t)>& progress = {},
-                                           ImatrixCollector* imatrix = nullptr);
+                                           ImatrixCollector* imatrix = nullptr,
+                                           const std::atomic<bool>* cancel = nullptr);
 
 // The hot file text (see the file comment).
 std::string hot_json(const HotRanking& r);

@@ -244,6 +244,14 @@ Result<Imatrix> read_imatrix(const std::string& path) {
   if (file->size() < 4) return Corruption(path + ": " + std::to_string(file->size()) + " bytes, not an imatrix (GGUF or legacy .dat)");
   STRATA_RETURN_IF_ERROR(file->read_at(0, 4, magic));
   if (std::memcmp(magic, "GGUF", 4) == 0) return read_gguf(path, std::move(file));
+  // A legacy .dat starts with an int32 entry count; text starting with '{' or '[' is JSON (a hot
+  // file from `calibrate --out`, most likely), which the legacy reader would call truncated.
+  size_t first = 0;  // past a UTF-8 byte order mark and white space
+  if (std::memcmp(magic, "\xEF\xBB\xBF", 3) == 0) first = 3;
+  while (first < 4 && (magic[first] == ' ' || magic[first] == '\n' || magic[first] == '\r' || magic[first] == '\t')) ++first;
+  if (first < 4 && (magic[first] == '{' || magic[first] == '['))
+    return Corruption(path + ": a JSON file, not an imatrix (GGUF or legacy .dat); `strata calibrate -m DIR -f TEXT "
+                             "--imatrix F` writes one (--out writes the JSON hot file)");
   file.reset();
   STRATA_ASSIGN_OR_RETURN(std::string bytes, io::read_file_to_string(path, size_t{1} << 33));
   auto r = read_legacy(path, bytes);

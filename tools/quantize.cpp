@@ -14,7 +14,7 @@
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
 #include "io/gguf_names.h"
-#include "io/gguf_writer.h"
+#include "io/gguf_split_writer.h"
 #include "kernels/kquant.h"
 #include "kernels/linear.h"
 #include "model/config.h"
@@ -108,7 +108,7 @@ Status convert(const io::Checkpoint& ck, const Part& p, DType target, int64_t ou
 // An Engram table (F8_E4M3 [rows, hd] + E8M0 [rows, hd/32]) -> `target` rows, written to `w` in
 // chunks of rows: e4m3 * 2^k is exact in f32, so each row is quantised from the official values.
 // `progress` returns false to stop (cancelled) after the chunk it was told of.
-Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, ThreadPool* pool, io::GgufWriter* w,
+Status convert_engram(const io::Checkpoint& ck, const Part& p, DType target, ThreadPool* pool, io::GgufSplitWriter* w,
                       const std::function<bool(uint64_t)>& progress) {
   const int64_t rows = p.w->shape[0], hd = p.w->shape[1], ns = hd / 32;
   kernels::QuantType qt;
@@ -150,7 +150,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   const auto t0 = std::chrono::steady_clock::now();
   QuantizeReport rep;
   std::error_code ec;
-  if (std::filesystem::exists(o.out_path, ec))
+  if (o.split_max_bytes == 0 && std::filesystem::exists(o.out_path, ec))  // a split set is checked name by name
     return InvalidArgument(o.out_path + ": exists (strata quantize never overwrites; remove it or pick another name)");
   STRATA_ASSIGN_OR_RETURN(auto ck, io::Checkpoint::open(o.src_dir));
   STRATA_ASSIGN_OR_RETURN(std::string config, io::read_file_to_string(o.src_dir + "/config.json", 16u << 20));
@@ -285,6 +285,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
 
   std::vector<io::GgufTensorDecl> decls;
   bool any_weightable = false;  // a matrix the imatrix can weigh (K-quant or IQ4_NL target)
+  std::string first_unmatched;  // the first such matrix the imatrix has no entry for
   for (Item& item : items) {
     const bool stack = stacked.count(item.gguf) > 0;
     for (size_t e = 0; e < item.parts.size(); ++e)
@@ -310,8 +311,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       any_weightable = true;
       const int64_t n_mats = stack ? static_cast<int64_t>(item.parts.size()) : 1;
       STRATA_ASSIGN_OR_RETURN(item.importance, imatrix_weights(*imatrix, o.imatrix, item.gguf, item.in, n_mats));
-      if (item.importance.empty()) note("'" + item.gguf + "' has no entry in " + o.imatrix + ": quantised without importance weights");
-      else ++rep.n_weighted;
+      if (item.importance.empty()) {
+        note("'" + item.gguf + "' has no entry in " + o.imatrix + ": quantised without importance weights");
+        if (first_unmatched.empty()) first_unmatched = item.gguf;
+      } else {
+        ++rep.n_weighted;
+      }
     }
     const DType stored = item.target ? *item.target : item.src_dtype;
     const io::GgmlType gt = ggml_of(stored);
@@ -323,6 +328,14 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     for (const Part& p : item.parts) rep.src_bytes += p.w->nbytes + (p.scale ? p.scale->nbytes : 0);
   }
 
+  // An imatrix that matches none of the matrices it could weigh is one of another model (or of
+  // another tool's tensor names): refused before anything is written, not a silent unweighted file.
+  if (imatrix && any_weightable && rep.n_weighted == 0)
+    return InvalidArgument("--imatrix " + o.imatrix + ": none of its " + std::to_string(imatrix->entries.size()) +
+                           " entries names a matrix quantised here to a weighted type (Q2_K, Q3_K, Q4_K, Q6_K, IQ4_NL): e.g. '" +
+                           first_unmatched + "' has none" +
+                           (imatrix->entries.empty() ? std::string() : ", and its first entry is '" + imatrix->entries.begin()->first + "'") +
+                           "; an importance matrix of another model? (strata calibrate -m " + o.src_dir + " --imatrix F makes one)");
   if (imatrix && !any_weightable)
     note("--imatrix " + o.imatrix + " has no effect: no matrix goes to Q2_K, Q3_K, Q4_K, Q6_K or IQ4_NL (Q8_0 ignores it)");
   std::vector<std::pair<std::string, io::GgufValue>> meta;
@@ -352,9 +365,9 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fp));
     meta.emplace_back(io::gguf_text_key("source.fingerprint"), io::GgufValue::string(hex));
   }
-  meta.emplace_back(io::gguf_text_key("config.json"), io::GgufValue::string(config));
-  if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::GgufValue::string(*tok));
-  if (imatrix) {
+  meta.emplace_back(io::gguf_text_key("config.json"), io::gguf_text_value(config));
+  if (tok) meta.emplace_back(io::gguf_text_key("tokenizer.json"), io::gguf_text_value(*tok));
+  if (imatrix && rep.n_weighted > 0) {  // only when it weighed something
     // llama-quantize's keys (tools/quantize/quantize.cpp; integers as u32, llama.cpp PR 14182).
     meta.emplace_back("quantize.imatrix.file", io::GgufValue::string(o.imatrix));
     if (!imatrix->datasets.empty())
@@ -369,11 +382,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
   io::GgufWriterOptions wo;
   wo.fsync = o.fsync;
   wo.env = o.env;
-  STRATA_ASSIGN_OR_RETURN(auto w, io::GgufWriter::create(o.out_path, std::move(meta), decls, wo));
+  STRATA_ASSIGN_OR_RETURN(auto w, io::GgufSplitWriter::create(o.out_path, std::move(meta), decls,
+                                                              io::GgufSplitOptions{o.split_max_bytes}, wo));
   ThreadPool pool(o.n_threads);
   uint64_t done = 0;
   std::vector<uint8_t> buf;
-  const Status interrupted = Cancelled(o.out_path + ": interrupted; the partial file was removed");
+  const Status interrupted = Cancelled(o.out_path + ": interrupted; the partial file(s) were removed");
   for (const Item& item : items) {
     if (item.target && store::ExpertCatalog::is_engram_table(item.parts[0].w->name)) {
       STRATA_RETURN_IF_ERROR(convert_engram(*ck, item.parts[0], *item.target, &pool, w.get(), [&](uint64_t n) -> bool {
@@ -400,6 +414,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
     }
   }
   STRATA_RETURN_IF_ERROR(w->finish());
+  rep.files = w->paths();
   report_progress(progress, ProgressEvent{"quantize", "bytes", rep.src_bytes, rep.src_bytes, "", true});
   rep.n_tensors = decls.size();
   // Engram sizes as written (docs/performance.md "The Engram dial").

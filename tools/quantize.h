@@ -56,6 +56,9 @@ struct QuantizeOptions {
   std::optional<DType> head;         // for the LM head; nullopt = keep
   std::optional<DType> engram;       // for the Engram tables; nullopt = keep (official FP8 + scales)
   std::string imatrix;               // importance matrix file; empty = none (unweighted quantisers)
+  // Most tensor bytes per file (--split-max-size): > 0 writes a gguf-split set
+  // OUT-0000N-of-0000M.gguf (io/gguf_split_writer.h); 0 = one file at out_path.
+  uint64_t split_max_bytes = 0;
   int n_threads = 0;                 // quantiser threads (0 = one per core)
   bool fsync = true;
   io::Env* env = nullptr;            // null = io::default_env()
@@ -72,6 +75,7 @@ struct QuantizeReport {
   uint64_t n_quantized = 0;          // source matrices re-quantised
   uint64_t n_weighted = 0;           // GGUF tensors quantised with imatrix weights
   uint64_t src_bytes = 0, file_bytes = 0;
+  std::vector<std::string> files;    // the files written (one, or the splits in order)
   std::vector<std::string> notes;    // matrices kept because of their shape, and similar
   // Engram tables as written (0 when the checkpoint has none).
   uint64_t engram_table_bytes = 0;   // all tables, scales included (keep) or the block-format tensors

@@ -142,13 +142,19 @@ float fit_symmetric_q3(int n, int nmax, const float* x, int8_t* L) {
   return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+// How fit_affine rounds on the refit grid. kClamped: clamp(nearest(v), 0, nmax) (ggml
+// make_qkx2_quants). kPositiveOnly: nearest(min(v, nmax)) where v > 0, else 0 (ggml
+// make_qkx3_quants, the imatrix paths: min may sit at or near max, so v can be huge).
+enum class GridRounding { kClamped, kPositiveOnly };
+
 // Asymmetric quants L[i] in [0, nmax] with x ~ scale * L - min (min >= 0 returned in *neg_min) for a
-// group of n with weights w: round on the full range [min(x, 0), max(x)], then try nstep + 1 grid
-// widths (nmax + rmin + rdelta * is), each refitted by weighted least squares for scale and offset
-// (offset clamped to <= 0), keeping the one of least weighted error (|diff| if use_mad, else diff^2).
-// ggml make_qkx2_quants.
+// group of n with weights w: round on the full range [min(x, 0), max(x)] (that rounding's error is
+// the baseline), then try nstep + 1 grid widths (nmax + rmin + rdelta * is), each refitted by
+// weighted least squares for scale and offset (offset clamped to <= 0), keeping the one of least
+// weighted error (|diff| if use_mad, else diff^2). ggml make_qkx2_quants (GridRounding::kClamped)
+// and make_qkx3_quants with weights and use_mad false (kPositiveOnly).
 float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, uint8_t* Laux, float rmin,
-                 float rdelta, int nstep, bool use_mad) {
+                 float rdelta, int nstep, bool use_mad, GridRounding rounding = GridRounding::kClamped) {
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -159,7 +165,7 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
     sum_x += w[i] * x[i];
   }
   if (min > 0.0f) min = 0.0f;
-  if (max == min) {
+  if (max <= min) {  // all values equal (min <= max always; qkx2 tests ==, qkx3 <=)
     std::fill(L, L + n, uint8_t{0});
     *neg_min = -min;
     return 0.0f;
@@ -181,7 +187,9 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
     iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
     float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
     for (int i = 0; i < n; ++i) {
-      const int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
+      const float v = iscale * (x[i] - min);
+      const int l = rounding == GridRounding::kClamped ? clamp_int(nearest_int(v), 0, nmax)
+                                                       : (v > 0.0f ? nearest_int(std::min(v, static_cast<float>(nmax))) : 0);
       Laux[i] = static_cast<uint8_t>(l);
       const float fl = static_cast<float>(l);
       sum_l += w[i] * fl;
@@ -215,73 +223,6 @@ void pack_2bit(const uint8_t* L, uint8_t* qs) {
       const uint8_t* s = L + half * 128 + l;
       qs[half * 32 + l] = static_cast<uint8_t>(s[0] | (s[32] << 2) | (s[64] << 4) | (s[96] << 6));
     }
-}
-
-
-// The imatrix paths' affine fit: like fit_affine, with the weighted least-squares refits over
-// nstep + 1 grid widths, but the first rounding's error is the baseline and a grid value is taken
-// from v = iscale * (x - min) only when v > 0 (min may sit at or near max, so v can be huge).
-// ggml make_qkx3_quants with weights (always given on these paths) and use_mad false.
-float fit_affine_weighted(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, uint8_t* Laux,
-                          float rmin, float rdelta, int nstep) {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0.0f) min = 0.0f;
-  if (max <= min) {
-    std::fill(L, L + n, uint8_t{0});
-    *neg_min = -min;
-    return 0.0f;
-  }
-  auto err = [&](float d, float m, const uint8_t* q) {
-    float e = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      float diff = d * static_cast<float>(q[i]) + m - x[i];
-      diff = diff * diff;
-      e += w[i] * diff;
-    }
-    return e;
-  };
-  float iscale = static_cast<float>(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax));
-  float best_error = err(scale, min, L);
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const float v = iscale * (x[i] - min);
-      const int l = v > 0.0f ? nearest_int(std::min(v, static_cast<float>(nmax))) : 0;
-      Laux[i] = static_cast<uint8_t>(l);
-      const float fl = static_cast<float>(l);
-      sum_l += w[i] * fl;
-      sum_l2 += w[i] * fl * fl;
-      sum_xl += w[i] * fl * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0.0f)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0.0f) {
-      this_min = 0.0f;
-      this_scale = sum_xl / sum_l2;
-    }
-    const float cur_error = err(this_scale, this_min, Laux);
-    if (cur_error < best_error) {
-      std::copy(Laux, Laux + n, L);
-      best_error = cur_error;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  *neg_min = -min;
-  return scale;
 }
 
 // Quantises n non-negative values (the group scales or mins of a super-block) to L[i] in [0, nmax]
@@ -667,7 +608,7 @@ void quantize_row_q2_K_weighted(const float* x, const float* qw, BlockQ2_K* y, i
       for (int l = 0; l < 16; ++l) weight[l] = qw[16 * g + l] * std::sqrt(sigma2 + x[16 * g + l] * x[16 * g + l]);
       sw[g] = 0.0f;
       for (int l = 0; l < 16; ++l) sw[g] += weight[l];
-      scales[g] = fit_affine_weighted(16, 3, x + 16 * g, weight, L + 16 * g, &mins[g], Laux, -0.9f, 0.05f, 36);
+      scales[g] = fit_affine(16, 3, x + 16 * g, weight, L + 16 * g, &mins[g], Laux, -0.9f, 0.05f, 36, false, GridRounding::kPositiveOnly);
     }
     BlockQ2_K& b = y[i];
     float dm = fit_positive(16, 15, scales, Ls, sw);
@@ -726,7 +667,7 @@ void quantize_row_q4_K_weighted(const float* x, const float* qw, BlockQ4_K* y, i
       float sumw = 0.0f;
       for (int l = 0; l < 32; ++l) sumw += weights[l];
       sw[g] = sumw;
-      scales[g] = fit_affine_weighted(32, 15, x + 32 * g, weights, L + 32 * g, &mins[g], Laux, -0.9f, 0.05f, 36);
+      scales[g] = fit_affine(32, 15, x + 32 * g, weights, L + 32 * g, &mins[g], Laux, -0.9f, 0.05f, 36, false, GridRounding::kPositiveOnly);
     }
     BlockQ4_K& b = y[i];
     const float d_block = fit_positive(8, 63, scales, Ls, sw);

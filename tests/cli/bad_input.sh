@@ -22,6 +22,11 @@ done
 expect_error "no subcommand" "error" -- "$strata"
 expect_error "unknown flag" "error" -- "$strata" run --no-such-flag
 expect_error "missing model dir" "error" -- "$strata" run -m "$tmp/none" -p hi
+# A GGUF saved under another name (only its first bytes matter here) and a plain file as -m.
+printf 'GGUF\3\0\0\0' > "$tmp/model.bin"
+expect_error "a GGUF named .bin" "model.bin: a GGUF file (by its first bytes).*rename or link it" -- "$strata" run -m "$tmp/model.bin" -p hi
+printf 'hello' > "$tmp/notes.txt"
+expect_error "a text file as -m" "notes.txt: a file, not a checkpoint directory or a .gguf" -- "$strata" run -m "$tmp/notes.txt" -p hi
 expect_error "tokenize without text" "needs --text or --file" -- "$strata" tokenize -m "$ck" 
 # llama.cpp's offload flags get a strata answer instead of CLI11 reading "-ngl" as "-n gl"
 expect_error "llama.cpp -ngl" "-ngl (llama.cpp's GPU layer offload) is not a strata flag" -- "$strata" run -m "$tmp/none" -ngl 99 -p hi

@@ -53,7 +53,7 @@ elif grep -q "ctx 48, this run's is 40" "$tmp/err"; then echo "ok   other ctx: $
 else echo "FAIL other ctx:"; cat "$tmp/err"; fail=1; fi
 "$strata" eval --help > "$tmp/help" 2>&1 && grep -q -- "--save-base" "$tmp/help" && echo "ok   eval --help" \
   || { echo "FAIL eval --help"; fail=1; }
-expect_error "eval missing model" "not a directory" -- "$strata" eval -m "$tmp/none" -f "$text"
+expect_error "eval missing model" "no such file or directory" -- "$strata" eval -m "$tmp/none" -f "$text"
 printf 'a' > "$tmp/one.txt"
 expect_error "eval one-token text" "perplexity needs at least 2" -- "$strata" eval -t 2 -m "$ck" -f "$tmp/one.txt"
 expect_usage "eval stride >= ctx" "stride" -- "$strata" eval -m "$ck" -f "$text" --ctx 8 --stride 8

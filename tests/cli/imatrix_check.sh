@@ -4,8 +4,8 @@
 #  - calibrate needs --out or --imatrix (usage error, exit 2), writes both when given both;
 #  - quantize --imatrix writes a GGUF that `strata logits` runs (finite logits), and says how many
 #    tensors were weighted; with every dial at keep or q8_0 it notes that the imatrix has no effect;
-#  - a missing, garbled or mismatched imatrix exits 1 with one `strata: error:` line naming the file
-#    (and, for a wrong column count, the tensor).
+#  - a missing, garbled, JSON or mismatched imatrix (a wrong column count, or no entry naming any
+#    matrix: another model's) exits 1 with one `strata: error:` line naming the file (and the tensor).
 # Exit 77 = fixture missing (skip).
 set -uo pipefail
 strata="$1"; fixtures="$2"
@@ -56,16 +56,26 @@ expect_error "missing imatrix" "strata: error: .*nope.imatrix" -- \
 printf 'garbage!' > "$tmp/garbled.dat"
 expect_error "garbled imatrix" "strata: error: .*garbled.dat" -- \
   "$strata" quantize -m "$ck" --out "$tmp/e2.gguf" --experts q2_k --imatrix "$tmp/garbled.dat"
-# A legacy .dat whose entry for blk.0.attn_q_a.weight has 32 columns (the matrix has 64).
-"$py" - "$tmp/wrong.dat" <<'PY'
+# legacy_dat OUT NAME COLS: a legacy .dat imatrix with one entry NAME of COLS columns, all 1.
+legacy_dat() {
+  "$py" - "$@" <<'PY'
 import struct, sys
-name = b"blk.0.attn_q_a.weight"
-b = struct.pack("<i", 1) + struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, 32) + struct.pack("<32f", *([1.0] * 32))
-open(sys.argv[1], "wb").write(b)
+out, name, cols = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
+b = struct.pack("<i", 1) + struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, cols) + struct.pack("<%df" % cols, *([1.0] * cols))
+open(out, "wb").write(b)
 PY
+}
+# An entry for blk.0.attn_q_a.weight of 32 columns (the matrix has 64).
+legacy_dat "$tmp/wrong.dat" blk.0.attn_q_a.weight 32
 expect_error "imatrix of the wrong width" "strata: error: .*wrong.dat.*blk.0.attn_q_a.weight.*64 columns" -- \
   "$strata" quantize -m "$ck" --out "$tmp/e3.gguf" --experts q2_k --dense iq4_nl --imatrix "$tmp/wrong.dat"
-for f in e1 e2 e3; do
+expect_error "a JSON file as imatrix" "strata: error: .*hot.json: a JSON file, not an imatrix" -- \
+  "$strata" quantize -m "$ck" --out "$tmp/e5.gguf" --experts q2_k --imatrix "$tmp/hot.json"
+# An imatrix whose only entry names no matrix of this checkpoint (another model's): refused.
+legacy_dat "$tmp/other.dat" blk.0.ffn_other.weight 64
+expect_error "imatrix of another model" "strata: error: .*other.dat: none of its 1 entries names a matrix quantised here.*blk.0.ffn_other.weight" -- \
+  "$strata" quantize -m "$ck" --out "$tmp/e4.gguf" --experts q2_k --dense iq4_nl --imatrix "$tmp/other.dat"
+for f in e1 e2 e3 e4 e5; do
   [[ -e "$tmp/$f.gguf" ]] && { echo "FAIL $f.gguf left behind"; fail=1; }
 done
 exit $fail

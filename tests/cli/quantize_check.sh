@@ -5,6 +5,7 @@
 #    text as the safetensors checkpoint;
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
+#  - --split-max-size writes a gguf-split set whose logits equal the one file's;
 #  - an existing output is refused; a K-quant on rows of 64 takes llama.cpp's fallback (IQ4_NL), says
 #    so and runs;
 #  - --engram iq4_nl: the summary gives 18 B rows, the GGUF runs; --engram q4_k (blocks of 256 on
@@ -49,6 +50,25 @@ if [[ -z "$demo_tokenizer" ]]; then
   "$strata" run -m "$ck" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_ref.txt" 2>/dev/null
   "$strata" run -m "$tmp/keep.gguf" -p "$(cat "$fx/prompt.txt")" --temp 0 -n 12 > "$tmp/run_keep.txt" 2>/dev/null
   cmp "$tmp/run_ref.txt" "$tmp/run_keep.txt" && echo "ok   run --temp 0 on the keep GGUF prints the checkpoint's text"
+
+  # --split-max-size: a gguf-split set (llama-gguf-split's names) whose logits equal the one file's,
+  # opened from any of its files; a set name that exists is refused.
+  "$strata" quantize -m "$ck" --out "$tmp/sp.gguf" --experts keep --dense keep --head keep --split-max-size 8M > "$tmp/sp.out"
+  n_split=$(ls "$tmp"/sp-0000?-of-0000?.gguf | wc -l)
+  [[ $n_split -ge 3 && ! -e "$tmp/sp.gguf" ]] && grep -q "^split into $n_split files:" "$tmp/sp.out" \
+    || { echo "FAIL --split-max-size 8M: $n_split files"; cat "$tmp/sp.out"; exit 1; }
+  "$strata" logits -m "$tmp/sp-00002-of-0000$n_split.gguf" --tokens "$fx/tokens.json" --out "$tmp/sp.f32" \
+    --positions 0,1,7,24,49,98,147,187,195,196 > /dev/null
+  cmp "$tmp/keep.f32" "$tmp/sp.f32" || { echo "FAIL the split set's logits differ from the one file's"; exit 1; }
+  if "$strata" quantize -m "$ck" --out "$tmp/sp.gguf" --experts keep --split-max-size 8M > /dev/null 2> "$tmp/sp.err"; then
+    echo "FAIL a split set was overwritten"; exit 1
+  fi
+  grep -q "sp-00001-of-0000$n_split.gguf: exists" "$tmp/sp.err" || { echo "FAIL split refusal message"; cat "$tmp/sp.err"; exit 1; }
+  for bad in "" "8Q" "0" "1.5G"; do
+    rc=0; "$strata" quantize -m "$ck" --out "$tmp/bad.gguf" --split-max-size "$bad" > /dev/null 2> "$tmp/bad.err" || rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--split-max-size '$bad'" "$tmp/bad.err" || { echo "FAIL --split-max-size '$bad': exit $rc"; cat "$tmp/bad.err"; exit 1; }
+  done
+  echo "ok   --split-max-size 8M: $n_split files, logits equal the one file's, an existing set refused, bad sizes exit 2"
 
   "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
   "$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"

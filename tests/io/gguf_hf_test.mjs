@@ -1,6 +1,7 @@
 // strata's GGUF writer read by Hugging Face's parser (@huggingface/gguf, package.json): the files
 // tests/io/gguf_sample_writer.cpp writes must come out with the tensor names, ggml types, shapes
-// (ggml order: ne[0] innermost) and metadata values and types that strata meant, and a gguf-split
+// (ggml order: ne[0] innermost) and metadata values and types that strata meant (a long text in
+// 1 MiB pieces among them, as `strata quantize` writes tokenizer.json), and a gguf-split
 // set must be found and read whole by ggufAllShards. Expected values are written out here again,
 // independently of the C++ side.
 // Usage: node gguf_hf_test.mjs DIR   (DIR holds sample.gguf and split-0000{1,2}-of-00002.gguf)
@@ -80,7 +81,14 @@ test('metadata values and types', async () => {
   assert.equal(m['sample.arr_i32'].subType, GGUFValueType.INT32);
   assert.equal(m['sample.arr_f32'].subType, GGUFValueType.FLOAT32);
   assert.equal(m['tokenizer.ggml.tokens'].subType, GGUFValueType.STRING);
-  assert.equal(r.metadata.kv_count, BigInt(Object.keys(want).length));
+  // A long text in pieces of at most 1 MiB, each whole characters, that join to the text.
+  const text = m['strata.tokenizer_json'];
+  assert.equal(text.type, GGUFValueType.ARRAY);
+  assert.equal(text.subType, GGUFValueType.STRING);
+  assert.ok(text.value.length >= 5, `${text.value.length} pieces`);
+  for (const p of text.value) assert.ok(Buffer.byteLength(p) <= 1 << 20 && !p.includes('\uFFFD'));
+  assert.equal(text.value.join(''), 'a' + '\u00e9'.repeat(2500000));
+  assert.equal(r.metadata.kv_count, BigInt(Object.keys(want).length + 1));
 });
 
 test('a gguf-split set is read whole', async () => {

@@ -1,6 +1,6 @@
 // Writes the GGUF files that tests/io/gguf_hf_test.mjs reads with @huggingface/gguf (issue 16): one
 // file with F32, Q8_0, Q4_K and Q2_K tensors (quantised from a deterministic ramp by strata's
-// ggml-exact reference quantisers) and metadata of every kind, and a two-file gguf-split set.
+// ggml-exact reference quantisers) and metadata of every kind, and a two-file gguf-split set (io::GgufSplitWriter).
 // The names, types, shapes and values here are repeated, independently, in the .mjs script.
 // Usage: gguf_sample_writer DIR   (writes DIR/sample.gguf, DIR/split-0000{1,2}-of-00002.gguf)
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "io/gguf_split_writer.h"
 #include "io/gguf_writer.h"
 #include "kernels/kquant.h"
 
@@ -55,6 +56,18 @@ Status write(const std::string& path, const Metadata& md, const std::vector<Gguf
   return w->finish();
 }
 
+Status write_split(const std::string& path, const Metadata& md, const std::vector<GgufTensorDecl>& ts, uint64_t max_bytes) {
+  STRATA_ASSIGN_OR_RETURN(auto w, strata::io::GgufSplitWriter::create(path, md, ts, strata::io::GgufSplitOptions{max_bytes}));
+  for (const GgufTensorDecl& t : ts) {
+    std::vector<int64_t> ne;
+    for (int d = t.shape.rank - 1; d >= 0; --d) ne.push_back(t.shape.dims[static_cast<size_t>(d)]);
+    STRATA_ASSIGN_OR_RETURN(uint64_t nb, strata::io::ggml_nbytes(t.type, ne, t.name));
+    const auto b = tensor_data(t, nb);
+    STRATA_RETURN_IF_ERROR(w->write_tensor(t.name, b.data(), b.size()));
+  }
+  return w->finish();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +76,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const Metadata md = {
+  Metadata md = {
       {"general.architecture", GgufValue::string("deepseek41")},
       {"general.name", GgufValue::string("strata gguf sample")},
       {"general.alignment", GgufValue::u32(64)},
@@ -83,6 +96,11 @@ int main(int argc, char** argv) {
       {"sample.arr_f32", GgufValue::array_of<float>(GgufType::kF32, {0.25f, 1.5f})},
       {"tokenizer.ggml.tokens", GgufValue::string_array({"<｜begin▁of▁sentence｜>", "a", "b c"})},
   };
+  // A long text (as strata.tokenizer_json is, ~8 MB) in pieces, with keys after it: "a" then
+  // 2,500,000 x "é" (5,000,001 bytes; the odd start makes the 1 MiB cuts land inside characters).
+  std::string long_text = "a";
+  for (int i = 0; i < 2500000; ++i) long_text += "\xC3\xA9";
+  md.insert(md.begin() + 3, {"strata.tokenizer_json", strata::io::gguf_text_value(long_text)});
   const std::vector<GgufTensorDecl> ts = {
       {"token_embd.weight", GgmlType::kF32, Shape{3, 8}},
       {"blk.0.attn_q_a.weight", GgmlType::kQ8_0, Shape{4, 64}},
@@ -91,16 +109,10 @@ int main(int argc, char** argv) {
       {"output_norm.weight", GgmlType::kF32, Shape{8}},
   };
   Status s = write(dir + "/sample.gguf", md, ts);
-  for (int i = 0; s.ok() && i < 2; ++i) {
-    Metadata smd;
-    if (i == 0) smd.push_back({"general.architecture", GgufValue::string("deepseek41")});
-    smd.push_back({"split.no", GgufValue::u16(static_cast<uint16_t>(i))});
-    smd.push_back({"split.count", GgufValue::u16(2)});
-    smd.push_back({"split.tensors.count", GgufValue::i32(3)});
-    const std::vector<GgufTensorDecl> part =
-        i == 0 ? std::vector<GgufTensorDecl>{ts[0], ts[1]} : std::vector<GgufTensorDecl>{ts[3]};
-    s = write(strata::io::gguf_split_path(dir + "/split", i + 1, 2), smd, part);
-  }
+  // The split set through io::GgufSplitWriter: 400 tensor bytes per file puts token_embd (96 B)
+  // and attn_q_a (272 B, 288 padded) in split 1 and ffn_down_exps (336 B) in split 2.
+  if (s.ok()) s = write_split(dir + "/split.gguf", {{"general.architecture", GgufValue::string("deepseek41")}},
+                              {ts[0], ts[1], ts[3]}, 400);
   if (!s.ok()) {
     std::fprintf(stderr, "gguf_sample_writer: %s\n", s.to_string().c_str());
     return 1;

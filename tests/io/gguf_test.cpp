@@ -684,5 +684,27 @@ TEST(GgufMalformed, TensorInfos) {
   }
 }
 
+TEST(GgufText, LongTextsArePiecesOfWholeCharactersAndReadBack) {
+  EXPECT_EQ(gguf_text_value("short").type(), GgufType::kString);
+  EXPECT_EQ(*gguf_text_of(gguf_text_value("short")), "short");
+  std::string text = "a";  // then 3-byte characters: the cuts land inside them unless moved
+  while (text.size() < 3 * kGgufTextPiece + 5) text += "\xE2\x82\xAC";
+  const GgufValue v = gguf_text_value(text);
+  ASSERT_NE(v.strings(), nullptr);
+  EXPECT_EQ(v.strings()->size(), 4u);
+  for (const std::string& p : *v.strings()) {
+    EXPECT_LE(p.size(), kGgufTextPiece);
+    EXPECT_NE(static_cast<unsigned char>(p.front()) & 0xC0, 0x80) << "a piece starts inside a character";
+  }
+  EXPECT_EQ(*gguf_text_of(v), text);
+  EXPECT_FALSE(gguf_text_of(GgufValue::u32(3)));
+  // Written and read back through a file, as read_checkpoint_text does.
+  testing::TempDir dir;
+  ASSERT_TRUE(write_gguf(dir.file("t.gguf"), {{"strata.tokenizer_json", v}, {"after", GgufValue::u8(1)}}, {}).ok());
+  auto m = GgufModel::open(dir.file("t.gguf"));
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  EXPECT_EQ(*gguf_text_of(*(*m)->find_key("strata.tokenizer_json")), text);
+}
+
 }  // namespace
 }  // namespace strata::io

@@ -57,9 +57,9 @@ void put(Meta* m, const std::string& key, const json& v) {
 
 Status write_foreign_gguf(const std::string& strata_gguf, const std::string& out, const ForeignGgufOptions& o) {
   STRATA_ASSIGN_OR_RETURN(auto g, io::GgufModel::open(strata_gguf));
-  const json cfg_root = json::parse(*g->find_key("strata.config_json")->as_string());
+  const json cfg_root = json::parse(*io::gguf_text_of(*g->find_key("strata.config_json")));
   const json& cfg = cfg_root.contains("text_config") ? cfg_root["text_config"] : cfg_root;
-  const std::string tok_text = *g->find_key("strata.tokenizer_json")->as_string();
+  const std::string tok_text = *io::gguf_text_of(*g->find_key("strata.tokenizer_json"));
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_json(tok_text, "tokenizer.json"));
 
   Meta meta;

@@ -13,6 +13,7 @@
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tools/bench_svg.h"
+#include "tools/quantize.h"
 
 namespace strata::tools {
 namespace {
@@ -197,6 +198,37 @@ TEST(Bench, ColdCopyIsRemovedAfterwardsAndAfterAKilledBench) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(tmp.path())) names.push_back(e.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{"ck"}) << "left behind: " << names.size() << " entries";
+}
+
+TEST(Bench, ColdCopyOfAGgufSplitSetCopiesEveryFile) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  testing::TempDir tmp;
+  QuantizeOptions q;
+  q.src_dir = kTiny;
+  q.out_path = tmp.file("q.gguf");
+  q.fsync = false;
+  q.n_threads = 1;
+  q.split_max_bytes = 8000000;
+  auto rep = quantize_checkpoint(q);
+  ASSERT_TRUE(rep.ok()) << rep.error().to_string();
+  ASSERT_GE(rep->files.size(), 2u);
+  // The page cache of a split set is every file's: a copy of the set into a new directory.
+  const std::string copy = tmp.file("copy");
+  ASSERT_TRUE(copy_uncached(rep->files[1], copy).ok());
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(copy)) ++n, (void)e;
+  EXPECT_EQ(n, rep->files.size());
+  BenchOptions o;
+  o.model_dir = rep->files[1];  // any file of the set
+  o.prompts = {8};
+  o.gen = 2;
+  o.reps = 1;
+  o.warmup = 0;
+  o.threads = 1;
+  o.cold = "copy";
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->cold_method, "copy");
 }
 
 TEST(Bench, CheckpointIdentityAndUncachedCopy) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,31 @@ TEST(Calibrate, CountsEveryRouterPickAndRoundTripsTheHotFile) {
     EXPECT_EQ((*keys)[i].layer, r->experts[i].layer);
     EXPECT_EQ((*keys)[i].expert, r->experts[i].expert);
   }
+}
+
+TEST(Calibrate, CancelStopsBetweenChunksAndTheRankingCoversTheChunksDone) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/manifest.json");
+  auto m = testing::load_model(testing::tiny_dir() + "/checkpoint");
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  const std::vector<int32_t> ids = prompt_ids();
+  ASSERT_GT(ids.size(), 2u);
+  const int64_t chunk = static_cast<int64_t>(ids.size()) / 2;  // two or three chunks
+  const model::ModelConfig& c = (*m)->config();
+  model::Activations act = (*m)->new_activations();
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  // Ctrl-C arrives during the first chunk: that chunk ends, no other starts.
+  auto r = calibrate(**m, act, ids, chunk, [&](int64_t) { ++calls; cancel = true; }, nullptr, &cancel);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r->tokens, chunk);
+  EXPECT_EQ(r->picks, static_cast<uint64_t>(chunk) * static_cast<uint64_t>(c.n_activated_experts) *
+                          static_cast<uint64_t>(c.n_layers));
+  // Set before the first chunk: nothing runs.
+  auto none = calibrate(**m, act, ids, chunk, {}, nullptr, &cancel);
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_EQ(none->tokens, 0);
+  EXPECT_EQ(none->picks, 0u);
 }
 
 TEST(Calibrate, BadHotFilesNameTheProblem) {
