@@ -220,7 +220,20 @@ Status MpiPipeline::wait_logits(int64_t seq, std::span<float> logits) {
       MPI_Recv(sink.data(), count, MPI_FLOAT, src, kTagLogits, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       return Corruption(who(src) + ": " + std::to_string(count) + " logits, expected " + std::to_string(logits.size()));
     }
-    rc = MPI_Recv(logits.data(), count, MPI_FLOAT, src, kTagLogits, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    // Non-blocking, under the same deadline: a large message comes in fragments the sender must
+    // push, and a sender stopped half-way would hold a blocking receive forever.
+    MPI_Request req = MPI_REQUEST_NULL;
+    rc = MPI_Irecv(logits.data(), count, MPI_FLOAT, src, kTagLogits, MPI_COMM_WORLD, &req);
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {
+      rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (done || rc != MPI_SUCCESS) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborting_ = true;
+        return IOError(who(src) + " did not answer within " + seconds_text(o_.answer_timeout_s) +
+                       " s (--mpi-timeout): its logits stopped half-way");
+      }
+      backoff.wait();
+    }
     if (rc != MPI_SUCCESS) return IOError(who(src) + ": " + mpi_error(rc));
     return Status();
   }
