@@ -17,7 +17,7 @@ namespace {
 // Rows per task: a multiple of the 4 rows the vector kernels run side by side.
 constexpr int64_t kRowGrain = 16;
 
-// Q4_K / Q2_K: x rounded to Q8_K once per call (per token, shared by every row range and thread), then
+// The K-quants (q8k_dot_supported): x rounded to Q8_K once per call (per token, shared by every row range and thread), then
 // the integer dot (kernels/kquant_q8k.h) row by row: the AVX-512 kernel, or the reference elsewhere.
 void linear_q8k(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
   const int64_t nb = w.in / 256;

@@ -2,9 +2,9 @@
 //
 // W is [out, in] in one QuantType, each row quant_row_bytes(type, in) bytes, rows contiguous (a GGUF
 // tensor as stored). x and y are f32.
-// DECISION: for Q8_0, Q6_K, Q3_K and IQ4_NL no quantisation of x (ggml rounds x to Q8_K / Q8_0 and
+// DECISION: for Q8_0 and IQ4_NL no quantisation of x (ggml rounds x to Q8_0 and
 // sums integer products; we keep x in f32, so results differ from ggml's by x's rounding, and every
-// level here computes the same bits). For Q4_K and Q2_K (q8k_dot_supported) x IS rounded to Q8_K, as
+// level here computes the same bits). For the K-quants (q8k_dot_supported) x IS rounded to Q8_K, as
 // ggml does, once per call, and the result is the integer dot of kernels/kquant_q8k.h (its own
 // definition, reference kernels/ref/kquant_q8k.cpp; AVX-512 kernel x86/kquant_q8k_avx512.cpp, the
 // AVX2 level runs the reference). The model's E4M3 rounding of activations happens before this call
@@ -17,11 +17,11 @@
 // This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
 // the reference bit for bit, whatever the thread count.
 // Threading: parallel over output rows on `pool` (may be null). Cannot fail: REQUIRES
-// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: Q4_K/Q2_K: n * in / 256
+// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: K-quants: n * in / 256
 // Q8_K blocks (292 B each) per call; the other types: none for n = 1; for
 // n > 1 the AVX-512 kernel takes 4 * in floats of scratch per task (each group of four rows is decoded
 // once and shared by all n tokens). Levels: AVX-512 (and AVX-512 BF16, which runs it) kernels for
-// every type, AVX2 kernels for all but Q4_K/Q2_K; kScalar runs the reference.
+// every type, AVX2 kernels for Q8_0 and IQ4_NL only; kScalar runs the reference.
 // Source: ggml-quants.c dequantize_row_*; ggml-cpu/quants.c ggml_vec_dot_*_q8_K (what ggml does instead).
 #pragma once
 

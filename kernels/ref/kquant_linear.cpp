@@ -1,5 +1,5 @@
 // The reference linear over ggml block formats (kernels/kquant_linear.h): dequantise a row exactly
-// (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result; for Q4_K and Q2_K
+// (kernels/ref/kquant.cpp), then the 16-lane fused sum that defines the result; for the K-quants
 // the Q8_K integer dot of kernels/kquant_q8k.h instead.
 #include "kernels/kquant_linear.h"
 

@@ -25,7 +25,7 @@ bool linear_quant_rows_batch_avx512(int type, const float* x, int64_t n, const u
 
 // The Q8_K integer dot (kernels/kquant_q8k.h) for rows [r0, r1): y[r] = ref::dot_q8k(row r, xq).
 //   xq  nb kernels::BlockQ8_K (one token's x, quantised once per call); w, row_bytes as above.
-// Returns false (and writes nothing) for a type without the Q8_K path (only Q4_K and Q2_K have it).
+// Returns false (and writes nothing) for a type without the Q8_K path (q8k_dot_supported).
 bool linear_q8k_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
                             int64_t r1, float* y);
 

@@ -1,4 +1,4 @@
-// The Q8_K integer decode dot of Q4_K / Q2_K linears (kernels/kquant_q8k.h, via linear_quant):
+// The Q8_K integer decode dot of K-quant linears (Q4_K, Q2_K, Q6_K, Q3_K; kernels/kquant_q8k.h, via linear_quant):
 //  - every level and thread count equals kernels/ref bit for bit on edge-case activations (all zero,
 //    zero blocks, one-hot, exact rounding ties, magnitudes near FLT_MAX, E4M3-like coarse values) with
 //    random and all-extreme weight blocks, odd row counts and several n;
@@ -34,7 +34,18 @@
 namespace strata::kernels {
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::kQ4_K, QuantType::kQ2_K};
+constexpr QuantType kTypes[] = {QuantType::kQ4_K, QuantType::kQ2_K, QuantType::kQ6_K, QuantType::kQ3_K};
+
+// Byte offsets of a block's fp16 scale fields (d, and dmin where there is one).
+std::vector<int> f16_fields(QuantType t) {
+  switch (t) {
+    case QuantType::kQ4_K: return {0, 2};
+    case QuantType::kQ2_K: return {80, 82};
+    case QuantType::kQ6_K: return {208};
+    case QuantType::kQ3_K: return {108};
+    default: return {0};  // Q8_0, IQ4_NL
+  }
+}
 
 // Weights [out, in]: rows quantised from random floats, rows of random bytes (finite fp16 scales),
 // and rows with every quant, scale and min at its maximum.
@@ -55,10 +66,9 @@ std::vector<uint8_t> weights(QuantType t, int64_t out, int64_t in, std::mt19937&
     // fp16 d and dmin: finite (exponent field below 31)
     for (int64_t b = 0; b < rb / bytes; ++b) {
       uint8_t* blk = p + b * bytes;
-      const int off = t == QuantType::kQ4_K ? 0 : 80;
-      for (int h = 0; h < 2; ++h) {
+      for (int off : f16_fields(t)) {
         uint16_t v = static_cast<uint16_t>(rng()) & 0xBBFF;  // exponent field <= 14: finite, |v| < 1
-        std::memcpy(blk + off + 2 * h, &v, 2);
+        std::memcpy(blk + off, &v, 2);
       }
     }
   }
@@ -123,8 +133,10 @@ TEST(KquantQ8K, EveryLevelEqualsReferenceOnEdgeActivations) {
   EXPECT_GT(checked, 0);
 }
 
-// a_k = |d sc q_k| + |dmin m| of element e of a block (the magnitudes ggml's dequantisation rounds).
-double weight_mag(QuantType t, const uint8_t* blk, int e) {
+// a_k = |d sc q_k| + |dmin m| of element e of a block (the magnitudes ggml's dequantisation rounds);
+// for the types without mins, |w_k| itself (the dequantised `w`, within two roundings of |d sc q|).
+double weight_mag(QuantType t, const uint8_t* blk, int e, float w) {
+  if (t != QuantType::kQ4_K && t != QuantType::kQ2_K) return std::fabs(static_cast<double>(w)) * (1.0 + 0x1p-20);
   if (t == QuantType::kQ4_K) {
     const auto& b = *reinterpret_cast<const BlockQ4_K*>(blk);
     uint8_t sc, m;
@@ -165,7 +177,7 @@ TEST(KquantQ8K, ReferenceWithinQ8KBoundOfFloat64) {
                 const int64_t k = b * 256 + e;
                 exact += static_cast<double>(row[k]) * xi[k];
                 xerr += std::fabs(static_cast<double>(row[k])) * delta;
-                mag += weight_mag(t, wr + b * quant_block_bytes(t), e) * (std::fabs(static_cast<double>(xi[k])) + delta);
+                mag += weight_mag(t, wr + b * quant_block_bytes(t), e, row[k]) * (std::fabs(static_cast<double>(xi[k])) + delta);
               }
             }
             const double bound = xerr + static_cast<double>(nb + 8) * 0x1p-23 * mag + 1e-30;
