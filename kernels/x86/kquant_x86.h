@@ -29,4 +29,10 @@ bool linear_quant_rows_batch_avx512(int type, const float* x, int64_t n, const u
 bool linear_q8k_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
                             int64_t r1, float* y);
 
+// The Q8_0-x integer dot (kernels/kquant_q8_0_dot.h) for rows [r0, r1): y[r] = ref::dot_q8_0(row r, xq).
+//   xq  nb kernels::BlockQ8_0 (one token's x, quantised once per call); w, row_bytes as above.
+// Returns false (and writes nothing) for a type without that path (q8_0_dot_supported).
+bool linear_q8_0_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
+                             int64_t r1, float* y);
+
 }  // namespace strata::kernels::x86

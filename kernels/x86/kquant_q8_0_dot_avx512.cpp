@@ -1,0 +1,123 @@
+// The Q8_0-x integer decode dot with AVX-512 F/BW (kernels/kquant_q8_0_dot.h): bit-identical to
+// kernels::ref::dot_q8_0.
+//
+// Four rows by four blocks at a time. Each block's 32 weight quants (Q8_0: as stored; IQ4_NL: the
+// nibbles looked up in kIq4nlValues with VPSHUFB) and x's 32 quants are sign-extended to int16 and
+// multiplied-and-paired by VPMADDWD (x's shared by the four rows); the 16 (row, block) vectors of 16
+// int32 are reduced by one transpose-and-add tree to S[block][row], exact in int32 in any order. The
+// f32 part then runs on all 16 at once (dd = d * xd, t = dd * float(S)) and the four blocks' t are
+// added to the four rows' acc in block order: the reference's operations, lane by lane. A tail of
+// fewer than four blocks repeats the last block and skips the copies' adds.
+// Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
+#include <immintrin.h>
+
+#include "kernels/x86/common.h"
+#include "kernels/x86/kquant_x86.h"
+
+namespace strata::kernels::x86 {
+namespace {
+
+// Must match kernels::QuantType (kernels/kquant.h) and BlockQ8_0 (34 bytes: fp16 d, int8 qs[32]).
+enum : int { kQ8_0 = 0, kIq4Nl = 5 };
+constexpr int kQ80Bytes = 34;
+
+inline short ld16(const uint8_t* p) {
+  short h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+struct Q80 {
+  static constexpr int kBytes = 34;
+  struct Consts {};
+  static __m512i quants(const uint8_t* b, const Consts&) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)));
+  }
+};
+
+// IQ4_NL: byte j of qs holds the index of element j (low nibble) and j + 16 (high).
+struct Iq4Nl {
+  static constexpr int kBytes = 18;
+  struct Consts {
+    __m128i grid = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    __m128i m4 = _mm_set1_epi8(0x0F);
+  };
+  static __m512i quants(const uint8_t* b, const Consts& k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    const __m128i lo = _mm_shuffle_epi8(k.grid, _mm_and_si128(v, k.m4));
+    const __m128i hi = _mm_shuffle_epi8(k.grid, _mm_and_si128(_mm_srli_epi16(v, 4), k.m4));
+    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  }
+};
+
+// Adds the int32 lanes of u and of v pairwise-interleaved: within each 128-bit lane, [u0+u2, v0+v2,
+// u1+u3, v1+v3] (64-bit: [.., ..] when `wide`).
+inline __m512i merge32(__m512i u, __m512i v) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(u, v), _mm512_unpackhi_epi32(u, v));
+}
+inline __m512i merge64(__m512i u, __m512i v) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+}
+
+// Four rows at a time (a tail group repeats its last row and drops the copies).
+template <class B>
+void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t r1, float* y) {
+  const typename B::Consts k;
+  const __m512i bcast = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t r = r0; r < r1; r += 4) {
+    const uint8_t* p[4];
+    for (int j = 0; j < 4; ++j) p[j] = w + (r + j < r1 ? r + j : r1 - 1) * row_bytes;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib += 4) {
+      const int n_blocks = nb - ib < 4 ? static_cast<int>(nb - ib) : 4;
+      int64_t blk[4];
+      for (int b = 0; b < 4; ++b) blk[b] = ib + (b < n_blocks ? b : n_blocks - 1);
+      // R[b]: per 128-bit lane, the partial sums of rows 0..3 of block b.
+      __m512i R[4];
+      for (int b = 0; b < 4; ++b) {
+        const uint8_t* xb = xq + blk[b] * kQ80Bytes;
+        const __m512i X = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+        __m512i P[4];
+        for (int j = 0; j < 4; ++j) P[j] = _mm512_madd_epi16(B::quants(p[j] + blk[b] * B::kBytes, k), X);
+        R[b] = merge64(merge32(P[0], P[1]), merge32(P[2], P[3]));
+      }
+      // Sum the four 128-bit lanes of each R[b]: S lane 4 b + row.
+      const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i64x2(R[0], R[1], 0x44), _mm512_shuffle_i64x2(R[0], R[1], 0xEE));
+      const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i64x2(R[2], R[3], 0x44), _mm512_shuffle_i64x2(R[2], R[3], 0xEE));
+      const __m512i S = _mm512_add_epi32(_mm512_shuffle_i64x2(t01, t23, 0x88), _mm512_shuffle_i64x2(t01, t23, 0xDD));
+      const __m256i d16 = _mm256_setr_epi16(
+          ld16(p[0] + blk[0] * B::kBytes), ld16(p[1] + blk[0] * B::kBytes), ld16(p[2] + blk[0] * B::kBytes),
+          ld16(p[3] + blk[0] * B::kBytes), ld16(p[0] + blk[1] * B::kBytes), ld16(p[1] + blk[1] * B::kBytes),
+          ld16(p[2] + blk[1] * B::kBytes), ld16(p[3] + blk[1] * B::kBytes), ld16(p[0] + blk[2] * B::kBytes),
+          ld16(p[1] + blk[2] * B::kBytes), ld16(p[2] + blk[2] * B::kBytes), ld16(p[3] + blk[2] * B::kBytes),
+          ld16(p[0] + blk[3] * B::kBytes), ld16(p[1] + blk[3] * B::kBytes), ld16(p[2] + blk[3] * B::kBytes),
+          ld16(p[3] + blk[3] * B::kBytes));
+      const __m128i xd16 = _mm_setr_epi16(ld16(xq + blk[0] * kQ80Bytes), ld16(xq + blk[1] * kQ80Bytes),
+                                          ld16(xq + blk[2] * kQ80Bytes), ld16(xq + blk[3] * kQ80Bytes), 0, 0, 0, 0);
+      const __m512 xd = _mm512_permutexvar_ps(bcast, _mm512_castps128_ps512(_mm_cvtph_ps(xd16)));
+      // ROUNDING: the definition's dd = d * xd (exact), t = dd * float(S), acc += t per block in order,
+      // lane-wise for the four rows (no FMA: -ffp-contract=off).
+      const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtph_ps(d16), xd), _mm512_cvtepi32_ps(S));
+      float tb[16];
+      _mm512_storeu_ps(tb, t);
+      for (int b = 0; b < n_blocks; ++b) acc = _mm_add_ps(acc, _mm_loadu_ps(tb + 4 * b));
+    }
+    float out[4];
+    _mm_storeu_ps(out, acc);
+    for (int j = 0; j < 4 && r + j < r1; ++j) y[r + j] = out[j];
+  }
+}
+
+}  // namespace
+
+bool linear_q8_0_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
+                             int64_t r1, float* y) {
+  const auto* x = static_cast<const uint8_t*>(xq);
+  switch (type) {
+    case kQ8_0: rows<Q80>(x, nb, w, row_bytes, r0, r1, y); return true;
+    case kIq4Nl: rows<Iq4Nl>(x, nb, w, row_bytes, r0, r1, y); return true;
+    default: return false;
+  }
+}
+
+}  // namespace strata::kernels::x86
