@@ -27,31 +27,62 @@ inline short ld16(const uint8_t* p) {
   return h;
 }
 
+// Each type gives, for two blocks A and B of one row, the int32 vector whose 128-bit lanes 0, 1 hold
+// partial sums of block A's products and lanes 2, 3 those of block B (the total of each pair of
+// lanes is S_A, S_B, exactly); x's part for the two blocks is loaded once per row group (XPair).
+
+// Q8_0: weights and x sign-extended to int16, VPMADDWD (|q * xq| * 2 <= 128 * 127 * 2 < 2^31).
 struct Q80 {
   static constexpr int kBytes = 34;
   struct Consts {};
-  static __m512i quants(const uint8_t* b, const Consts&) {
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)));
+  struct XPair {
+    __m512i a, b;  // x's quants of blocks A and B as int16
+  };
+  static XPair load_x(const uint8_t* xa, const uint8_t* xb) {
+    return {_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 2))),
+            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)))};
+  }
+  static __m512i pair(const uint8_t* wa, const uint8_t* wb, const XPair& x, const Consts&) {
+    const __m512i pa =
+        _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wa + 2))), x.a);
+    const __m512i pb =
+        _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2))), x.b);
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(pa, pb, 0x44), _mm512_shuffle_i64x2(pa, pb, 0xEE));
   }
 };
 
-// IQ4_NL: byte j of qs holds the index of element j (low nibble) and j + 16 (high).
+// IQ4_NL: byte j of qs holds the index of element j (low nibble) and j + 16 (high). The 16-byte qs of
+// A and B are loaded as [A, A, B, B] and shifted by 0 / 4 per 128-bit lane, so lane order is element
+// order. VPMADDUBSW needs one unsigned side: |value| from a table, x negated where the value is
+// negative (indices 0..7), as ggml's mul_sum_i8_pairs (|value * xq| * 2 <= 127 * 127 * 2 < 2^15).
 struct Iq4Nl {
   static constexpr int kBytes = 18;
   struct Consts {
-    __m128i grid = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    __m128i m4 = _mm_set1_epi8(0x0F);
+    __m512i abs_grid = _mm512_broadcast_i32x4(_mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));
+    __m512i shift = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                      0x0004000400040004);
+    __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi16(1);
   };
-  static __m512i quants(const uint8_t* b, const Consts& k) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    const __m128i lo = _mm_shuffle_epi8(k.grid, _mm_and_si128(v, k.m4));
-    const __m128i hi = _mm_shuffle_epi8(k.grid, _mm_and_si128(_mm_srli_epi16(v, 4), k.m4));
-    return _mm512_cvtepi8_epi16(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+  struct XPair {
+    __m512i q;  // x's quants of A then B, int8
+  };
+  static XPair load_x(const uint8_t* xa, const uint8_t* xb) {
+    return {_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 2))),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)), 1)};
+  }
+  static __m512i pair(const uint8_t* wa, const uint8_t* wb, const XPair& x, const Consts& k) {
+    const __m512i raw = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wa + 2)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 2))), 1);
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(raw, k.shift), k.m4);
+    const __mmask64 neg = _mm512_cmplt_epu8_mask(idx, k.eight);
+    const __m512i xs = _mm512_mask_sub_epi8(x.q, neg, _mm512_setzero_si512(), x.q);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_shuffle_epi8(k.abs_grid, idx), xs), k.ones);
   }
 };
 
-// Adds the int32 lanes of u and of v pairwise-interleaved: within each 128-bit lane, [u0+u2, v0+v2,
-// u1+u3, v1+v3] (64-bit: [.., ..] when `wide`).
+// Adds the int32 lanes of u and v pairwise-interleaved: within each 128-bit lane, [u0+u2, v0+v2,
+// u1+u3, v1+v3] (merge32), and [u01, v01, u23, v23] -> per 64-bit half (merge64).
 inline __m512i merge32(__m512i u, __m512i v) {
   return _mm512_add_epi32(_mm512_unpacklo_epi32(u, v), _mm512_unpackhi_epi32(u, v));
 }
@@ -72,19 +103,18 @@ void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, in
       const int n_blocks = nb - ib < 4 ? static_cast<int>(nb - ib) : 4;
       int64_t blk[4];
       for (int b = 0; b < 4; ++b) blk[b] = ib + (b < n_blocks ? b : n_blocks - 1);
-      // R[b]: per 128-bit lane, the partial sums of rows 0..3 of block b.
-      __m512i R[4];
-      for (int b = 0; b < 4; ++b) {
-        const uint8_t* xb = xq + blk[b] * kQ80Bytes;
-        const __m512i X = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)));
+      // R[h]: blocks 2 h, 2 h + 1; per 128-bit lane the partial sums of rows 0..3 (lanes 0, 1: block
+      // 2 h; lanes 2, 3: block 2 h + 1).
+      __m512i R[2];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t ba = blk[2 * h], bb = blk[2 * h + 1];
+        const typename B::XPair X = B::load_x(xq + ba * kQ80Bytes, xq + bb * kQ80Bytes);
         __m512i P[4];
-        for (int j = 0; j < 4; ++j) P[j] = _mm512_madd_epi16(B::quants(p[j] + blk[b] * B::kBytes, k), X);
-        R[b] = merge64(merge32(P[0], P[1]), merge32(P[2], P[3]));
+        for (int j = 0; j < 4; ++j) P[j] = B::pair(p[j] + ba * B::kBytes, p[j] + bb * B::kBytes, X, k);
+        R[h] = merge64(merge32(P[0], P[1]), merge32(P[2], P[3]));
       }
-      // Sum the four 128-bit lanes of each R[b]: S lane 4 b + row.
-      const __m512i t01 = _mm512_add_epi32(_mm512_shuffle_i64x2(R[0], R[1], 0x44), _mm512_shuffle_i64x2(R[0], R[1], 0xEE));
-      const __m512i t23 = _mm512_add_epi32(_mm512_shuffle_i64x2(R[2], R[3], 0x44), _mm512_shuffle_i64x2(R[2], R[3], 0xEE));
-      const __m512i S = _mm512_add_epi32(_mm512_shuffle_i64x2(t01, t23, 0x88), _mm512_shuffle_i64x2(t01, t23, 0xDD));
+      // S lane 4 b + row: the two 128-bit lanes of each block added.
+      const __m512i S = _mm512_add_epi32(_mm512_shuffle_i64x2(R[0], R[1], 0x88), _mm512_shuffle_i64x2(R[0], R[1], 0xDD));
       const __m256i d16 = _mm256_setr_epi16(
           ld16(p[0] + blk[0] * B::kBytes), ld16(p[1] + blk[0] * B::kBytes), ld16(p[2] + blk[0] * B::kBytes),
           ld16(p[3] + blk[0] * B::kBytes), ld16(p[0] + blk[1] * B::kBytes), ld16(p[1] + blk[1] * B::kBytes),
