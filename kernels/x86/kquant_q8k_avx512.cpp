@@ -149,27 +149,32 @@ struct Q6K {
 };
 
 // Q3_K. q + 4 = the 2-bit field (Q2_K's planes) | hmask bit << 2; the hmask bit of plane j of half h
-// is bit 4 h + j of hmask[l]. Scales: ggml's 6-bit unpacking, minus 32.
+// is bit 4 h + j of hmask[l]. Scales: ggml's 6-bit unpacking (low nibbles from bytes 0..7, then
+// their high nibbles; bits 2 (j / 4) of byte 8 + j % 4 on top), minus 32, in vector registers.
 struct Q3K {
   static constexpr int kBytes = 110, kD = 108, kBias = 4;
   using Consts = Q6K::Consts;
   static void load_x(const int8_t* q, __m512i X[4]) { Q2K::load_x(q, X); }
   static void sums(const uint8_t* b, const __m512i X[4], __m256i bsums, const Consts& k, __m512i& S, __m256i& M) {
-    uint32_t a[4];
-    std::memcpy(a, b + 96, 12);
-    const uint32_t tmp = a[2];
-    a[2] = ((a[0] >> 4) & 0x0f0f0f0f) | (((tmp >> 4) & 0x03030303) << 4);
-    a[3] = ((a[1] >> 4) & 0x0f0f0f0f) | (((tmp >> 6) & 0x03030303) << 4);
-    a[0] = (a[0] & 0x0f0f0f0f) | ((tmp & 0x03030303) << 4);
-    a[1] = (a[1] & 0x0f0f0f0f) | (((tmp >> 2) & 0x03030303) << 4);
-    const __m128i sc8 = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_set1_epi8(32));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 96));
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+    uint32_t top;
+    std::memcpy(&top, b + 104, 4);
+    const __m128i hi = _mm_slli_epi32(
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)),
+        4);
+    const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
     const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
-    const __m512i v = _mm512_loadu_si512(b + 32), m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
-    __m512i q[4];
-    for (int j = 0; j < 4; ++j)
-      q[j] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 2 * j), m3),
-                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, j), one), 2));
+    const __m512i v = _mm512_loadu_si512(b + 32), m3 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+    // (low2 & 3) | (hmask bit moved to bit 2): VPTERNLOGD with imm 0xEA = (A & B) | C.
+    const __m512i hb[4] = {_mm512_and_si512(_mm512_slli_epi16(h, 2), bit2), _mm512_and_si512(_mm512_slli_epi16(h, 1), bit2),
+                           _mm512_and_si512(h, bit2), _mm512_and_si512(_mm512_srli_epi16(h, 1), bit2)};
+    const __m512i q[4] = {_mm512_ternarylogic_epi32(v, m3, hb[0], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 2), m3, hb[1], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), m3, hb[2], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 6), m3, hb[3], 0xEA)};
     signed_sums(q, X, sc8, bsums, k.idx, S, M);
   }
 };
