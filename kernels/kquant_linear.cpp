@@ -39,11 +39,13 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
   const auto* base = static_cast<const uint8_t*>(w.w);
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
   const bool vec = path.rows_avx512 != nullptr && linear_quant_has_kernel(w.type, level);
-  // Chunks of kRowGrain rows outermost, tokens inside: a chunk's weights are read from memory once
-  // for all n tokens (prefill); the bits do not depend on the chunking (each row is computed whole).
+  // n > 1: chunks of kRowGrain rows outermost, tokens inside, so a chunk's weights are read from
+  // memory once for all n tokens (prefill); n = 1: the whole range in one call. The bits do not
+  // depend on the chunking (each row is computed whole).
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t c0 = r0; c0 < r1; c0 += kRowGrain) {
-      const int64_t c1 = c0 + kRowGrain < r1 ? c0 + kRowGrain : r1;
+    const int64_t chunk = n > 1 ? kRowGrain : r1 - r0;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+      const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
       for (int64_t i = 0; i < n; ++i) {
         const XBlock* xi = xq.data() + i * nb;
         float* yi = y + i * w.out;
