@@ -67,13 +67,8 @@ struct Iq4Nl {
                                       0x0004000400040004);
     __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi16(1);
   };
-  struct XPair {
-    __m512i q;  // x's quants of A then B, int8
-  };
-  static XPair load_x(const uint8_t* xa, const uint8_t* xb) {
-    return {_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 2))),
-                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 2)), 1)};
-  }
+  using XPair = Q80::XPair;
+  static XPair load_x(const uint8_t* xa, const uint8_t* xb) { return Q80::load_x(xa, xb); }
   static __m512i pair(const uint8_t* wa, const uint8_t* wb, const XPair& x, const Consts& k) {
     const __m512i raw = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wa + 2)))),
