@@ -25,7 +25,7 @@ struct IntegerPath {
   int64_t x_block_elems;
   void (*quantize)(const float*, XBlock*, int64_t);
   float (*dot)(QuantType, const uint8_t*, const XBlock*, int64_t);
-  bool (*rows_avx512)(int, const void*, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*);
+  bool (*rows_avx512)(int, const void*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t);
 };
 
 // x rounded once per call (per token, shared by every row range and thread), then the path's integer
@@ -46,15 +46,12 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
     const int64_t chunk = n > 1 ? kRowGrain : r1 - r0;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
       const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-      for (int64_t i = 0; i < n; ++i) {
-        const XBlock* xi = xq.data() + i * nb;
-        float* yi = y + i * w.out;
-        if (vec) {
-          path.rows_avx512(static_cast<int>(w.type), xi, nb, base, row_bytes, c0, c1, yi);
-          continue;
-        }
-        for (int64_t r = c0; r < c1; ++r) yi[r] = path.dot(w.type, base + r * row_bytes, xi, nb);
+      if (vec) {
+        path.rows_avx512(static_cast<int>(w.type), xq.data(), n, nb, base, row_bytes, c0, c1, y, w.out);
+        continue;
       }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = c0; r < c1; ++r) y[i * w.out + r] = path.dot(w.type, base + r * row_bytes, xq.data() + i * nb, nb);
     }
   };
   if (pool == nullptr || level == KernelLevel::kScalar)

@@ -246,16 +246,17 @@ void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, in
 
 }  // namespace
 
-bool linear_q8k_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
-                            int64_t r1, float* y) {
+bool linear_q8k_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                            int64_t r0, int64_t r1, float* y, int64_t out) {
+  auto* run = type == kQ4_K   ? &rows<Q4K>
+              : type == kQ2_K ? &rows<Q2K>
+              : type == kQ6_K ? &rows<Q6K>
+              : type == kQ3_K ? &rows<Q3K>
+                              : nullptr;
+  if (run == nullptr) return false;
   const auto* x = static_cast<const uint8_t*>(xq);
-  switch (type) {
-    case kQ4_K: rows<Q4K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    case kQ2_K: rows<Q2K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    case kQ6_K: rows<Q6K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    case kQ3_K: rows<Q3K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    default: return false;
-  }
+  for (int64_t t = 0; t < n; ++t) run(x + t * nb * kQ8KBytes, nb, w, row_bytes, r0, r1, y + t * out);
+  return true;
 }
 
 }  // namespace strata::kernels::x86
