@@ -18,8 +18,9 @@
 // then the lanes are added as a tree, acc[j] += acc[j + h] for h = 8, 4, 2, 1, and y = acc[0].
 // This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
 // the reference bit for bit, whatever the thread count.
-// Threading: parallel over output rows on `pool` (may be null); each task walks its rows in chunks of
-// 16 and runs every token on a chunk while its weights are in cache. Cannot fail: REQUIRES
+// Threading: parallel over output rows on `pool` (may be null); for n > 1 each task walks its rows in
+// chunks of 16 and runs every token on a chunk while its weights are in cache (the Q8_0-x kernel
+// decodes each weight tile once per four tokens). Cannot fail: REQUIRES
 // in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: n * in / 256 Q8_K
 // blocks (292 B each) or n * in / 32 Q8_0 blocks (34 B each) per call. Levels: AVX-512 (and AVX-512
 // BF16, which runs it) kernels for every type; AVX2 and kScalar run the references.

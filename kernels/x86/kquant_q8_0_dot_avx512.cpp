@@ -93,12 +93,11 @@ inline __m512i merge64(__m512i u, __m512i v) {
   return _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
 }
 
-// Tokens per pass over a four-row group's weights: each tile of weights is decoded once for them.
-constexpr int kTokens = 4;
-
 // Four rows at a time (a tail group repeats its last row and drops the copies), up to kTokens tokens
-// per pass; token t's x at xq + t * nb blocks, its y at y + t * out.
-template <class B>
+// per pass (each tile of weights is decoded once for them; 1 for decode, 4 for prefill, so the
+// decode loop keeps everything in registers); token t's x at xq + t * nb blocks, its y at
+// y + t * out.
+template <class B, int kTokens>
 void rows(const uint8_t* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t r1,
           float* y, int64_t out) {
   const typename B::Consts k;
@@ -166,8 +165,8 @@ bool linear_q8_0_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, co
                              int64_t r0, int64_t r1, float* y, int64_t out) {
   const auto* x = static_cast<const uint8_t*>(xq);
   switch (type) {
-    case kQ8_0: rows<Q80>(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
-    case kIq4Nl: rows<Iq4Nl>(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
+    case kQ8_0: (n == 1 ? rows<Q80, 1> : rows<Q80, 4>)(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
+    case kIq4Nl: (n == 1 ? rows<Iq4Nl, 1> : rows<Iq4Nl, 4>)(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
     default: return false;
   }
 }
