@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/kquant_q8_0_dot.h"
 #include "kernels/kquant_q8k.h"
 #if !defined(STRATA_KERNELS_NO_X86)
 #include "kernels/x86/kquant_x86.h"
@@ -17,41 +18,63 @@ namespace {
 // Rows per task: a multiple of the 4 rows the vector kernels run side by side.
 constexpr int64_t kRowGrain = 16;
 
-// Q4_K / Q2_K: x rounded to Q8_K once per call (per token, shared by every row range and thread), then
-// the integer dot (kernels/kquant_q8k.h) row by row: the AVX-512 kernel, or the reference elsewhere.
-void linear_q8k(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
-  const int64_t nb = w.in / 256;
-  std::vector<BlockQ8_K> xq(static_cast<size_t>(n * nb));  // once per call, never per row
-  for (int64_t i = 0; i < n; ++i) quantize_row_q8_K(x + i * w.in, xq.data() + i * nb, w.in);
+// One integer path: x's block type and elements per block, its rounding, the reference dot and
+// the AVX-512 rows kernel.
+template <class XBlock>
+struct IntegerPath {
+  int64_t x_block_elems;
+  void (*quantize)(const float*, XBlock*, int64_t);
+  float (*dot)(QuantType, const uint8_t*, const XBlock*, int64_t);
+  bool (*rows_avx512)(int, const void*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t);
+};
+
+// x rounded once per call (per token, shared by every row range and thread), then the path's integer
+// dot row by row: the AVX-512 kernel, or the reference elsewhere.
+template <class XBlock>
+void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, const QuantWeight& w, float* y,
+                    ThreadPool* pool, KernelLevel level) {
+  const int64_t nb = w.in / path.x_block_elems;
+  std::vector<XBlock> xq(static_cast<size_t>(n * nb));  // once per call, never per row
+  for (int64_t i = 0; i < n; ++i) path.quantize(x + i * w.in, xq.data() + i * nb, w.in);
   const auto* base = static_cast<const uint8_t*>(w.w);
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
-  const bool vec = linear_quant_has_kernel(w.type, level);
+  const bool vec = path.rows_avx512 != nullptr && linear_quant_has_kernel(w.type, level);
+  // n > 1: chunks of kRowGrain rows outermost, tokens inside, so a chunk's weights are read from
+  // memory once for all n tokens (prefill); n = 1: the whole range in one call. The bits do not
+  // depend on the chunking (each row is computed whole).
   auto run = [&](int64_t r0, int64_t r1) {
-    for (int64_t i = 0; i < n; ++i) {
-      const BlockQ8_K* xi = xq.data() + i * nb;
-      float* yi = y + i * w.out;
-#if !defined(STRATA_KERNELS_NO_X86)
+    const int64_t chunk = n > 1 ? kRowGrain : r1 - r0;
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+      const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
       if (vec) {
-        x86::linear_q8k_rows_avx512(static_cast<int>(w.type), xi, nb, base, row_bytes, r0, r1, yi);
+        path.rows_avx512(static_cast<int>(w.type), xq.data(), n, nb, base, row_bytes, c0, c1, y, w.out);
         continue;
       }
-#endif
-      for (int64_t r = r0; r < r1; ++r) yi[r] = ref::dot_q8k(w.type, base + r * row_bytes, xi, nb);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = c0; r < c1; ++r) y[i * w.out + r] = path.dot(w.type, base + r * row_bytes, xq.data() + i * nb, nb);
     }
   };
-  (void)vec;
   if (pool == nullptr || level == KernelLevel::kScalar)
     run(0, w.out);
   else
     pool->parallel_for(w.out, run, kRowGrain);
 }
 
+#if !defined(STRATA_KERNELS_NO_X86)
+constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, x86::linear_q8k_rows_avx512};
+constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, x86::linear_q8_0_rows_avx512};
+#else
+constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, nullptr};
+constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, nullptr};
+#endif
+
 }  // namespace
 
 bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
 #if !defined(STRATA_KERNELS_NO_X86)
-  // The Q8_K integer path has an AVX-512 kernel only; AVX2 runs its reference (same bits).
-  if (q8k_dot_supported(t)) return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
+  // The integer paths have AVX-512 kernels only; AVX2 runs their references (same bits).
+  if (q8k_dot_supported(t) || q8_0_dot_supported(t))
+    return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
   return level != KernelLevel::kScalar;
 #else
   (void)t;
@@ -63,7 +86,8 @@ bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
   STRATA_CHECK(kernel_level_supported(level), "linear_quant: level not supported by this CPU");
   STRATA_DCHECK(w.in % quant_block_elems(w.type) == 0, "linear_quant: in must be a multiple of the block");
-  if (q8k_dot_supported(w.type)) return linear_q8k(x, n, w, y, pool, level);
+  if (q8k_dot_supported(w.type)) return linear_integer(kQ8KPath, x, n, w, y, pool, level);
+  if (q8_0_dot_supported(w.type)) return linear_integer(kQ80Path, x, n, w, y, pool, level);
   if (!linear_quant_has_kernel(w.type, level)) {
     if (level == KernelLevel::kScalar || pool == nullptr) return ref::linear_quant(x, n, w, y);
     // The reference, row range by row range (same bits: each row is computed whole).

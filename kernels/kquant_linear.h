@@ -2,27 +2,30 @@
 //
 // W is [out, in] in one QuantType, each row quant_row_bytes(type, in) bytes, rows contiguous (a GGUF
 // tensor as stored). x and y are f32.
-// DECISION: for Q8_0, Q6_K, Q3_K and IQ4_NL no quantisation of x (ggml rounds x to Q8_K / Q8_0 and
-// sums integer products; we keep x in f32, so results differ from ggml's by x's rounding, and every
-// level here computes the same bits). For Q4_K and Q2_K (q8k_dot_supported) x IS rounded to Q8_K, as
-// ggml does, once per call, and the result is the integer dot of kernels/kquant_q8k.h (its own
-// definition, reference kernels/ref/kquant_q8k.cpp; AVX-512 kernel x86/kquant_q8k_avx512.cpp, the
-// AVX2 level runs the reference). The model's E4M3 rounding of activations happens before this call
-// (model/weights.cpp); Q8_K is the kernel's own step after it.
+// DECISION: x is rounded before the dot, as ggml does, once per call: to Q8_K for the K-quants
+// (q8k_dot_supported: Q4_K, Q2_K, Q6_K, Q3_K; the bytes of ggml's quantize_row_q8_K_ref) and to Q8_0
+// for Q8_0 and IQ4_NL (q8_0_dot_supported; the bytes of quantize_row_q8_0_ref). The result is then
+// the integer dot of kernels/kquant_q8k.h or kernels/kquant_q8_0_dot.h: each defined there
+// operation by operation, references in kernels/ref/kquant_q8k.cpp and kquant_q8_0_dot.cpp, AVX-512
+// kernels in x86/kquant_q8k_avx512.cpp and x86/kquant_q8_0_dot_avx512.cpp; the AVX2 level runs the
+// references (same bits, slow: no AVX2 integer kernels yet, TODO(#16)). The model's E4M3 rounding of
+// activations happens before this call (model/weights.cpp); Q8_K / Q8_0 is the kernel's own step.
 //
-// The sum for the f32-x types (the definition, kernels/ref/kquant_linear.cpp): each weight w_k is exactly ggml's
+// The f32-x definition (kernels/ref/kquant_linear.cpp, and the f32 kernels x86/kquant_avx2.cpp,
+// kquant_avx512.cpp), which no type takes today: each weight w_k is exactly ggml's
 // dequantised value (dequantize_row_<type>); element k goes to lane k % 16 of 16 f32 accumulators,
 //   acc[k % 16] = fma(w_k, x_k, acc[k % 16])   for k = 0 .. in-1 in order,
 // then the lanes are added as a tree, acc[j] += acc[j + h] for h = 8, 4, 2, 1, and y = acc[0].
 // This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
 // the reference bit for bit, whatever the thread count.
-// Threading: parallel over output rows on `pool` (may be null). Cannot fail: REQUIRES
-// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: Q4_K/Q2_K: n * in / 256
-// Q8_K blocks (292 B each) per call; the other types: none for n = 1; for
-// n > 1 the AVX-512 kernel takes 4 * in floats of scratch per task (each group of four rows is decoded
-// once and shared by all n tokens). Levels: AVX-512 (and AVX-512 BF16, which runs it) kernels for
-// every type, AVX2 kernels for all but Q4_K/Q2_K; kScalar runs the reference.
-// Source: ggml-quants.c dequantize_row_*; ggml-cpu/quants.c ggml_vec_dot_*_q8_K (what ggml does instead).
+// Threading: parallel over output rows on `pool` (may be null); for n > 1 each task walks its rows in
+// chunks of 16 and runs every token on a chunk while its weights are in cache (the Q8_0-x kernel
+// decodes each weight tile once per four tokens). Cannot fail: REQUIRES
+// in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: n * in / 256 Q8_K
+// blocks (292 B each) or n * in / 32 Q8_0 blocks (34 B each) per call. Levels: AVX-512 (and AVX-512
+// BF16, which runs it) kernels for every type; AVX2 and kScalar run the references.
+// Source: ggml-quants.c quantize_row_q8_K_ref, quantize_row_q8_0_ref; ggml-cpu/quants.c
+// ggml_vec_dot_*_q8_K, ggml_vec_dot_{q8_0,iq4_nl}_q8_0.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The integer decode matvec over K-quant weights (Q4_K, Q2_K), as ggml computes it: x is first
+// The integer decode matvec over K-quant weights (Q4_K, Q2_K, Q6_K, Q3_K), as ggml computes it: x is first
 // rounded to Q8_K (per 256 values an f32 scale, int8 quants, int16 sums per 16), then each
 // super-block's weight-times-x products are summed exactly in int32 and combined with the f32 block
 // scales. Used by kernels::linear_quant for the types where q8k_dot_supported(t) (kquant_linear.h).
@@ -11,10 +11,13 @@
 // with d_b, dmin_b the block's fp16 scales as f32, xd_b the Q8_K block's f32 scale, each operation one
 // f32 rounding (no fused multiply-add; float(S) rounds to nearest when |S| > 2^24), y = acc.
 // Sub-blocks: Q4_K 8 of 32 with 6-bit sc/m; Q2_K 16 of 16 with 4-bit sc/m (kernels/kquant.h).
-// The integer sums cannot overflow: |S| <= 256 * 63 * 15 * 127 < 2^25, |M| <= 256 * 63 * 127.
+// Types without mins (Q6_K: signed q in [-32, 31], int8 sc per 16; Q3_K: q in [-4, 3], sc - 32 in
+// [-32, 31] per 16) have no M, u and dmin: dd = d_b * xd_b, t = dd * float(S_b), acc = acc + t.
+// The integer sums cannot overflow: |S| <= 256 * 63 * 15 * 127 < 2^25, |M| <= 256 * 63 * 127; Q6_K
+// |S| <= 256 * 32 * 128 * 127 < 2^28.
 // Differences from ggml's result: only the f32 order (ggml keeps 8 or 16 f32 lanes of partial sums
 // per row); x's rounding is the same as ggml's quantize_row_q8_K_ref, bit for bit.
-// Source: ggml-quants.c quantize_row_q8_K_ref; ggml-cpu/quants.c ggml_vec_dot_{q4,q2}_K_q8_K_generic.
+// Source: ggml-quants.c quantize_row_q8_K_ref; ggml-cpu/quants.c ggml_vec_dot_{q4,q2,q6,q3}_K_q8_K_generic.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +34,10 @@ struct BlockQ8_K {
 };
 static_assert(sizeof(BlockQ8_K) == 292);
 
-// Whether linear_quant takes the Q8_K integer path for t (Q4_K, Q2_K; the other types keep f32 x).
-inline bool q8k_dot_supported(QuantType t) { return t == QuantType::kQ4_K || t == QuantType::kQ2_K; }
+// Whether linear_quant takes the Q8_K integer path for t (the K-quants: Q4_K, Q2_K, Q6_K, Q3_K).
+inline bool q8k_dot_supported(QuantType t) {
+  return t == QuantType::kQ4_K || t == QuantType::kQ2_K || t == QuantType::kQ6_K || t == QuantType::kQ3_K;
+}
 
 // x[k] (finite) -> y[k / 256]: the bytes ggml quantize_row_q8_K_ref writes. REQUIRES k % 256 == 0.
 // Shared by every level (it runs once per token per call, not per row).

@@ -65,6 +65,13 @@ float combine(float acc, uint16_t d16, uint16_t dmin16, float xd, int32_t s, int
   return acc + (t - u);
 }
 
+// The same for the types without mins: acc + dd * S.
+float combine_no_min(float acc, uint16_t d16, float xd, int32_t s) {
+  const float dd = f16_to_f32(d16) * xd;
+  const float t = dd * static_cast<float>(s);
+  return acc + t;
+}
+
 float dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
   float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
@@ -105,11 +112,37 @@ float dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t nb) {
   return acc;
 }
 
+// Q6_K and Q3_K: signed quants, a signed scale per 16 (Blk::quant / scale read the fields).
+template <class Blk, class Quant, class Scale>
+float dot_signed(const Blk* w, const BlockQ8_K* x, int64_t nb, Quant quant, Scale scale) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const Blk& wb = w[b];
+    const BlockQ8_K& xb = x[b];
+    int32_t s = 0;
+    for (int i = 0; i < 16; ++i) {  // sub-block i: elements 16 i .. 16 i + 15
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) dot += quant(wb, 16 * i + l) * xb.qs[16 * i + l];
+      s += scale(wb, i) * dot;
+    }
+    acc = combine_no_min(acc, wb.d, xb.d, s);
+  }
+  return acc;
+}
+
 }  // namespace
 
 float dot_q8k(QuantType t, const uint8_t* w, const BlockQ8_K* x, int64_t nb) {
-  if (t == QuantType::kQ4_K) return dot_q4_K(reinterpret_cast<const BlockQ4_K*>(w), x, nb);
-  return dot_q2_K(reinterpret_cast<const BlockQ2_K*>(w), x, nb);
+  switch (t) {
+    case QuantType::kQ4_K: return dot_q4_K(reinterpret_cast<const BlockQ4_K*>(w), x, nb);
+    case QuantType::kQ6_K:
+      return dot_signed(reinterpret_cast<const BlockQ6_K*>(w), x, nb, kquant::q6_K_quant,
+                        [](const BlockQ6_K& b, int i) { return static_cast<int>(b.scales[i]); });
+    case QuantType::kQ3_K:
+      return dot_signed(reinterpret_cast<const BlockQ3_K*>(w), x, nb, kquant::q3_K_quant,
+                        [](const BlockQ3_K& b, int i) { return kquant::q3_K_scale(b.scales, i) - 32; });
+    default: return dot_q2_K(reinterpret_cast<const BlockQ2_K*>(w), x, nb);
+  }
 }
 
 }  // namespace ref

@@ -2,12 +2,15 @@
 // kernels::ref::dot_q8k.
 //
 // Per super-block and row, the weight quants (u8) times x's Q8_K quants (s8) are summed in pairs by
-// VPMADDUBSW (no saturation: |q * xq| * 2 <= 15 * 127 * 2 < 2^15), then VPMADDWD with the sub-block
+// VPMADDUBSW (no saturation: |q * xq| * 2 <= 63 * 127 * 2 < 2^15), then VPMADDWD with the sub-block
 // scales as int16 gives int32 lanes; the mins go through VPMADDWD with x's bsums. Integer sums are
 // exact, so the lane layout does not matter: the 16 (and 8) lanes are added to the block's S and M,
 // and the f32 combination of the definition runs on four rows at once in the lanes of an xmm (the same
-// four IEEE operations per row as the reference, in block order). x's 64-byte vectors are assembled
+// IEEE operations per row as the reference, in block order). x's 64-byte vectors are assembled
 // from two 32-byte halves so that they line up with the weight bytes as stored (no weight shuffles).
+// Q6_K and Q3_K have signed quants: the kernel sums q + bias (32, 4; unsigned, as VPMADDUBSW needs)
+// and subtracts bias * sum_i sc_i * bsums_i in int32, exactly as ggml's AVX2 kernels do, so S is the
+// reference's S.
 // VNNI (VPDPBUSD) would save one instruction per 64 products but needs the scale multiply in int32;
 // this path needs AVX-512 BW only, which every kAvx512 CPU has.
 // Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
@@ -20,7 +23,7 @@ namespace strata::kernels::x86 {
 namespace {
 
 // Must match kernels::QuantType (kernels/kquant.h) and the BlockQ8_K layout (kernels/kquant_q8k.h).
-enum : int { kQ4_K = 2, kQ2_K = 4 };
+enum : int { kQ6_K = 1, kQ4_K = 2, kQ3_K = 3, kQ2_K = 4 };
 constexpr int kQ8KBytes = 292, kQ8KQs = 4, kQ8KBsums = 260;
 
 inline short ld16(const uint8_t* p) {
@@ -34,10 +37,11 @@ inline __m512i cat32(const int8_t* a, const int8_t* b) {
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
 }
 // A VPSHUFB index that puts byte a (b, c, d) of each 128-bit lane, zero-extended to int16, in every
-// int16 of 128-bit lane 0 (1, 2, 3).
-inline __m512i scale_idx(int a, int b, int c, int d) {
-  auto lane = [](int j) {
-    const uint64_t v = 0x8000u | static_cast<uint64_t>(j);
+// int16 of 128-bit lane 0 (1, 2, 3). With `high`, the byte goes to the high half of each int16 (its
+// low half zero), so an arithmetic shift right by 8 sign-extends it (the signed Q6_K / Q3_K scales).
+inline __m512i scale_idx(int a, int b, int c, int d, bool high = false) {
+  auto lane = [high](int j) {
+    const uint64_t v = high ? (static_cast<uint64_t>(j) << 8) | 0x80u : 0x8000u | static_cast<uint64_t>(j);
     return static_cast<long long>(v | (v << 16) | (v << 32) | (v << 48));
   };
   return _mm512_setr_epi64(lane(a), lane(a), lane(b), lane(b), lane(c), lane(c), lane(d), lane(d));
@@ -46,7 +50,7 @@ inline __m512i scale_idx(int a, int b, int c, int d) {
 // Q4_K. Weight bytes 0..63 of qs: low nibbles = elements 0..31 (sub-block 0) and 64..95 (2), high
 // nibbles = 32..63 (1) and 96..127 (3); bytes 64..127 the same plus 128.
 struct Q4K {
-  static constexpr int kBytes = 144, kD = 0, kDmin = 2;
+  static constexpr int kBytes = 144, kD = 0, kDmin = 2, kBias = 0;
   struct Consts {
     __m512i idx[4] = {scale_idx(0, 0, 2, 2), scale_idx(1, 1, 3, 3), scale_idx(4, 4, 6, 6), scale_idx(5, 5, 7, 7)};
     __m128i mins = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
@@ -82,11 +86,12 @@ struct Q4K {
 
 // Q2_K. qs bytes 0..31 hold elements 32 j + l at bits 2 j, bytes 32..63 elements 128 + 32 j + l.
 struct Q2K {
-  static constexpr int kBytes = 84, kD = 80, kDmin = 82;
+  static constexpr int kBytes = 84, kD = 80, kDmin = 82, kBias = 0;
   struct Consts {
     __m512i idx[4] = {scale_idx(0, 1, 8, 9), scale_idx(2, 3, 10, 11), scale_idx(4, 5, 12, 13),
                       scale_idx(6, 7, 14, 15)};
   };
+  // Byte l of half h of X[j]: element 128 h + 32 j + l (the plane layout of Q2_K, Q3_K and Q6_K).
   static void load_x(const int8_t* q, __m512i X[4]) {
     for (int j = 0; j < 4; ++j) X[j] = cat32(q + 32 * j, q + 128 + 32 * j);
   }
@@ -102,6 +107,75 @@ struct Q2K {
     }
     S = s;
     M = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4)), bsums);
+  }
+};
+
+// S' = sum_j madd(maddubs(q'_j, X_j), sc), q' = q + bias in the Q2_K plane layout, and
+// M = sc_i * bsums_i (8 lanes): the parts of the signed types' S = S' - bias * sum M.
+inline void signed_sums(const __m512i q[4], const __m512i X[4], __m128i sc8, __m256i bsums, const __m512i idx[4],
+                        __m512i& S, __m256i& M) {
+  const __m512i sc = _mm512_broadcast_i32x4(sc8);
+  __m512i s = _mm512_setzero_si512();
+  for (int j = 0; j < 4; ++j) {
+    const __m512i scj = _mm512_srai_epi16(_mm512_shuffle_epi8(sc, idx[j]), 8);  // int8 -> int16
+    s = _mm512_add_epi32(s, _mm512_madd_epi16(_mm512_maddubs_epi16(q[j], X[j]), scj));
+  }
+  S = s;
+  M = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums);
+}
+
+// Q6_K. q + 32 = low nibble | top two bits << 4. Plane j of half h (elements 128 h + 32 j + l): the
+// nibble of ql[64 h + 32 (j % 2) + l] (low for j < 2, high otherwise), bits 2 j of qh[32 h + l].
+struct Q6K {
+  static constexpr int kBytes = 210, kD = 208, kBias = 32;
+  struct Consts {
+    __m512i idx[4] = {scale_idx(0, 1, 8, 9, true), scale_idx(2, 3, 10, 11, true), scale_idx(4, 5, 12, 13, true),
+                      scale_idx(6, 7, 14, 15, true)};
+  };
+  static void load_x(const int8_t* q, __m512i X[4]) { Q2K::load_x(q, X); }
+  static void sums(const uint8_t* b, const __m512i X[4], __m256i bsums, const Consts& k, __m512i& S, __m256i& M) {
+    const __m512i lo_a = cat32(reinterpret_cast<const int8_t*>(b), reinterpret_cast<const int8_t*>(b + 64));
+    const __m512i lo_b = cat32(reinterpret_cast<const int8_t*>(b + 32), reinterpret_cast<const int8_t*>(b + 96));
+    const __m512i h = _mm512_loadu_si512(b + 128);  // qh: bytes 0..31 half 0, 32..63 half 1
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i q[4] = {
+        _mm512_or_si512(_mm512_and_si512(lo_a, m4), _mm512_and_si512(_mm512_slli_epi16(h, 4), m30)),
+        _mm512_or_si512(_mm512_and_si512(lo_b, m4), _mm512_and_si512(_mm512_slli_epi16(h, 2), m30)),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo_a, 4), m4), _mm512_and_si512(h, m30)),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo_b, 4), m4),
+                        _mm512_and_si512(_mm512_srli_epi16(h, 2), m30))};
+    signed_sums(q, X, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192)), bsums, k.idx, S, M);
+  }
+};
+
+// Q3_K. q + 4 = the 2-bit field (Q2_K's planes) | hmask bit << 2; the hmask bit of plane j of half h
+// is bit 4 h + j of hmask[l]. Scales: ggml's 6-bit unpacking (low nibbles from bytes 0..7, then
+// their high nibbles; bits 2 (j / 4) of byte 8 + j % 4 on top), minus 32, in vector registers.
+struct Q3K {
+  static constexpr int kBytes = 110, kD = 108, kBias = 4;
+  using Consts = Q6K::Consts;
+  static void load_x(const int8_t* q, __m512i X[4]) { Q2K::load_x(q, X); }
+  static void sums(const uint8_t* b, const __m512i X[4], __m256i bsums, const Consts& k, __m512i& S, __m256i& M) {
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 96));
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+    uint32_t top;
+    std::memcpy(&top, b + 104, 4);
+    const __m128i hi = _mm_slli_epi32(
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)),
+        4);
+    const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(hm), _mm256_srli_epi16(hm, 4), 1);
+    const __m512i v = _mm512_loadu_si512(b + 32), m3 = _mm512_set1_epi8(3), bit2 = _mm512_set1_epi8(4);
+    // (low2 & 3) | (hmask bit moved to bit 2): VPTERNLOGD with imm 0xEA = (A & B) | C.
+    const __m512i hb[4] = {_mm512_and_si512(_mm512_slli_epi16(h, 2), bit2), _mm512_and_si512(_mm512_slli_epi16(h, 1), bit2),
+                           _mm512_and_si512(h, bit2), _mm512_and_si512(_mm512_srli_epi16(h, 1), bit2)};
+    const __m512i q[4] = {_mm512_ternarylogic_epi32(v, m3, hb[0], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 2), m3, hb[1], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), m3, hb[2], 0xEA),
+                          _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 6), m3, hb[3], 0xEA)};
+    signed_sums(q, X, sc8, bsums, k.idx, S, M);
   }
 };
 
@@ -144,14 +218,25 @@ void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, in
       B::sums(p[1] + off, X, bsums, k, S1, M1);
       B::sums(p[2] + off, X, bsums, k, S2, M2);
       B::sums(p[3] + off, X, bsums, k, S3, M3);
-      // ROUNDING: the definition's dd = d * xd, dm = dmin * xd, t = dd * S, u = dm * M, acc += t - u,
-      // lane-wise for the four rows (one f32 rounding each, no FMA: -ffp-contract=off).
       float xd;
       std::memcpy(&xd, xb, 4);
-      const __m256 ddm = _mm256_mul_ps(f16x8(p, off + B::kD, off + B::kDmin), _mm256_set1_ps(xd));
-      const __m256 tu = _mm256_mul_ps(ddm, _mm256_cvtepi32_ps(hsum_sm(S0, S1, S2, S3, M0, M1, M2, M3)));
-      const __m128 t = _mm256_castps256_ps128(tu), u = _mm256_extractf128_ps(tu, 1);
-      acc = _mm_add_ps(acc, _mm_sub_ps(t, u));
+      const __m256i sm = hsum_sm(S0, S1, S2, S3, M0, M1, M2, M3);
+      if constexpr (B::kBias == 0) {
+        // ROUNDING: the definition's dd = d * xd, dm = dmin * xd, t = dd * S, u = dm * M, acc += t - u,
+        // lane-wise for the four rows (one f32 rounding each, no FMA: -ffp-contract=off).
+        const __m256 ddm = _mm256_mul_ps(f16x8(p, off + B::kD, off + B::kDmin), _mm256_set1_ps(xd));
+        const __m256 tu = _mm256_mul_ps(ddm, _mm256_cvtepi32_ps(sm));
+        const __m128 t = _mm256_castps256_ps128(tu), u = _mm256_extractf128_ps(tu, 1);
+        acc = _mm_add_ps(acc, _mm_sub_ps(t, u));
+      } else {
+        // S = S' - bias * M (exact), then the definition's dd = d * xd, t = dd * S, acc += t.
+        const __m128i s = _mm_sub_epi32(_mm256_castsi256_si128(sm),
+                                        _mm_mullo_epi32(_mm256_extracti128_si256(sm, 1), _mm_set1_epi32(B::kBias)));
+        const __m128i d16 = _mm_setr_epi16(ld16(p[0] + off + B::kD), ld16(p[1] + off + B::kD), ld16(p[2] + off + B::kD),
+                                           ld16(p[3] + off + B::kD), 0, 0, 0, 0);
+        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(d16), _mm_set1_ps(xd));
+        acc = _mm_add_ps(acc, _mm_mul_ps(dd, _mm_cvtepi32_ps(s)));
+      }
     }
     float out[4];
     _mm_storeu_ps(out, acc);
@@ -161,14 +246,17 @@ void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, in
 
 }  // namespace
 
-bool linear_q8k_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
-                            int64_t r1, float* y) {
+bool linear_q8k_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                            int64_t r0, int64_t r1, float* y, int64_t out) {
+  auto* run = type == kQ4_K   ? &rows<Q4K>
+              : type == kQ2_K ? &rows<Q2K>
+              : type == kQ6_K ? &rows<Q6K>
+              : type == kQ3_K ? &rows<Q3K>
+                              : nullptr;
+  if (run == nullptr) return false;
   const auto* x = static_cast<const uint8_t*>(xq);
-  switch (type) {
-    case kQ4_K: rows<Q4K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    case kQ2_K: rows<Q2K>(x, nb, w, row_bytes, r0, r1, y); return true;
-    default: return false;
-  }
+  for (int64_t t = 0; t < n; ++t) run(x + t * nb * kQ8KBytes, nb, w, row_bytes, r0, r1, y + t * out);
+  return true;
 }
 
 }  // namespace strata::kernels::x86

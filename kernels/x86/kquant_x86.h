@@ -23,10 +23,16 @@ int64_t linear_quant_batch_scratch_floats(int64_t in);
 bool linear_quant_rows_batch_avx512(int type, const float* x, int64_t n, const uint8_t* w, int64_t row_bytes,
                                     int64_t in, int64_t out, int64_t r0, int64_t r1, float* y, float* scratch);
 
-// The Q8_K integer dot (kernels/kquant_q8k.h) for rows [r0, r1): y[r] = ref::dot_q8k(row r, xq).
-//   xq  nb kernels::BlockQ8_K (one token's x, quantised once per call); w, row_bytes as above.
-// Returns false (and writes nothing) for a type without the Q8_K path (only Q4_K and Q2_K have it).
-bool linear_q8k_rows_avx512(int type, const void* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0,
-                            int64_t r1, float* y);
+// The integer dots for rows [r0, r1) of n tokens: y[t * out + r] = ref::dot_q8k(row r, xq of token t)
+// (Q8_K, kernels/kquant_q8k.h) or ref::dot_q8_0 (Q8_0 x, kernels/kquant_q8_0_dot.h).
+//   xq  [n][nb] kernels::BlockQ8_K / BlockQ8_0 (x quantised once per call); w, row_bytes as above;
+//   y   [n][out], only rows [r0, r1) of each token written.
+// The Q8_0-x kernel decodes each tile of weights once for up to four tokens; the Q8_K one runs the
+// tokens one after another. Returns false (and writes nothing) for a type without that path
+// (q8k_dot_supported, q8_0_dot_supported).
+bool linear_q8k_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                            int64_t r0, int64_t r1, float* y, int64_t out);
+bool linear_q8_0_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                             int64_t r0, int64_t r1, float* y, int64_t out);
 
 }  // namespace strata::kernels::x86

@@ -3,8 +3,9 @@
 // n = 1 and n > 1; misaligned x and W; serial and threaded), and the reference against a float64
 // dot product of the same dequantised weights.
 //
-// Q4_K and Q2_K take the Q8_K integer dot (kernels/kquant_q8k.h): the level table holds for them too;
-// their float64 bound lives in kquant_q8k_test.cpp.
+// Every type now takes an integer dot (x as Q8_K: kernels/kquant_q8k.h; x as Q8_0:
+// kernels/kquant_q8_0_dot.h): the level table holds for them too; their float64 bound lives in
+// kquant_q8k_test.cpp.
 // Tolerances: level vs reference, exact. The definition fixes each f32 operation (ggml's dequant
 // ops, fused multiply-adds into lane k % 16 in k order, a fixed lane tree), and the vector kernels
 // perform exactly those, so any difference is a bug. Reference vs float64: each lane is a chain of
@@ -25,6 +26,7 @@
 #include "core/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/kquant.h"
+#include "kernels/kquant_q8_0_dot.h"
 #include "kernels/kquant_q8k.h"
 
 namespace strata::kernels {
@@ -115,9 +117,10 @@ TEST_P(KquantLinear, EveryLevelEqualsReferenceBitForBit) {
 
 TEST_P(KquantLinear, ReferenceWithinSummationBoundOfFloat64) {
   const QuantType t = GetParam();
-  // Q4_K / Q2_K round x to Q8_K first (kernels/kquant_q8k.h): their bound includes that rounding and is
-  // checked in kquant_q8k_test.cpp (ReferenceWithinQ8KBoundOfFloat64).
-  if (q8k_dot_supported(t)) GTEST_SKIP() << "Q8_K path: bound checked in KquantQ8K.ReferenceWithinQ8KBoundOfFloat64";
+  // The integer paths round x to Q8_K / Q8_0 first (kernels/kquant_q8k.h, kernels/kquant_q8_0_dot.h):
+  // their bound includes that rounding and is checked in kquant_q8k_test.cpp.
+  if (q8k_dot_supported(t) || q8_0_dot_supported(t))
+    GTEST_SKIP() << "integer path: bound checked in KquantQ8K.ReferenceWithinQ8KBoundOfFloat64";
   std::mt19937 rng(7);
   for (const Case& c : cases(t)) {
     Weights wt(t, c.out, c.in, 0, rng);

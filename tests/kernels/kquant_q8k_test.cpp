@@ -1,11 +1,12 @@
-// The Q8_K integer decode dot of Q4_K / Q2_K linears (kernels/kquant_q8k.h, via linear_quant):
+// The integer decode dots of every linear_quant type: x as Q8_K for the K-quants (Q4_K, Q2_K, Q6_K,
+// Q3_K; kernels/kquant_q8k.h), x as Q8_0 for Q8_0 and IQ4_NL (kernels/kquant_q8_0_dot.h):
 //  - every level and thread count equals kernels/ref bit for bit on edge-case activations (all zero,
 //    zero blocks, one-hot, exact rounding ties, magnitudes near FLT_MAX, E4M3-like coarse values) with
 //    random and all-extreme weight blocks, odd row counts and several n;
-//  - the reference stays within the bound Q8_K's rounding implies of the float64 dot of ggml's
+//  - the reference stays within the bound x's rounding implies of the float64 dot of ggml's
 //    dequantised weights with the unrounded x.
-// (kquant_ggml_test checks quantize_row_q8_K against ggml's bytes; kquant_linear_test runs the common
-// level-vs-reference table for every type.)
+// (kquant_ggml_test checks quantize_row_q8_K and quantize_row_q8_0_ref against ggml's bytes;
+// kquant_linear_test runs the common level-vs-reference table for every type.)
 //
 // The bound. Per 256-block b with amax_b = max |x|: Q8_K stores d * q with |x - d q| <= amax_b / 254
 // (half a step of amax / 127; the 0.1% slack covers the roundings of -127 / max, iscale * x and
@@ -13,6 +14,8 @@
 // (one rounding each), float(S), float(M), t, u, t - u (one each) and one add into the running sum, and
 // ggml's dequantised w_k = (d sc) q - dmin m carries three roundings of |d sc q| + |dmin m| =: a_k.
 // So |y - sum w_k x_k| <= sum_k |w_k| delta_b + (nb + 8) * 2^-23 * sum_k a_k (|x_k| + delta_b).
+// Q8_0 x: per 32-block, d = amax / 127 is stored as fp16, so delta_b adds the fp16 rounding of d
+// times |q| <= 127 (x_error below); the f32 work per block is fewer steps (dd exact, t, one add).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -28,13 +31,26 @@
 #include "kernels/dispatch.h"
 #include "kernels/kquant.h"
 #include "kernels/kquant_linear.h"
+#include "kernels/kquant_q8_0_dot.h"
 #include "kernels/kquant_q8k.h"
 #include "kernels/kquant_unpack.h"
 
 namespace strata::kernels {
 namespace {
 
-constexpr QuantType kTypes[] = {QuantType::kQ4_K, QuantType::kQ2_K};
+constexpr QuantType kTypes[] = {QuantType::kQ4_K, QuantType::kQ2_K, QuantType::kQ6_K,
+                                QuantType::kQ3_K, QuantType::kQ8_0, QuantType::kIq4Nl};
+
+// Byte offsets of a block's fp16 scale fields (d, and dmin where there is one).
+std::vector<int> f16_fields(QuantType t) {
+  switch (t) {
+    case QuantType::kQ4_K: return {0, 2};
+    case QuantType::kQ2_K: return {80, 82};
+    case QuantType::kQ6_K: return {208};
+    case QuantType::kQ3_K: return {108};
+    default: return {0};  // Q8_0, IQ4_NL
+  }
+}
 
 // Weights [out, in]: rows quantised from random floats, rows of random bytes (finite fp16 scales),
 // and rows with every quant, scale and min at its maximum.
@@ -55,10 +71,9 @@ std::vector<uint8_t> weights(QuantType t, int64_t out, int64_t in, std::mt19937&
     // fp16 d and dmin: finite (exponent field below 31)
     for (int64_t b = 0; b < rb / bytes; ++b) {
       uint8_t* blk = p + b * bytes;
-      const int off = t == QuantType::kQ4_K ? 0 : 80;
-      for (int h = 0; h < 2; ++h) {
+      for (int off : f16_fields(t)) {
         uint16_t v = static_cast<uint16_t>(rng()) & 0xBBFF;  // exponent field <= 14: finite, |v| < 1
-        std::memcpy(blk + off + 2 * h, &v, 2);
+        std::memcpy(blk + off, &v, 2);
       }
     }
   }
@@ -123,8 +138,10 @@ TEST(KquantQ8K, EveryLevelEqualsReferenceOnEdgeActivations) {
   EXPECT_GT(checked, 0);
 }
 
-// a_k = |d sc q_k| + |dmin m| of element e of a block (the magnitudes ggml's dequantisation rounds).
-double weight_mag(QuantType t, const uint8_t* blk, int e) {
+// a_k = |d sc q_k| + |dmin m| of element e of a block (the magnitudes ggml's dequantisation rounds);
+// for the types without mins, |w_k| itself (the dequantised `w`, within two roundings of |d sc q|).
+double weight_mag(QuantType t, const uint8_t* blk, int e, float w) {
+  if (t != QuantType::kQ4_K && t != QuantType::kQ2_K) return std::fabs(static_cast<double>(w)) * (1.0 + 0x1p-20);
   if (t == QuantType::kQ4_K) {
     const auto& b = *reinterpret_cast<const BlockQ4_K*>(blk);
     uint8_t sc, m;
@@ -138,6 +155,14 @@ double weight_mag(QuantType t, const uint8_t* blk, int e) {
          std::fabs(static_cast<double>(f16_to_f32(b.dmin)) * (b.scales[e / 16] >> 4));
 }
 
+// The largest |x - x'| in a block of quantised x whose largest |x| is amax (see the top of the file).
+double x_error(bool q8k, double amax) {
+  if (q8k) return amax / 254.0 * 1.001;
+  // Q8_0: half a step of d = amax / 127, plus the fp16 rounding of d (2^-11 relative, or 2^-25
+  // absolute below fp16's normal range) times |q| <= 127.
+  return (amax / 127.0 * (0.5 + 127.0 * 0x1p-11) + 127.0 * 0x1p-25) * 1.001;
+}
+
 TEST(KquantQ8K, ReferenceWithinQ8KBoundOfFloat64) {
   std::mt19937 rng(9);
   int checked = 0;
@@ -145,7 +170,9 @@ TEST(KquantQ8K, ReferenceWithinQ8KBoundOfFloat64) {
     for (const Shape& s : kShapes) {
       const std::vector<uint8_t> wb = weights(t, s.out, s.in, rng);
       const QuantWeight w{t, wb.data(), s.out, s.in};
-      const int64_t nb = s.in / 256;
+      const int64_t nb = s.in / quant_block_elems(t);  // weight blocks: the f32 steps per row
+      const bool q8k = q8k_dot_supported(t);
+      const int xbe = q8k ? 256 : 32;  // elements per block of quantised x
       for (const auto& [name, x] : activations(s.n, s.in, rng)) {
         if (name == "max_magnitude") continue;  // products overflow f32: no finite bound to check
         std::vector<float> y(static_cast<size_t>(s.n * s.out));
@@ -157,15 +184,17 @@ TEST(KquantQ8K, ReferenceWithinQ8KBoundOfFloat64) {
           for (int64_t i = 0; i < s.n; ++i) {
             const float* xi = x.data() + i * s.in;
             double exact = 0.0, xerr = 0.0, mag = 0.0;
-            for (int64_t b = 0; b < nb; ++b) {
+            for (int64_t xb = 0; xb < s.in / xbe; ++xb) {
               double amax = 0.0;
-              for (int e = 0; e < 256; ++e) amax = std::fmax(amax, std::fabs(static_cast<double>(xi[b * 256 + e])));
-              const double delta = amax / 254.0 * 1.001;
-              for (int e = 0; e < 256; ++e) {
-                const int64_t k = b * 256 + e;
+              for (int e = 0; e < xbe; ++e) amax = std::fmax(amax, std::fabs(static_cast<double>(xi[xb * xbe + e])));
+              const double delta = x_error(q8k, amax);
+              for (int e = 0; e < xbe; ++e) {
+                const int64_t k = xb * xbe + e;
+                const int64_t wb = k / quant_block_elems(t);
                 exact += static_cast<double>(row[k]) * xi[k];
                 xerr += std::fabs(static_cast<double>(row[k])) * delta;
-                mag += weight_mag(t, wr + b * quant_block_bytes(t), e) * (std::fabs(static_cast<double>(xi[k])) + delta);
+                mag += weight_mag(t, wr + wb * quant_block_bytes(t), static_cast<int>(k % quant_block_elems(t)), row[k]) *
+                       (std::fabs(static_cast<double>(xi[k])) + delta);
               }
             }
             const double bound = xerr + static_cast<double>(nb + 8) * 0x1p-23 * mag + 1e-30;
