@@ -172,6 +172,19 @@ TEST(Bench, PromptBeyondContextFailsBeforeRunning) {
 
 // --cold copy: the copy sits beside the checkpoint in a temporary directory that is gone after the
 // bench; a copy a killed bench left (its process gone, untouched for a while) is removed by the next.
+// One short cold run (--cold copy) of the checkpoint at `dir`.
+BenchOptions cold_copy_options(const std::string& dir) {
+  BenchOptions o;
+  o.model_dir = dir;
+  o.prompts = {8};
+  o.gen = 2;
+  o.reps = 1;
+  o.warmup = 0;
+  o.threads = 1;
+  o.cold = "copy";
+  return o;
+}
+
 TEST(Bench, ColdCopyIsRemovedAfterwardsAndAfterAKilledBench) {
   STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
   testing::TempDir tmp;
@@ -184,15 +197,7 @@ TEST(Bench, ColdCopyIsRemovedAfterwardsAndAfterAKilledBench) {
   const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& e : fs::recursive_directory_iterator(left)) fs::last_write_time(e.path(), old);
   fs::last_write_time(left, old);
-  BenchOptions o;
-  o.model_dir = ck + "/";
-  o.prompts = {8};
-  o.gen = 2;
-  o.reps = 1;
-  o.warmup = 0;
-  o.threads = 1;
-  o.cold = "copy";
-  auto r = run_bench(o);
+  auto r = run_bench(cold_copy_options(ck + "/"));
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->cold_method, "copy");
   std::vector<std::string> names;
@@ -218,15 +223,7 @@ TEST(Bench, ColdCopyOfAGgufSplitSetCopiesEveryFile) {
   size_t n = 0;
   for (const auto& e : fs::directory_iterator(copy)) ++n, (void)e;
   EXPECT_EQ(n, rep->files.size());
-  BenchOptions o;
-  o.model_dir = rep->files[1];  // any file of the set
-  o.prompts = {8};
-  o.gen = 2;
-  o.reps = 1;
-  o.warmup = 0;
-  o.threads = 1;
-  o.cold = "copy";
-  auto r = run_bench(o);
+  auto r = run_bench(cold_copy_options(rep->files[1]));  // any file of the set
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->cold_method, "copy");
 }
