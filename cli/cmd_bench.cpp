@@ -116,7 +116,7 @@ int run_bench_cmd(BenchCliOptions& o) {
   else if (b.spec.mode != runtime::SpecMode::kNone) refused = "--spec " + o.spec.mode;
   if (Status s = check_mpi_flags(o.mpi, refused); !s.ok()) return fail_usage(s);
   auto role = start_mpi(o.mpi, b.model_dir, b.threads, peer_placement);  // before the model: it must outlive it
-  if (!role.ok()) return fail(role.error());
+  if (!role.ok()) return fail_flag_value(role.error());
   if (role->served) return 0;
   b.expert_peers = role->peers;
   b.pipeline = role->part();

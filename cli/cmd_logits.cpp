@@ -96,7 +96,7 @@ int run_logits(const LogitsOptions& o) {
   if (Status s = check_mpi_flags(o.mpi, o.dump_dir.empty() ? "" : "--dump (rank 0 sees only its layers)"); !s.ok())
     return fail_usage(s);
   auto role = start_mpi(o.mpi, o.model_dir, o.threads, *popt);  // before the model: it must outlive it
-  if (!role.ok()) return fail(role.error());
+  if (!role.ok()) return fail_flag_value(role.error());
   if (role->served) return 0;
   auto lm = load_model(o.model_dir, o.threads, &log, *popt, {}, role->peers, role->part());
   if (!lm.ok()) return fail(lm.error());

@@ -140,12 +140,13 @@ int run_run(const RunOptions& o) {
   if (!popt.ok()) return fail_flag_value(popt.error());
   // --mpi-pipeline keeps one mirror of the session's cache on each stage, moved only by forwards.
   std::string refused;
-  if (o.spec.mode != "none") refused = "--spec " + o.spec.mode + " (the draft reads the last layers' features)";
+  if (o.spec.mode == "dspark") refused = "--spec dspark (the draft reads the last layers' features)";
+  else if (o.spec.mode != "none") refused = "--spec " + o.spec.mode + " (verification rewinds the session)";
   else if (g.prefill_mode != runtime::PrefillMode::kExact) refused = "--prefill " + o.prefill;
   else if (!o.save_session.empty() || !o.load_session.empty()) refused = "--save-session / --load-session";
   if (Status s = check_mpi_flags(o.mpi, refused); !s.ok()) return fail_usage(s);
   auto role = start_mpi(o.mpi, o.model_dir, o.threads, *popt);  // before the model: it must outlive it
-  if (!role.ok()) return fail(role.error());
+  if (!role.ok()) return fail_flag_value(role.error());
   if (role->served) return 0;
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
   auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn(), role->peers, role->part());

@@ -105,7 +105,7 @@ int run_serve(ServeFlags& f) {
     return fail_usage(s);
   // With --mpi, ranks 1.. serve experts here until rank 0 ends; rank 0's job outlives the server.
   auto role = start_mpi(f.mpi, f.model_dir, f.threads, *placement);
-  if (!role.ok()) return fail(role.error());
+  if (!role.ok()) return fail_flag_value(role.error());
   if (role->served) return 0;
 
   // SIGINT/SIGTERM are blocked in every thread and taken by sigwait below.

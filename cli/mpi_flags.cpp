@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 
@@ -41,11 +44,37 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
                "pipeline parallelism over MPI: run under `mpirun -np N` (N >= 2); rank r runs a contiguous range of "
                "layers, rank 0 also the tokenizer, sampling and embedding, the last rank the head (README: Several "
                "machines)");
-  app.add_option("--mpi-pipeline-cuts", f->pipeline_cuts,
-                 "with --mpi-pipeline: the first layer of ranks 1.., e.g. 8,20 at np 3; each must be a clean cut (no "
-                 "layer after it reads a cache before it; default: the encoder/decoder boundary at np 2, balanced "
-                 "weight bytes beyond)")
-      ->delimiter(',');
+  // A string parsed here rather than CLI11's list splitting, which reads "1,,4" as 1,4 and "" as 0.
+  app.add_option_function<std::string>(
+         "--mpi-pipeline-cuts",
+         [f](const std::string& v) {
+           auto cuts = parse_layer_list(v);
+           if (!cuts.ok()) throw CLI::ValidationError("--mpi-pipeline-cuts", cuts.error().message());
+           f->pipeline_cuts = std::move(*cuts);
+         },
+         "with --mpi-pipeline: the first layer of ranks 1.., e.g. 8,20 at np 3; each must be a clean cut (no "
+         "layer after it reads a cache before it; default: the encoder/decoder boundary at np 2, balanced "
+         "weight bytes beyond)")
+      ->type_name("L1,L2,..");
+}
+
+Result<std::vector<int>> parse_layer_list(const std::string& text) {
+  std::vector<int> out;
+  size_t a = 0;
+  for (int item = 1;; ++item) {
+    const size_t b = std::min(text.find(',', a), text.size());
+    const std::string s = text.substr(a, b - a);
+    char* end = nullptr;
+    errno = 0;
+    const long v = s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) ? -1 : std::strtol(s.c_str(), &end, 10);
+    if (v < 0 || errno != 0 || *end != '\0' || v > 1000000)
+      return InvalidArgument("'" + text + "': item " + std::to_string(item) + " is " +
+                             (s.empty() ? std::string("empty") : "'" + s + "'") +
+                             "; expected layer numbers separated by commas, e.g. 8,20");
+    out.push_back(static_cast<int>(v));
+    if (b == text.size()) return out;
+    a = b + 1;
+  }
 }
 
 Status check_mpi_flags(const MpiFlags& f, const std::string& refused) {
@@ -83,6 +112,16 @@ Result<std::vector<uint64_t>> layer_weight_bytes(const std::string& dir, int n_l
       bytes[static_cast<size_t>(l)] += t.nbytes;
   }
   return bytes;
+}
+
+// A rank >= 1 whose agreement with rank 0 failed: rank 0's own error (kInvalidArgument from
+// MpiJob::agree_ints) is printed by rank 0 alone, so this rank ends quietly with 0 (mpirun then
+// returns rank 0's status); a transport failure is this rank's to report.
+Result<MpiRole> echo_of_rank0(const Status& s) {
+  if (s.code() != StatusCode::kInvalidArgument) return s;
+  MpiRole role;
+  role.served = true;
+  return role;
 }
 
 // Rank 0: the layer bounds [n_ranks + 1] of the pipeline over DIR (declared cuts or model::default_cuts).
@@ -123,8 +162,8 @@ Result<MpiRole> start_pipeline(const MpiFlags& f, const dist::MpiOptions& o, con
     std::fprintf(stderr, "strata: --mpi-pipeline: %s\n", line.c_str());
     STRATA_ASSIGN_OR_RETURN(model::ModelConfig c, model::ModelConfig::load(dir));
     vocab = c.vocab_size;
-  } else {
-    STRATA_RETURN_IF_ERROR(job.agree_ints(&bounds));
+  } else if (Status s = job.agree_ints(&bounds); !s.ok()) {
+    return echo_of_rank0(s);
   }
   if (bounds.size() != static_cast<size_t>(job.size()) + 1)
     return Corruption("MPI rank " + std::to_string(job.rank()) + ": pipeline of " + std::to_string(bounds.size()) + " bounds");
@@ -154,6 +193,7 @@ Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threa
   // Declared weights as integers: scaled so the largest is 2^20 (the partition keeps ratios to ~1e-6).
   double top = 0;
   for (double w : f.weights) top = std::max(top, w);
+  o.declared_weights = f.weights;
   for (double w : f.weights) o.weights.push_back(top > 0 ? static_cast<uint64_t>(std::llround(w / top * (1 << 20))) : 0);
   o.disk_bytes_per_s = probed_disk_rate(dir);
   auto c = model::ModelConfig::load(dir);
@@ -175,7 +215,7 @@ Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threa
     if (!role.peers) return Internal("MPI rank 0: no expert transport after the partition");
     return role;
   }
-  STRATA_RETURN_IF_ERROR(role.job->agree_partition(0));
+  if (Status s = role.job->agree_partition(0); !s.ok()) return echo_of_rank0(s);
   STRATA_ASSIGN_OR_RETURN(model::OpenedCheckpoint ck, model::open_checkpoint(dir, placement));
   ThreadPool pool(n_threads);
   const Status s = role.job->serve_experts(ck.config, *ck.store, &pool);

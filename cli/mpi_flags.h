@@ -34,6 +34,11 @@ struct MpiFlags {
 
 void add_mpi_flags(CLI::App& app, MpiFlags* f);
 
+// "8,20" -> {8, 20}: the value of --mpi-pipeline-cuts. Errors (kInvalidArgument, naming the item):
+// an empty item ("1,,4", "4,", ""), a sign, a non-digit or a number above 10^6. Whether the cuts fit
+// the model is model::check_cuts's question.
+[[nodiscard]] Result<std::vector<int>> parse_layer_list(const std::string& text);
+
 // --mpi-pipeline with what the command cannot run that way: `refused` names the command's flags
 // that do not combine with it (e.g. "--spec dspark"), empty when none. Errors (kInvalidArgument, a
 // usage error every rank reports alike before MPI starts): --mpi and --mpi-pipeline together, a
@@ -57,7 +62,9 @@ struct MpiRole {
 // model::default_cuts over DIR's layer weight bytes) and sends them to every rank; a rank >= 1 loads
 // its layers of DIR (and the tokenizer's Engram map), runs its stage until rank 0 stops the
 // pipeline and returns with served = true. Errors: MPI not built or not starting (naming --mpi),
-// DIR's config or store, fewer than 2 ranks or bad cuts (every rank reports rank 0's error).
+// DIR's config or store, fewer than 2 ranks or bad cuts (rank 0 returns them; a rank >= 1 then returns
+// served and prints nothing: rank 0 prints the error once and mpirun returns rank 0's status). Callers report them with fail_flag_value (a usage
+// error, kInvalidArgument, exits 2).
 [[nodiscard]] Result<MpiRole> start_mpi(const MpiFlags& f, const std::string& dir, int n_threads,
                                         const store::PlacementOptions& placement);
 

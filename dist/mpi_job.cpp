@@ -233,14 +233,15 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
       if (error.empty())
         for (int r = 0; r < size_; ++r) {
           const size_t i = static_cast<size_t>(r);
-          const std::string owns = bounds[i] == bounds[i + 1]
-                                       ? "no experts"
-                                       : "experts " + std::to_string(bounds[i]) + "-" + std::to_string(bounds[i + 1] - 1) +
-                                             " of every layer";
+          const int n_owned = bounds[i + 1] - bounds[i];
+          const std::string owns = n_owned == 0   ? "no experts"
+                                   : n_owned == 1 ? "expert " + std::to_string(bounds[i]) + " of every layer"
+                                                  : "experts " + std::to_string(bounds[i]) + "-" +
+                                                        std::to_string(bounds[i + 1] - 1) + " of every layer";
           char line[160];
           if (!o_.weights.empty())
-            std::snprintf(line, sizeof line, "rank %d: declared weight %llu", r,
-                          static_cast<unsigned long long>(reported[2 * i]));
+            std::snprintf(line, sizeof line, "rank %d: declared weight %g", r,
+                          i < o_.declared_weights.size() ? o_.declared_weights[i] : 0.0);
           else if (reported[2 * i + 1] > 0)
             std::snprintf(line, sizeof line, "rank %d: %.1f GiB available, disk %.2f GB/s (strata probe)", r,
                           static_cast<double>(reported[2 * i]) / (1ull << 30), static_cast<double>(reported[2 * i + 1]) / 1e9);

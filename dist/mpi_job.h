@@ -54,6 +54,7 @@ struct MpiOptions {
   // every layer's routed experts proportional to weights[r] (model::weighted_expert_ranges). Empty:
   // each rank's MemAvailable in GiB (at least 1), read at start by that rank.
   std::vector<uint64_t> weights;
+  std::vector<double> declared_weights;  // --mpi-weights as given, for the start-up lines
   // Without declared weights: this rank's disk rate (model::RankCapacity, from its `strata probe`
   // profile; 0 = none), and on rank 0 the checkpoint's routed expert bytes and resident bytes. With
   // expert_bytes > 0 the partition is model::capacity_weights over every rank's MemAvailable and

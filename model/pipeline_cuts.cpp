@@ -58,11 +58,12 @@ std::vector<int> clean_cuts(const ModelConfig& c) {
 
 Status check_cuts(const ModelConfig& c, int n_ranks, std::span<const int> cuts) {
   if (static_cast<int>(cuts.size()) != n_ranks - 1)
-    return InvalidArgument("--mpi-pipeline-cuts gives " + std::to_string(cuts.size()) + " cuts for " +
-                           std::to_string(n_ranks) + " ranks (one fewer than the ranks)");
+    return InvalidArgument(std::to_string(cuts.size()) + (cuts.size() == 1 ? " cut" : " cuts") + " for " +
+                           std::to_string(n_ranks) + " ranks: expected " + std::to_string(n_ranks - 1) +
+                           " (one fewer than the ranks)");
   for (size_t i = 0; i < cuts.size(); ++i) {
     if (i > 0 && cuts[i] <= cuts[i - 1])
-      return InvalidArgument("--mpi-pipeline-cuts must be strictly increasing (" + std::to_string(cuts[i - 1]) + " then " +
+      return InvalidArgument("cuts must be strictly increasing (" + std::to_string(cuts[i - 1]) + " then " +
                              std::to_string(cuts[i]) + ")");
     STRATA_RETURN_IF_ERROR(check_clean_cut(c, cuts[i]));
   }

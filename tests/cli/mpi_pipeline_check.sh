@@ -75,12 +75,25 @@ refused() {  # refused WHAT EXPECTED_RC PATTERN CMD...
     echo "FAIL $what: exit $rc, expected $want and '$pattern':"; cat "$tmp/refused.err"; fail=1
   fi
 }
-refused "a cut at layer 3" any "layer 3 reads the compressed KV of layer 2, before the cut at 3" \
+refused "a cut at layer 3" 2 "layer 3 reads the compressed KV of layer 2, before the cut at 3" \
   "${mpi[@]}" -np 3 "$strata" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" -t 1 --mpi-pipeline --mpi-pipeline-cuts 1,3
+# Rank 0 alone prints an error the ranks agreed on (the others end quietly).
+if [[ $(grep -c "before the cut at 3" "$tmp/refused.err") -ne 1 ]]; then
+  echo "FAIL the cut error is printed $(grep -c "before the cut at 3" "$tmp/refused.err") times, expected once:"
+  cat "$tmp/refused.err"; fail=1
+fi
+refused "2 cuts at np 2" 2 "2 cuts for 2 ranks: expected 1" \
+  "${mpi[@]}" -np 2 "$strata" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" -t 1 --mpi-pipeline --mpi-pipeline-cuts 1,5
+for bad in "1,,4" "4," ",4" "" "-1" "4x"; do
+  refused "--mpi-pipeline-cuts '$bad'" 2 "expected layer numbers separated by commas" \
+    "$strata" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" --mpi-pipeline --mpi-pipeline-cuts "$bad"
+done
 refused "np 1" any "needs at least 2 ranks" "${mpi[@]}" -np 1 "$strata" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" --mpi-pipeline
 refused "--mpi with --mpi-pipeline" 2 "do not combine" "$strata" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" --mpi --mpi-pipeline
 refused "serve" 2 "does not support serve" "$strata" serve -m "$ck" --mpi-pipeline
 refused "run --spec dspark" 2 "does not support --spec dspark" "$strata" run -m "$ck" -p hi --spec dspark --mpi-pipeline
+refused "run --spec draft" 2 "does not support --spec draft (verification rewinds" \
+  "$strata" run -m "$ck" -p hi --spec draft --draft-model "$ck" --mpi-pipeline
 refused "bench --parallel" 2 "does not support --parallel" "$strata" bench -m "$ck" --parallel 2 --no-plan --mpi-pipeline
 
 # A stage that stops answering: rank R is stopped (SIGSTOP) 6 s after it starts, while rank 0 is

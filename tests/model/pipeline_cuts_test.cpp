@@ -85,7 +85,7 @@ TEST(PipelineCuts, DeclaredCutsAreCheckedAndNamed) {
   STRATA_REQUIRE_FIXTURE(testing::fixtures_dir() + "/real-config/config.json");
   const ModelConfig c = release();
   EXPECT_TRUE(check_cuts(c, 3, std::vector<int>{8, 20}).ok());
-  EXPECT_NE(check_cuts(c, 3, std::vector<int>{20}).message().find("gives 1 cuts for 3 ranks"), std::string::npos);
+  EXPECT_NE(check_cuts(c, 3, std::vector<int>{20}).message().find("1 cut for 3 ranks: expected 2"), std::string::npos);
   EXPECT_NE(check_cuts(c, 3, std::vector<int>{20, 8}).message().find("strictly increasing (20 then 8)"), std::string::npos);
   EXPECT_NE(check_cuts(c, 3, std::vector<int>{8, 25}).message().find("layer 25 reads the compressed KV of layer 20"),
             std::string::npos);
