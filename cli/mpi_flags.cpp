@@ -153,7 +153,9 @@ Result<MpiRole> start_pipeline(const MpiFlags& f, const dist::MpiOptions& o, con
   int64_t vocab = 0;
   if (job.rank() == 0) {
     auto b = pipeline_bounds(f, dir, job.size());
-    STRATA_RETURN_IF_ERROR(job.agree_ints(b.ok() ? &*b : &bounds, b.ok() ? "" : b.error().message()));
+    const Status agreed = job.agree_ints(b.ok() ? &*b : &bounds, b.ok() ? "" : b.error().message());
+    if (!b.ok()) return b.error();  // its own code: a missing config is not a usage error
+    STRATA_RETURN_IF_ERROR(agreed);
     bounds = std::move(*b);
     std::string line;
     for (int r = 0; r < job.size(); ++r)
