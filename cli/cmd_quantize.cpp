@@ -2,7 +2,8 @@
 //                 [--imatrix F] [--split-max-size SIZE] [-t N]:
 // re-quantises an official-format checkpoint into one GGUF (tools/quantize.h), or with
 // --split-max-size into a gguf-split set DST-0000N-of-0000M.gguf (io/gguf_split_writer.h). T is one of keep
-// (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case). stdout: first
+// (the official bits, unchanged), q8_0, q6_k, q4_k, q3_k, q2_k, iq4_nl (any case); --experts also takes
+// mxfp4 (kept, written as ggml MXFP4 blocks, io/ggml_mxfp4.h). stdout: first
 // what will be done and every note (a matrix kept, or given llama.cpp's fallback, because of its
 // shape), then the summary (the Engram row bytes and bytes read per token of the tables as
 // written). --imatrix F (llama-imatrix's GGUF or .dat, or strata calibrate --imatrix) weights the
@@ -70,8 +71,10 @@ Command register_quantize(CLI::App& app) {
   app.add_option("-m,--model", o->src, "official-format checkpoint directory (config.json, *.safetensors, tokenizer.json)")
       ->required();
   app.add_option("--out", o->out, "GGUF file to write, named *.gguf (must not exist; written atomically)")->required();
-  app.add_option("--experts", o->experts, "routed experts (MXFP4 in the release): keep or a block format")
-      ->check(types)
+  app.add_option("--experts", o->experts,
+                 "routed experts (MXFP4 in the release): keep, mxfp4 (kept, written as ggml MXFP4 blocks as the "
+                 "llama.cpp forks' GGUFs hold them) or a block format")
+      ->check(CLI::IsMember({"keep", "mxfp4", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl"}, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--dense", o->dense, "the other FP8 linears (attention, shared experts, Engram wkv): keep or a block format")
       ->check(types)
@@ -110,7 +113,11 @@ Command register_quantize(CLI::App& app) {
       if (!v.ok()) return fail_usage(v.error());
       q.split_max_bytes = *v;
     }
-    auto e = tools::parse_quant_choice(o->experts);
+    // mxfp4: the experts kept, in ggml's block layout (tools/quantize.h experts_ggml_mxfp4).
+    std::string experts_lower = o->experts;
+    for (char& ch : experts_lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    q.experts_ggml_mxfp4 = experts_lower == "mxfp4";
+    auto e = tools::parse_quant_choice(q.experts_ggml_mxfp4 ? std::string("keep") : o->experts);
     auto d = tools::parse_quant_choice(o->dense);
     auto h = tools::parse_quant_choice(o->head);
     if (!e.ok()) return fail_usage(e.error());
@@ -132,7 +139,7 @@ Command register_quantize(CLI::App& app) {
     q.head = *h;
     // What will be done, and every note (shape-kept matrices, llama.cpp's fallback), before the work.
     std::printf("strata quantize: %s -> %s (experts %s, dense %s, head %s, engram %s%s%s)\n", o->src.c_str(),
-                o->out.c_str(), tools::quant_choice_name(q.experts).c_str(), tools::quant_choice_name(q.dense).c_str(),
+                o->out.c_str(), q.experts_ggml_mxfp4 ? "mxfp4" : tools::quant_choice_name(q.experts).c_str(), tools::quant_choice_name(q.dense).c_str(),
                 tools::quant_choice_name(q.head).c_str(), tools::quant_choice_name(q.engram).c_str(),
                 q.imatrix.empty() ? "" : ", imatrix ", q.imatrix.c_str());
     std::fflush(stdout);

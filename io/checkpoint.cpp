@@ -1,9 +1,11 @@
 #include "io/checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/ggml_mxfp4.h"
 #include "io/json_limits.h"
 
 namespace strata::io {
@@ -113,7 +115,7 @@ uint64_t Checkpoint::total_bytes() const {
   return n;
 }
 
-Status Checkpoint::read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
+Status Checkpoint::read_stored_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
   if (offset + n > t.nbytes)
     return Internal("tensor '" + t.name + "': read of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
                     " past its " + std::to_string(t.nbytes) + " bytes");
@@ -125,6 +127,26 @@ Status Checkpoint::read_range(const TensorInfo& t, uint64_t offset, uint64_t n, 
   Status s = f.read_at(t.offset + offset, static_cast<size_t>(n), dst);
   if (!s.ok()) return s.with_context("tensor '" + t.name + "' (byte " + std::to_string(offset) + " of the tensor)");
   return s;
+}
+
+Status Checkpoint::read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const {
+  if (t.packing == TensorInfo::Packing::kPlain) return read_stored_range(t, offset, n, dst);
+  // Half of a ggml MXFP4 slice: read the whole slice, unpack, copy the part asked for.
+  const bool is_codes = t.packing == TensorInfo::Packing::kGgmlMxfp4Codes;
+  const std::string stem = t.name.substr(0, t.name.rfind('.'));
+  const TensorInfo* other = find(stem + (is_codes ? ".scale" : ".weight"));
+  if (!other) return Internal("tensor '" + t.name + "': the other half of its ggml MXFP4 slice is missing");
+  const TensorInfo& ci = is_codes ? t : *other;
+  const TensorInfo& si = is_codes ? *other : t;
+  if (offset + n > t.nbytes)
+    return Internal("tensor '" + t.name + "': read of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                    " past its " + std::to_string(t.nbytes) + " bytes");
+  std::vector<uint8_t> buf(static_cast<size_t>(ci.nbytes + si.nbytes));
+  STRATA_RETURN_IF_ERROR(read_stored_range(ci, 0, ci.nbytes, buf.data()));
+  STRATA_RETURN_IF_ERROR(read_stored_range(si, 0, si.nbytes, buf.data() + ci.nbytes));
+  STRATA_RETURN_IF_ERROR(unpack_ggml_mxfp4(ci, si, buf.data(), buf.data() + ci.nbytes));
+  std::memcpy(dst, buf.data() + (is_codes ? 0 : ci.nbytes) + offset, static_cast<size_t>(n));
+  return Status();
 }
 
 Status Checkpoint::read(const TensorInfo& t, void* dst) const { return read_range(t, 0, t.nbytes, dst); }

@@ -37,8 +37,13 @@ class Checkpoint {
   // A GGUF from ds4 / ik_llama.cpp (io/gguf_config.h) works the same; its interleaved Engram
   // tables (I8 "blk.L.engram_embd.weight", ne = [264, rows]) appear as U8 [rows, 264]
   // (store/engram_layout.h); a row width that is not head_dim + head_dim / 32 is kInvalidArgument.
-  // Errors: those of GgufModel::open; kNotSupported for a tensor type strata cannot bind (MXFP4,
-  // an I8 tensor without a raw dtype) naming the tensor; kCorruption for a stacked tensor whose
+  // A routed expert stored as ggml MXFP4 (type 39, what the llama.cpp forks write) becomes per
+  // expert the official I8 codes [out, in/2] and F8_E8M0 scales [out, in/32], which tile its
+  // slice and are marked TensorInfo::Packing (read_range unpacks; io/ggml_mxfp4.h).
+  // Errors: those of GgufModel::open; kNotSupported for a tensor type strata cannot bind (MXFP4
+  // outside the routed experts, an I8 tensor without a raw dtype) naming the tensor;
+  // kInvalidArgument for an MXFP4 expert tensor whose shape is not [n, out, in] with in a
+  // multiple of 32 or whose bytes are not n * out * in / 32 * 17; kCorruption for a stacked tensor whose
   // bytes do not divide by its expert count.
   [[nodiscard]] static Result<std::unique_ptr<Checkpoint>> open_gguf(const std::string& path);
 
@@ -54,8 +59,13 @@ class Checkpoint {
   // Reads a tensor's bytes into dst (exactly t.nbytes), checking first that the shard still has the
   // size it had when opened (a shard rewritten under us must not feed garbage).
   [[nodiscard]] Status read(const TensorInfo& t, void* dst) const;
-  // Reads `n` bytes at byte `offset` inside tensor t (for row or expert slices).
+  // Reads `n` bytes at byte `offset` inside tensor t (for row or expert slices). Half of a ggml
+  // MXFP4 expert slice (TensorInfo::Packing) comes back in the official layout: the whole slice is
+  // read and unpacked (io/ggml_mxfp4.h), so a store that reads both halves should read them with
+  // read_stored_range and unpack once.
   [[nodiscard]] Status read_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const;
+  // The file bytes of [offset, offset + n) inside t's range, as stored (no unpacking).
+  [[nodiscard]] Status read_stored_range(const TensorInfo& t, uint64_t offset, uint64_t n, void* dst) const;
 
   // Replaces shard i's file (tests inject faults this way).
   void replace_shard_file(int i, std::unique_ptr<File> f) { shards_[static_cast<size_t>(i)] = std::move(f); }

@@ -1,9 +1,11 @@
 // Checkpoint::open_gguf and the text files of a GGUF model (io/checkpoint.h, docs/gguf.md).
 #include <filesystem>
+#include <functional>
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/gguf_config.h"
+#include "io/ggml_mxfp4.h"
 #include "io/gguf_names.h"
 #include "io/gguf_vocab.h"
 
@@ -81,7 +83,38 @@ Result<DType> dtype_of(const GgufTensorInfo& t, const std::map<std::string, DTyp
     case GgmlType::kMxfp4: break;
   }
   return NotSupported(path + ": tensor '" + t.name + "': ggml type " + std::string(ggml_type_info(static_cast<uint32_t>(t.type))->name) +
-                      " cannot be bound (ggml's MXFP4 interleaves scales and codes; strata's experts keep them apart)");
+                      " is read only for routed experts (stacked \"blk.L.ffn_{gate,up,down}_exps.weight\"), where it "
+                      "is the official MXFP4 regrouped");
+}
+
+// A stacked ggml MXFP4 expert tensor (ggml ne [in, out, n], strata shape [n, out, in]): per expert
+// the official codes I8 [out, in/2] then scales F8_E8M0 [out, in/32], whose ranges tile the
+// expert's out * in / 32 blocks of 17 bytes (io/ggml_mxfp4.h); the stores unpack after reading.
+Status bind_mxfp4_experts(const GgufTensorInfo& t, const std::string& gname, const std::string& path,
+                          const std::function<Status(TensorInfo)>& add) {
+  const std::string what = path + ": tensor '" + gname + "' (ggml mxfp4 " + t.shape.to_string() + ")";
+  if (!gname.ends_with(".weight") || t.shape.rank != 3 || t.shape[0] <= 0 || t.shape[1] <= 0 || t.shape[2] <= 0)
+    return InvalidArgument(what + ": expected a stacked routed-expert weight [n_experts, out, in]");
+  const int64_t n = t.shape[0], out = t.shape[1], in = t.shape[2];
+  if (in % kMxfp4BlockValues != 0)
+    return InvalidArgument(what + ": rows of " + std::to_string(in) + " values are not whole MXFP4 blocks of 32");
+  const uint64_t blocks = static_cast<uint64_t>(out) * static_cast<uint64_t>(in / kMxfp4BlockValues);
+  const uint64_t stride = blocks * kMxfp4BlockBytes;
+  if (t.nbytes != stride * static_cast<uint64_t>(n))
+    return InvalidArgument(what + ": " + std::to_string(t.nbytes) + " bytes, expected " +
+                           std::to_string(stride * static_cast<uint64_t>(n)) + " (n * out * in / 32 blocks of 17 bytes)");
+  for (int64_t e = 0; e < n; ++e) {
+    const std::string w = *strata_expert_name(gname, static_cast<int>(e));
+    const uint64_t off = t.offset + static_cast<uint64_t>(e) * stride;
+    TensorInfo codes{w, DType::kI8, Shape{out, in / 2}, t.file, off, blocks * 16};
+    codes.packing = TensorInfo::Packing::kGgmlMxfp4Codes;
+    TensorInfo scales{w.substr(0, w.size() - 7) + ".scale", DType::kF8E8M0, Shape{out, in / kMxfp4BlockValues}, t.file,
+                      off + blocks * 16, blocks};
+    scales.packing = TensorInfo::Packing::kGgmlMxfp4Scales;
+    STRATA_RETURN_IF_ERROR(add(std::move(codes)));
+    STRATA_RETURN_IF_ERROR(add(std::move(scales)));
+  }
+  return Status();
 }
 
 }  // namespace
@@ -119,6 +152,10 @@ Result<std::unique_ptr<Checkpoint>> Checkpoint::open_gguf(const std::string& pat
     return Status();
   };
   for (const auto& [gname, t] : g->tensors()) {
+    if (t.type == GgmlType::kMxfp4 && strata_expert_name(gname, 0)) {
+      STRATA_RETURN_IF_ERROR(bind_mxfp4_experts(t, gname, path, add));
+      continue;
+    }
     STRATA_ASSIGN_OR_RETURN(DType dt, dtype_of(t, raw, path));
     if (strata_expert_name(gname, 0)) {
       if (t.shape.rank < 2 || t.shape[0] <= 0 || t.nbytes % static_cast<uint64_t>(t.shape[0]) != 0)

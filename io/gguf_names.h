@@ -9,7 +9,8 @@
 //   - DSpark stages "mtp.S.<suffix>" <-> "mtp.S.<gguf suffix>" with the same table;
 //   - routed experts are stacked per layer and matrix ("blk.L.ffn_gate_exps.weight",
 //     [n_experts, out, in]); kept MXFP4 experts stack their packed codes and their scales
-//     ("blk.L.ffn_gate_exps.scale") as I8;
+//     ("blk.L.ffn_gate_exps.scale") as I8, or (`--experts mxfp4`, as the llama.cpp forks' files)
+//     are one ggml MXFP4 tensor per matrix (io/ggml_mxfp4.h);
 //   - Engram tables stay two tensors, "blk.L.engram_embd.weight" (E4M3 codes) and
 //     "blk.L.engram_embd.scale" (E8M0), not ds4's interleaved 264-byte rows.
 // A suffix the table does not list keeps its strata spelling under the GGUF prefix.

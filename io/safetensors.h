@@ -23,6 +23,14 @@ struct TensorInfo {
   int shard = 0;             // index into the checkpoint's shard list
   uint64_t offset = 0;       // absolute byte offset in the shard file
   uint64_t nbytes = 0;
+  // kPlain: [offset, offset + nbytes) holds this tensor's bytes. Otherwise a routed expert's codes
+  // or scales bound from a ggml MXFP4 slice (io/gguf_checkpoint.cpp): the codes' and the scales'
+  // ranges tile that slice, whose 17-byte blocks hold both regrouped, so the file bytes of either
+  // part alone are not its values. Checkpoint::read / read_range return the official bytes; a
+  // store reading raw bytes (read_stored_range, io_uring) reads both parts and calls
+  // io::unpack_ggml_mxfp4.
+  enum class Packing : uint8_t { kPlain, kGgmlMxfp4Codes, kGgmlMxfp4Scales };
+  Packing packing = Packing::kPlain;
 };
 
 // Largest header strata accepts: the safetensors library's own limit (MAX_HEADER_SIZE, 100 MB);

@@ -228,7 +228,8 @@ void ExpertCache::reap_locked() {
       if (e.state == Entry::State::kLoading) loading_[keep++] = id;
       continue;
     }
-    if (e.load->batch.wait().ok()) {
+    // A finished read of a ggml MXFP4 expert is unpacked here, once, as it turns kReady (under mu_).
+    if (e.load->batch.wait().ok() && unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot)).ok()) {
       e.state = Entry::State::kReady;
     } else {
       // A failed read-ahead: forget it; an acquire will read again and report what fails.
@@ -305,9 +306,9 @@ Status ExpertCache::reread(int id) {
   uint8_t* base = slot_ptr(entries_[static_cast<size_t>(id)].slot);
   for (int part = 0; part < kExpertParts; ++part) {
     const io::TensorInfo* t = p.tensors[static_cast<size_t>(part)];
-    STRATA_RETURN_IF_ERROR(ck_.read_range(*t, 0, t->nbytes, base + p.slot_offset[static_cast<size_t>(part)]));
+    STRATA_RETURN_IF_ERROR(ck_.read_stored_range(*t, 0, t->nbytes, base + p.slot_offset[static_cast<size_t>(part)]));
   }
-  return Status();
+  return unpack_expert_slot(p, base);
 }
 
 Result<std::unique_ptr<ExpertLease>> ExpertCache::acquire(int id) {
@@ -347,10 +348,15 @@ Result<std::unique_ptr<ExpertLease>> ExpertCache::acquire(int id) {
   const uint64_t t0 = now_ns();
   Status s = ld->batch.wait();
   const uint64_t waited = now_ns() - t0;
+  const bool stored_bytes = s.ok();  // the slot holds the file's bytes (reread gives official ones)
   if (!s.ok()) s = reread(id);  // pinned and still kLoading: nobody else touches this slot
   lk.lock();
   stats_.expert_wait_ns += waited;
-  if (e.state == Entry::State::kLoading) finish_load_locked(id, s.ok());
+  if (e.state == Entry::State::kLoading) {
+    // Unpacked once, by whoever turns it kReady: two acquirers of one expert both get here.
+    if (stored_bytes) s = unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot));
+    finish_load_locked(id, s.ok());
+  }
   if (!s.ok()) {
     --e.pins;
     start_deferred_locked();
@@ -408,10 +414,14 @@ Status ExpertCache::pin_permanently(std::span<const int> requested) {
       std::shared_ptr<Load> ld = e.load;
       lk.unlock();
       Status s = ld->batch.wait();
+      const bool stored_bytes = s.ok();  // unpacked below (reread gives official bytes)
       if (!s.ok()) s = reread(id);  // pinned and kLoading: nobody else writes this slot
       lk.lock();
       // Not settled meanwhile by an acquire of the same id:
-      if (e.state == Entry::State::kLoading) finish_load_locked(id, s.ok());
+      if (e.state == Entry::State::kLoading) {
+        if (stored_bytes) s = unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot));
+        finish_load_locked(id, s.ok());
+      }
       if (!s.ok() && first.ok())
         first = s.with_context("pinning routed expert " + std::to_string(cat_.plan(id).key.expert) + " of layer " +
                                std::to_string(cat_.plan(id).key.layer));

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "io/file.h"
+#include "io/ggml_mxfp4.h"
 
 namespace strata::store {
 
@@ -73,6 +74,16 @@ ParsedExpert parse_expert(const std::string& name, int n_layers) {
 
 }  // namespace
 
+Status unpack_expert_slot(const ExpertPlan& plan, uint8_t* slot) {
+  if (!plan.ggml_mxfp4) return Status();
+  for (size_t p = 0; p < kExpertParts; p += 2) {
+    const io::TensorInfo* w = plan.tensors[p];
+    if (w->packing != io::TensorInfo::Packing::kGgmlMxfp4Codes) continue;
+    STRATA_RETURN_IF_ERROR(io::unpack_ggml_mxfp4(*w, *plan.tensors[p + 1], slot + plan.slot_offset[p], slot + plan.slot_offset[p + 1]));
+  }
+  return Status();
+}
+
 bool ExpertCatalog::is_expert_tensor(const std::string& name) { return parse_expert(name, 1 << 20).part >= 0; }
 
 bool ExpertCatalog::is_engram_table(const std::string& name) {
@@ -124,6 +135,16 @@ Result<ExpertCatalog> ExpertCatalog::build(const io::Checkpoint& ck, int n_layer
                           "' is missing from the checkpoint (layer has " + std::to_string(n) + " routed experts)");
         plan.tensors[static_cast<size_t>(p)] = t;
         plan.tensor_bytes += t->nbytes;
+        if (t->packing != io::TensorInfo::Packing::kPlain) plan.ggml_mxfp4 = true;
+      }
+      // A ggml MXFP4 matrix is unpacked from both its halves: each weight must come with its scale.
+      for (int p = 0; plan.ggml_mxfp4 && p < kExpertParts; p += 2) {
+        const io::TensorInfo* w = plan.tensors[static_cast<size_t>(p)];
+        const io::TensorInfo* sc = plan.tensors[static_cast<size_t>(p) + 1];
+        if ((w->packing == io::TensorInfo::Packing::kGgmlMxfp4Codes) != (sc->packing == io::TensorInfo::Packing::kGgmlMxfp4Scales) ||
+            (w->packing != io::TensorInfo::Packing::kPlain && w->packing != io::TensorInfo::Packing::kGgmlMxfp4Codes))
+          return InvalidArgument("tensors '" + w->name + "' and '" + sc->name +
+                                 "': one is half of a ggml MXFP4 slice and the other is not");
       }
       // Merge the parts into spans, in file order.
       std::array<int, kExpertParts> order{0, 1, 2, 3, 4, 5};

@@ -44,7 +44,15 @@ struct ExpertPlan {
   uint64_t slot_bytes = 0;                           // slot space used
   uint64_t read_bytes = 0;                           // sum of span lengths
   uint64_t tensor_bytes = 0;                         // sum of the six tensors' sizes
+  // Its matrices come from ggml MXFP4 slices (io::TensorInfo::Packing): the slot holds the file's
+  // bytes until unpack_expert_slot regroups them.
+  bool ggml_mxfp4 = false;
 };
+
+// After the plan's spans were read into `slot` as stored: unpacks each ggml MXFP4 matrix in place
+// into the official codes and scales (io/ggml_mxfp4.h); nothing for plain plans. Every path that
+// reads an expert's file bytes into memory calls it once per read.
+[[nodiscard]] Status unpack_expert_slot(const ExpertPlan& plan, uint8_t* slot);
 
 class ExpertCatalog {
  public:

@@ -9,11 +9,21 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/gguf_names.h"
 #include "store/placement_options.h"
 
 namespace strata::store {
 
 Result<std::unique_ptr<MmapStore>> MmapStore::open(std::unique_ptr<io::Checkpoint> ck, int n_layers) {
+  // A ggml MXFP4 expert (io/ggml_mxfp4.h) is not the official layout the kernels read, so a view
+  // into the mapping cannot serve it, and a copy of every expert would be resident mode under
+  // another name (RAM for the whole model, which mmap is chosen to avoid): refused, naming the way.
+  for (const auto& [name, t] : ck->tensors())
+    if (t.packing != io::TensorInfo::Packing::kPlain)
+      return NotSupported(ck->dir() + ": tensor '" + io::gguf_tensor_name(name.substr(0, name.rfind('.')) + ".weight") +
+                          "' holds routed experts as ggml MXFP4 blocks, which are regrouped into the official "
+                          "layout after reading and so cannot be used from a memory map; use --load-mode resident or "
+                          "--load-mode stream");
   auto s = std::unique_ptr<MmapStore>(new MmapStore(std::move(ck), n_layers));
   for (int i = 0; i < s->ck_->n_shards(); ++i) {
     const io::File& f = s->ck_->shard(i);

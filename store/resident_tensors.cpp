@@ -9,10 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <new>
 #include <thread>
 
+#include "io/ggml_mxfp4.h"
 #include "store/expert_catalog.h"
 
 namespace strata::store {
@@ -50,6 +52,48 @@ struct Piece {
 constexpr uint64_t kMaxGap = 64 * 1024;
 
 uint64_t align_down(uint64_t n, uint64_t a) { return n / a * a; }
+
+// The routed experts of a ggml MXFP4 GGUF arrive as the file stores them: each codes tensor and
+// its scales (both read by this call, or the unpack has no input) are regrouped into the official
+// layout (io/ggml_mxfp4.h), on up to `threads` threads.
+Status unpack_ggml_mxfp4_placed(const std::vector<std::pair<const io::TensorInfo*, uint8_t*>>& placed, int threads) {
+  std::map<std::string, std::pair<const io::TensorInfo*, uint8_t*>> scales;
+  for (const auto& [t, dst] : placed)
+    if (t->packing == io::TensorInfo::Packing::kGgmlMxfp4Scales) scales.emplace(t->name, std::make_pair(t, dst));
+  struct Pair { const io::TensorInfo *c, *s; uint8_t *cd, *sd; };
+  std::vector<Pair> pairs;
+  for (const auto& [t, dst] : placed) {
+    if (t->packing != io::TensorInfo::Packing::kGgmlMxfp4Codes) continue;
+    const std::string sn = t->name.substr(0, t->name.rfind('.')) + ".scale";
+    auto it = scales.find(sn);
+    if (it == scales.end())
+      return InvalidArgument("tensor '" + t->name + "' is half of a ggml MXFP4 slice: it is read only together with '" + sn + "'");
+    pairs.push_back(Pair{t, it->second.first, dst, it->second.second});
+    scales.erase(it);
+  }
+  if (!scales.empty()) {
+    const std::string n = scales.begin()->first;
+    return InvalidArgument("tensor '" + n + "' is half of a ggml MXFP4 slice: it is read only together with '" +
+                           n.substr(0, n.rfind('.')) + ".weight'");
+  }
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < pairs.size();) {
+      Status s = io::unpack_ggml_mxfp4(*pairs[i].c, *pairs[i].s, pairs[i].cd, pairs[i].sd);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> l(mu);
+        if (first.ok()) first = std::move(s);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int k = 1; k < std::min<int>(threads, static_cast<int>(pairs.size())); ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  return first;
+}
 
 }  // namespace
 
@@ -190,7 +234,7 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
         s = read_direct(p, fd.get(), staging.get());
       } else {
         for (const Segment& g : p.segments) {
-          s = ck.read_range(*g.t, g.offset, g.n, g.dst + g.offset);
+          s = ck.read_stored_range(*g.t, g.offset, g.n, g.dst + g.offset);  // unpacked below
           if (!s.ok()) break;
         }
       }
@@ -215,6 +259,7 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
   read_pieces(true);
   for (std::thread& r : readers) r.join();
   if (failed.load()) return err;
+  STRATA_RETURN_IF_ERROR(unpack_ggml_mxfp4_placed(placed, o.readers));
   report_progress(progress, ProgressEvent{"load", "bytes", total, total, "weights", true});
 
   for (const auto& [t, dst] : placed) loaded_.emplace(t->name, dst);

@@ -13,6 +13,7 @@
 
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
+#include "io/ggml_mxfp4.h"
 #include "io/gguf_names.h"
 #include "io/gguf_split_writer.h"
 #include "kernels/kquant.h"
@@ -56,6 +57,7 @@ struct Item {
   int64_t out = 0, in = 0;      // logical matrix shape of one part (quantised items)
   std::vector<Part> parts;
   std::vector<float> importance;  // [parts, in] imatrix weights; empty = unweighted
+  bool ggml_mxfp4 = false;        // kept MXFP4 experts written as ggml MXFP4 blocks (parts carry .scale)
 };
 
 // Logical [out, in] of a stored matrix: packed E2M1 (I8) holds two values per byte.
@@ -251,6 +253,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       const bool scale = n.ends_with(".scale");
       const std::optional<DType> tgt = expert_target(n);
       if (tgt && scale) continue;
+      // --experts mxfp4: the codes and their .scale become one ggml MXFP4 tensor, written at the codes.
+      const bool mx = !tgt && o.experts_ggml_mxfp4;
+      if (mx && !scale && t.dtype != DType::kI8)
+        return InvalidArgument("--experts mxfp4: routed expert '" + n + "' is " + std::string(dtype_name(t.dtype)) +
+                               ", not the release's MXFP4 (I8 packed E2M1 + .scale)");
+      if (mx && scale) continue;
       auto it = stacked.find(e->stacked);
       if (it == stacked.end()) {
         Item item;
@@ -260,13 +268,17 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
           item.target = tgt;
           logical_shape(t, &item.out, &item.in);
         }
+        if (mx) {
+          item.ggml_mxfp4 = true;
+          logical_shape(t, &item.out, &item.in);
+        }
         it = stacked.emplace(e->stacked, items.size()).first;
         items.push_back(std::move(item));
       }
       Item& item = items[it->second];
       if (static_cast<int>(item.parts.size()) <= e->expert) item.parts.resize(static_cast<size_t>(e->expert) + 1);
       item.parts[static_cast<size_t>(e->expert)].w = &t;
-      if (tgt) item.parts[static_cast<size_t>(e->expert)].scale = find(sibling(n, ".weight", ".scale"));
+      if (tgt || mx) item.parts[static_cast<size_t>(e->expert)].scale = find(sibling(n, ".weight", ".scale"));
       continue;
     }
     if (n.ends_with(".scale") && target.count(sibling(n, ".scale", ".weight"))) continue;
@@ -304,6 +316,18 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       for (int i = 0; i < first.shape.rank; ++i) s.dims[s.rank++] = first.shape[i];
       if (s.rank > 4) return NotSupported("tensor '" + first.name + "': rank " + std::to_string(s.rank) + " does not fit GGUF");
     }
+    if (item.ggml_mxfp4) {
+      // ggml ne [in, out, n_experts] (ik_llama.cpp / ds4 "blk.L.ffn_*_exps.weight"); rows whole blocks of 32.
+      for (const Part& p : item.parts)
+        if (!p.scale || p.scale->dtype != DType::kF8E8M0 || item.in % io::kMxfp4BlockValues != 0 ||
+            p.scale->nbytes * 16 != p.w->nbytes)
+          return InvalidArgument("--experts mxfp4: routed expert '" + p.w->name + "' " + p.w->shape.to_string() +
+                                 " needs its F8_E8M0 .scale [out, in/32] and rows of a multiple of 32 values");
+      s = Shape{};
+      s.dims[s.rank++] = static_cast<int64_t>(item.parts.size());
+      s.dims[s.rank++] = item.out;
+      s.dims[s.rank++] = item.in;
+    }
     item.shape = s;
     // The imatrix weighs the K-quants and IQ4_NL (ggml's quantize_q8_0 ignores it); not the
     // Engram tables, which are embeddings, not linears.
@@ -319,7 +343,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       }
     }
     const DType stored = item.target ? *item.target : item.src_dtype;
-    const io::GgmlType gt = ggml_of(stored);
+    const io::GgmlType gt = item.ggml_mxfp4 ? io::GgmlType::kMxfp4 : ggml_of(stored);
     if (gt == io::GgmlType::kI8) {
       raw_names.push_back(item.gguf);
       raw_dtypes.emplace_back(dtype_name(stored));
@@ -352,7 +376,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       if (!experts_written.empty()) experts_written += ',';
       experts_written += quant_choice_name(t);
     }
-  if (experts_written.empty()) experts_written = quant_choice_name(experts);
+  if (experts_written.empty()) experts_written = o.experts_ggml_mxfp4 && !experts ? "mxfp4" : quant_choice_name(experts);
   meta.emplace_back("strata.quantize.experts", io::GgufValue::string(experts_written));
   meta.emplace_back("strata.quantize.dense", io::GgufValue::string(quant_choice_name(o.dense)));
   meta.emplace_back("strata.quantize.head", io::GgufValue::string(quant_choice_name(o.head)));
@@ -404,6 +428,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o, const Progr
       if (item.target) {
         const float* qw = item.importance.empty() ? nullptr : item.importance.data() + static_cast<int64_t>(pi) * item.in;
         STRATA_RETURN_IF_ERROR(convert(*ck, p, *item.target, item.out, item.in, qw, &pool, &buf));
+      } else if (item.ggml_mxfp4) {
+        std::vector<uint8_t> codes(p.w->nbytes), scales(p.scale->nbytes);
+        STRATA_RETURN_IF_ERROR(ck->read(*p.w, codes.data()));
+        STRATA_RETURN_IF_ERROR(ck->read(*p.scale, scales.data()));
+        buf.resize(static_cast<size_t>(p.scale->nbytes * io::kMxfp4BlockBytes));
+        io::official_to_ggml_mxfp4(codes.data(), scales.data(), static_cast<int64_t>(p.scale->nbytes), buf.data());
       } else {
         buf.resize(p.w->nbytes);
         STRATA_RETURN_IF_ERROR(ck->read(*p.w, buf.data()));

@@ -52,6 +52,10 @@ struct QuantizeOptions {
   std::string src_dir;               // official-format checkpoint directory (config.json, shards, tokenizer.json)
   std::string out_path;              // the GGUF to write (must not exist)
   std::optional<DType> experts;      // block format for routed experts; nullopt = keep
+  // With experts kept: write them as ggml MXFP4 (type 39, `--experts mxfp4`), the layout the
+  // llama.cpp forks' V4.1 GGUFs use, instead of strata's codes + ".scale" I8 tensors. Lossless:
+  // the same codes and scales regrouped into 17-byte blocks (io/ggml_mxfp4.h).
+  bool experts_ggml_mxfp4 = false;
   std::optional<DType> dense;        // for the other FP8 linears; nullopt = keep
   std::optional<DType> head;         // for the LM head; nullopt = keep
   std::optional<DType> engram;       // for the Engram tables; nullopt = keep (official FP8 + scales)

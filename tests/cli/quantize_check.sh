@@ -6,6 +6,8 @@
 #  - --experts q8_0: `strata run -m X.gguf -p hi -n 4` runs; its logits' mean KLD against the
 #    official checkpoint is finite and bounded (the tiny model is chaotic: ~0.1);
 #  - --split-max-size writes a gguf-split set whose logits equal the one file's;
+#  - --experts mxfp4 (ggml MXFP4 experts) gives the keep file's logits resident and streamed, and
+#    mmap refuses it naming the tensor;
 #  - an existing output is refused; a K-quant on rows of 64 takes llama.cpp's fallback (IQ4_NL), says
 #    so and runs;
 #  - --engram iq4_nl: the summary gives 18 B rows, the GGUF runs; --engram q4_k (blocks of 256 on
@@ -69,6 +71,24 @@ if [[ -z "$demo_tokenizer" ]]; then
     [[ $rc == 2 ]] && grep -q -- "--split-max-size '$bad'" "$tmp/bad.err" || { echo "FAIL --split-max-size '$bad': exit $rc"; cat "$tmp/bad.err"; exit 1; }
   done
   echo "ok   --split-max-size 8M: $n_split files, logits equal the one file's, an existing set refused, bad sizes exit 2"
+
+  # --experts mxfp4: routed experts as ggml MXFP4 blocks (the llama.cpp forks' layout), read back
+  # losslessly: logits equal the keep file's resident and streamed through a small expert cache;
+  # mmap is refused naming the tensor and the load modes that work (docs/gguf.md).
+  "$strata" quantize -m "$ck" --out "$tmp/mx.gguf" --experts MXFP4 --dense keep > "$tmp/mx.out"
+  grep -q "(experts mxfp4, dense keep" "$tmp/mx.out" || { echo "FAIL --experts mxfp4 summary"; cat "$tmp/mx.out"; exit 1; }
+  for mode in "--load-mode resident" "--load-mode stream --ram-budget 42000000 --direct-io" \
+              "--load-mode stream --ram-budget 42000000 --buffered-io"; do
+    # shellcheck disable=SC2086
+    "$strata" logits -m "$tmp/mx.gguf" $mode --tokens "$fx/tokens.json" --out "$tmp/mx.f32" \
+      --positions 0,1,7,24,49,98,147,187,195,196 > /dev/null
+    cmp "$tmp/keep.f32" "$tmp/mx.f32" || { echo "FAIL --experts mxfp4 logits differ ($mode)"; exit 1; }
+  done
+  rc=0; "$strata" logits -m "$tmp/mx.gguf" --load-mode mmap --tokens "$fx/tokens.json" --out "$tmp/mx.f32" \
+    --positions 0 > /dev/null 2> "$tmp/mx.err" || rc=$?
+  [[ $rc != 0 ]] && grep -q "blk.0.ffn_.*_exps.weight' holds routed experts as ggml MXFP4.*--load-mode resident" "$tmp/mx.err" \
+    || { echo "FAIL mmap of ggml MXFP4 experts: exit $rc"; cat "$tmp/mx.err"; exit 1; }
+  echo "ok   --experts mxfp4: ggml MXFP4 experts, logits equal keep's resident and streamed; mmap refused, naming the tensor"
 
   "$strata" quantize -m "$ck" --out "$tmp/q8.gguf" --experts q8_0 > "$tmp/q8.out"
   "$strata" run -m "$tmp/q8.gguf" -p hi -n 4 > "$tmp/run_q8.txt" 2>"$tmp/run_q8.err"

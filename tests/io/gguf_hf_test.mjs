@@ -19,9 +19,11 @@ const tensors = [
   ['blk.0.ffn_gate_exps.weight', GGMLQuantizationType.Q4_K, [256n, 3n, 2n]],
   ['blk.1.ffn_down_exps.weight', GGMLQuantizationType.Q2_K, [512n, 2n]],
   ['output_norm.weight', GGMLQuantizationType.F32, [8n]],
+  // Routed experts as ggml MXFP4 (`strata quantize --experts mxfp4`): [n_experts, out, in] = [2, 3, 64].
+  ['blk.1.ffn_up_exps.weight', GGMLQuantizationType.MXFP4, [64n, 3n, 2n]],
 ];
 // Bytes per tensor (ggml block sizes), padded to the file's alignment of 64.
-const nbytes = [3 * 8 * 4, 4 * 2 * 34, 2 * 3 * 144, 2 * 2 * 84, 8 * 4];
+const nbytes = [3 * 8 * 4, 4 * 2 * 34, 2 * 3 * 144, 2 * 2 * 84, 8 * 4, 2 * 3 * 2 * 17];
 
 test('ids of the ggml types match strata (io/gguf.h GgmlType)', () => {
   assert.equal(GGMLQuantizationType.F32, 0);
@@ -48,6 +50,21 @@ test('tensor names, types, shapes and offsets', async () => {
     assert.equal(t.offset, off, `${name}: offset`);
     off += BigInt(Math.ceil(nbytes[i] / 64) * 64);
   });
+});
+
+// The MXFP4 expert tensor's first block, from the file: ggml block_mxfp4 {e, qs[16]} with value j
+// in the low nibble of qs[j] and value j + 16 in its high nibble, made from the official codes the
+// writer packed (byte i = i * 7, value 2i in its low nibble) and scale 120.
+test('MXFP4 experts are ggml blocks of the official codes', async () => {
+  const { readFileSync } = await import('node:fs');
+  const r = await gguf(`${dir}/sample.gguf`, { allowLocalFile: true });
+  const t = r.tensorInfos.find((x) => x.name === 'blk.1.ffn_up_exps.weight');
+  const at = Number(r.tensorDataOffset + t.offset);
+  const block = readFileSync(`${dir}/sample.gguf`).subarray(at, at + 17);
+  const official = Array.from({ length: 16 }, (_, i) => (i * 7) & 255);
+  const value = (k) => (official[k >> 1] >> ((k & 1) * 4)) & 15;
+  const want = [120, ...Array.from({ length: 16 }, (_, j) => value(j) | (value(j + 16) << 4))];
+  assert.deepEqual(Array.from(block), want);
 });
 
 test('metadata values and types', async () => {

@@ -1,6 +1,7 @@
 // Writes the GGUF files that tests/io/gguf_hf_test.mjs reads with @huggingface/gguf (issue 16): one
 // file with F32, Q8_0, Q4_K and Q2_K tensors (quantised from a deterministic ramp by strata's
-// ggml-exact reference quantisers) and metadata of every kind, and a two-file gguf-split set (io::GgufSplitWriter).
+// ggml-exact reference quantisers), a stacked MXFP4 expert tensor as `strata quantize --experts
+// mxfp4` writes it (io/ggml_mxfp4.h) and metadata of every kind, and a two-file gguf-split set (io::GgufSplitWriter).
 // The names, types, shapes and values here are repeated, independently, in the .mjs script.
 // Usage: gguf_sample_writer DIR   (writes DIR/sample.gguf, DIR/split-0000{1,2}-of-00002.gguf)
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io/ggml_mxfp4.h"
 #include "io/gguf.h"
 #include "io/gguf_split_writer.h"
 #include "io/gguf_writer.h"
@@ -42,6 +44,14 @@ std::vector<uint8_t> tensor_data(const GgufTensorDecl& t, uint64_t nbytes) {
     case GgmlType::kQ8_0: quant(QuantType::kQ8_0); break;
     case GgmlType::kQ4_K: quant(QuantType::kQ4_K); break;
     case GgmlType::kQ2_K: quant(QuantType::kQ2_K); break;
+    case GgmlType::kMxfp4: {  // official codes i * 7 and scales 120 + b, regrouped as ggml blocks
+      const int64_t nb = n / strata::io::kMxfp4BlockValues;
+      std::vector<uint8_t> codes(static_cast<size_t>(nb * 16)), scales(static_cast<size_t>(nb));
+      for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7);
+      for (size_t b = 0; b < scales.size(); ++b) scales[b] = static_cast<uint8_t>(120 + b);
+      strata::io::official_to_ggml_mxfp4(codes.data(), scales.data(), nb, out.data());
+      break;
+    }
     default: break;
   }
   return out;
@@ -107,6 +117,7 @@ int main(int argc, char** argv) {
       {"blk.0.ffn_gate_exps.weight", GgmlType::kQ4_K, Shape{2, 3, 256}},
       {"blk.1.ffn_down_exps.weight", GgmlType::kQ2_K, Shape{2, 512}},
       {"output_norm.weight", GgmlType::kF32, Shape{8}},
+      {"blk.1.ffn_up_exps.weight", GgmlType::kMxfp4, Shape{2, 3, 64}},
   };
   Status s = write(dir + "/sample.gguf", md, ts);
   // The split set through io::GgufSplitWriter: 400 tensor bytes per file puts token_embd (96 B)

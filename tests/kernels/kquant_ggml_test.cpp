@@ -8,7 +8,6 @@
 // same library bench/ggml_peer.sh measures against), loaded with dlopen from the path CMake passes
 // in (STRATA_GGML_BASE_LIB); scripts/install-deps.sh installs it. Without it every test here is
 // skipped with the reason, never passed.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -21,10 +20,7 @@
 #include "core/dtype.h"
 #include "kernels/kquant.h"
 #include "kernels/kquant_q8k.h"
-
-#ifndef STRATA_GGML_BASE_LIB
-#define STRATA_GGML_BASE_LIB ""
-#endif
+#include "tests/support/ggml_library.h"
 
 namespace strata::kernels {
 namespace {
@@ -34,30 +30,9 @@ using QuantFn = void (*)(const float*, void*, int64_t);
 // ggml's quantize_<type>(src, dst, nrows, n_per_row, imatrix) -> bytes written.
 using QuantizeFn = size_t (*)(const float*, void*, int64_t, int64_t, const float*);
 
-// The ggml library, opened once per test (no global state); closed on destruction.
-class Ggml {
+// The ggml library (tests/support/ggml_library.h) with the per-type names this test looks up.
+class Ggml : public strata::testing::GgmlLibrary {
  public:
-  Ggml() {
-    handle_ = dlopen(STRATA_GGML_BASE_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) {
-      const char* e = dlerror();
-      error_ = std::string("cannot dlopen '") + STRATA_GGML_BASE_LIB + "': " + (e ? e : "?") +
-               " (run scripts/install-deps.sh, or `npm ci --ignore-scripts` in bench/ggml)";
-    }
-  }
-  ~Ggml() {
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  Ggml(const Ggml&) = delete;
-  Ggml& operator=(const Ggml&) = delete;
-
-  bool ok() const { return handle_ != nullptr; }
-  const std::string& error() const { return error_; }
-
-  template <class F>
-  F symbol(const std::string& name) const {
-    return reinterpret_cast<F>(dlsym(handle_, name.c_str()));
-  }
   DequantFn dequant(QuantType t) const {
     return symbol<DequantFn>(std::string("dequantize_row_") + quant_type_name(t));
   }
@@ -65,14 +40,7 @@ class Ggml {
     return symbol<QuantFn>(std::string("quantize_row_") + quant_type_name(t) + "_ref");
   }
   QuantizeFn quantize(QuantType t) const { return symbol<QuantizeFn>(std::string("quantize_") + quant_type_name(t)); }
-
- private:
-  void* handle_ = nullptr;
-  std::string error_;
 };
-
-#define STRATA_REQUIRE_GGML(g) \
-  if (!(g).ok()) GTEST_SKIP() << "ggml reference library unavailable: " << (g).error()
 
 // A named test row of k values.
 struct Row {
