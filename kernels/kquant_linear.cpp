@@ -18,18 +18,23 @@ namespace {
 // Rows per task: a multiple of the 4 rows the vector kernels run side by side.
 constexpr int64_t kRowGrain = 16;
 
+// The rows kernels of kernels/x86/kquant_x86.h (linear_q8k_rows_*, linear_q8_0_rows_*).
+using RowsKernel = bool (*)(int, const void*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*,
+                            int64_t);
+
 // One integer path: x's block type and elements per block, its rounding, the reference dot and
-// the AVX-512 rows kernel.
+// the AVX2 and AVX-512 rows kernels (same bits).
 template <class XBlock>
 struct IntegerPath {
   int64_t x_block_elems;
   void (*quantize)(const float*, XBlock*, int64_t);
   float (*dot)(QuantType, const uint8_t*, const XBlock*, int64_t);
-  bool (*rows_avx512)(int, const void*, int64_t, int64_t, const uint8_t*, int64_t, int64_t, int64_t, float*, int64_t);
+  RowsKernel rows_avx2, rows_avx512;
 };
 
 // x rounded once per call (per token, shared by every row range and thread), then the path's integer
-// dot row by row: the AVX-512 kernel, or the reference elsewhere.
+// dot row by row: the level's kernel (AVX-512 BF16 adds nothing to integer dots: it runs the AVX-512
+// one), or the reference at kScalar.
 template <class XBlock>
 void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, const QuantWeight& w, float* y,
                     ThreadPool* pool, KernelLevel level) {
@@ -38,7 +43,9 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
   for (int64_t i = 0; i < n; ++i) path.quantize(x + i * w.in, xq.data() + i * nb, w.in);
   const auto* base = static_cast<const uint8_t*>(w.w);
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
-  const bool vec = path.rows_avx512 != nullptr && linear_quant_has_kernel(w.type, level);
+  const RowsKernel kernel = !linear_quant_has_kernel(w.type, level) ? nullptr
+                           : level == KernelLevel::kAvx2          ? path.rows_avx2
+                                                                  : path.rows_avx512;
   // n > 1: chunks of kRowGrain rows outermost, tokens inside, so a chunk's weights are read from
   // memory once for all n tokens (prefill); n = 1: the whole range in one call. The bits do not
   // depend on the chunking (each row is computed whole).
@@ -46,8 +53,8 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
     const int64_t chunk = n > 1 ? kRowGrain : r1 - r0;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
       const int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-      if (vec) {
-        path.rows_avx512(static_cast<int>(w.type), xq.data(), n, nb, base, row_bytes, c0, c1, y, w.out);
+      if (kernel != nullptr) {
+        kernel(static_cast<int>(w.type), xq.data(), n, nb, base, row_bytes, c0, c1, y, w.out);
         continue;
       }
       for (int64_t i = 0; i < n; ++i)
@@ -61,20 +68,21 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
 }
 
 #if !defined(STRATA_KERNELS_NO_X86)
-constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, x86::linear_q8k_rows_avx512};
-constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, x86::linear_q8_0_rows_avx512};
+constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, x86::linear_q8k_rows_avx2,
+                                          x86::linear_q8k_rows_avx512};
+constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, x86::linear_q8_0_rows_avx2,
+                                          x86::linear_q8_0_rows_avx512};
 #else
-constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, nullptr};
-constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, nullptr};
+constexpr IntegerPath<BlockQ8_K> kQ8KPath{256, quantize_row_q8_K, ref::dot_q8k, nullptr, nullptr};
+constexpr IntegerPath<BlockQ8_0> kQ80Path{32, quantize_row_q8_0_ref, ref::dot_q8_0, nullptr, nullptr};
 #endif
 
 }  // namespace
 
 bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
 #if !defined(STRATA_KERNELS_NO_X86)
-  // The integer paths have AVX-512 kernels only; AVX2 runs their references (same bits).
-  if (q8k_dot_supported(t) || q8_0_dot_supported(t))
-    return level == KernelLevel::kAvx512 || level == KernelLevel::kAvx512Bf16;
+  // Every vector level has a kernel for every type (the integer paths: AVX2 and AVX-512 files).
+  (void)t;
   return level != KernelLevel::kScalar;
 #else
   (void)t;

@@ -34,5 +34,11 @@ bool linear_q8k_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, con
                             int64_t r0, int64_t r1, float* y, int64_t out);
 bool linear_q8_0_rows_avx512(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
                              int64_t r0, int64_t r1, float* y, int64_t out);
+// The same with AVX2 + F16C (x86/kquant_q8k_avx2.cpp, x86/kquant_q8_0_dot_avx2.cpp), for CPUs without
+// AVX-512; same bits. Both run the tokens one after another.
+bool linear_q8k_rows_avx2(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                          int64_t r0, int64_t r1, float* y, int64_t out);
+bool linear_q8_0_rows_avx2(int type, const void* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t row_bytes,
+                           int64_t r0, int64_t r1, float* y, int64_t out);
 
 }  // namespace strata::kernels::x86
