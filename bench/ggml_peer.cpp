@@ -321,13 +321,17 @@ int main(int argc, char** argv) {
       const std::string name = argv[++i];
       bool level_ok = false;
       for (strata::kernels::KernelLevel l : strata::kernels::kAllKernelLevels)
-        if (name == strata::kernels::kernel_level_name(l)) g_level = l, level_ok = true;
+        if (name == strata::kernels::kernel_level_name(l)) {
+          g_level = l;
+          level_ok = true;
+        }
       if (!level_ok || !strata::kernels::kernel_level_supported(g_level)) {
         std::fprintf(stderr, "ggml_peer: --level %s is not a kernel level this CPU runs\n", name.c_str());
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant] [--level NAME]\n");
+      std::fprintf(stderr,
+                   "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant] [--level NAME]\n");
       return 2;
     }
   }

@@ -44,8 +44,8 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
   const auto* base = static_cast<const uint8_t*>(w.w);
   const int64_t row_bytes = quant_row_bytes(w.type, w.in);
   const RowsKernel kernel = !linear_quant_has_kernel(w.type, level) ? nullptr
-                           : level == KernelLevel::kAvx2          ? path.rows_avx2
-                                                                  : path.rows_avx512;
+                            : level == KernelLevel::kAvx2           ? path.rows_avx2
+                                                                    : path.rows_avx512;
   // n > 1: chunks of kRowGrain rows outermost, tokens inside, so a chunk's weights are read from
   // memory once for all n tokens (prefill); n = 1: the whole range in one call. The bits do not
   // depend on the chunking (each row is computed whole).
@@ -58,7 +58,8 @@ void linear_integer(const IntegerPath<XBlock>& path, const float* x, int64_t n, 
         continue;
       }
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = c0; r < c1; ++r) y[i * w.out + r] = path.dot(w.type, base + r * row_bytes, xq.data() + i * nb, nb);
+        for (int64_t r = c0; r < c1; ++r)
+          y[i * w.out + r] = path.dot(w.type, base + r * row_bytes, xq.data() + i * nb, nb);
     }
   };
   if (pool == nullptr || level == KernelLevel::kScalar)
@@ -94,48 +95,10 @@ bool linear_quant_has_kernel(QuantType t, KernelLevel level) {
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level) {
   STRATA_CHECK(kernel_level_supported(level), "linear_quant: level not supported by this CPU");
   STRATA_DCHECK(w.in % quant_block_elems(w.type) == 0, "linear_quant: in must be a multiple of the block");
+  // Every type takes an integer path (kquant_linear.h); the f32-x kernels are gone.
   if (q8k_dot_supported(w.type)) return linear_integer(kQ8KPath, x, n, w, y, pool, level);
-  if (q8_0_dot_supported(w.type)) return linear_integer(kQ80Path, x, n, w, y, pool, level);
-  if (!linear_quant_has_kernel(w.type, level)) {
-    if (level == KernelLevel::kScalar || pool == nullptr) return ref::linear_quant(x, n, w, y);
-    // The reference, row range by row range (same bits: each row is computed whole).
-    pool->parallel_for(
-        w.out,
-        [&](int64_t r0, int64_t r1) {
-          QuantWeight part = w;
-          part.w = quant_weight_row(w, r0);
-          part.out = r1 - r0;
-          for (int64_t i = 0; i < n; ++i) {
-            float* yi = y + i * w.out + r0;
-            std::vector<float> tmp(static_cast<size_t>(part.out));
-            ref::linear_quant(x + i * w.in, 1, part, tmp.data());
-            for (int64_t r = 0; r < part.out; ++r) yi[r] = tmp[static_cast<size_t>(r)];
-          }
-        },
-        kRowGrain);
-    return;
-  }
-#if !defined(STRATA_KERNELS_NO_X86)
-  const int type = static_cast<int>(w.type);
-  const auto* base = static_cast<const uint8_t*>(w.w);
-  const int64_t row_bytes = quant_row_bytes(w.type, w.in);
-  // AVX-512 BF16 adds nothing for f32 FMAs: it runs the AVX-512 kernel.
-  auto* kernel = level == KernelLevel::kAvx2 ? &x86::linear_quant_rows_avx2 : &x86::linear_quant_rows_avx512;
-  const bool batch = n > 1 && level != KernelLevel::kAvx2;
-  auto run = [&](int64_t r0, int64_t r1) {
-    if (batch) {
-      // Several tokens: decode each weight block once for all of them (same bits, see the kernel).
-      std::vector<float> scratch(static_cast<size_t>(x86::linear_quant_batch_scratch_floats(w.in)));
-      x86::linear_quant_rows_batch_avx512(type, x, n, base, row_bytes, w.in, w.out, r0, r1, y, scratch.data());
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) kernel(type, x + i * w.in, base, row_bytes, w.in, r0, r1, y + i * w.out);
-  };
-  if (pool == nullptr)
-    run(0, w.out);
-  else
-    pool->parallel_for(w.out, run, kRowGrain);
-#endif
+  STRATA_CHECK(q8_0_dot_supported(w.type), "linear_quant: no integer path for this type");
+  linear_integer(kQ80Path, x, n, w, y, pool, level);
 }
 
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool) {

@@ -98,14 +98,16 @@ void rows(const uint8_t* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t ro
         const int64_t a = ib, b = pair ? ib + 1 : ib;
         const int64_t oa = a * B::kBytes, ob = b * B::kBytes;
         if (t == 0)  // the next group's rows, into L1 ahead of time (see the top of the file)
-          for (int j = 0; j < 4; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + 4 * row_bytes + oa), _MM_HINT_T0);
+          for (int j = 0; j < 4; ++j)
+            _mm_prefetch(reinterpret_cast<const char*>(p[j] + 4 * row_bytes + oa), _MM_HINT_T0);
         const __m256i xa = ld256(xt + a * kQ80Bytes + 2), xb = ld256(xt + b * kQ80Bytes + 2);
         const __m256i S = hsum8(dot32(B::quants(p[0] + oa, k), xa, ones), dot32(B::quants(p[1] + oa, k), xa, ones),
                                 dot32(B::quants(p[2] + oa, k), xa, ones), dot32(B::quants(p[3] + oa, k), xa, ones),
                                 dot32(B::quants(p[0] + ob, k), xb, ones), dot32(B::quants(p[1] + ob, k), xb, ones),
                                 dot32(B::quants(p[2] + ob, k), xb, ones), dot32(B::quants(p[3] + ob, k), xb, ones));
-        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(f16x4(p[0] + ob, p[1] + ob, p[2] + ob, p[3] + ob)),
-                                                         static_cast<long long>(f16x4(p[0] + oa, p[1] + oa, p[2] + oa, p[3] + oa))));
+        const __m256 dw =
+            _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(f16x4(p[0] + ob, p[1] + ob, p[2] + ob, p[3] + ob)),
+                                           static_cast<long long>(f16x4(p[0] + oa, p[1] + oa, p[2] + oa, p[3] + oa))));
         const uint64_t xda = ld16(xt + a * kQ80Bytes) * 0x0001000100010001ull;
         const uint64_t xdb = ld16(xt + b * kQ80Bytes) * 0x0001000100010001ull;
         const __m256 xd = _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(xdb), static_cast<long long>(xda)));
@@ -128,9 +130,14 @@ bool linear_q8_0_rows_avx2(int type, const void* xq, int64_t n, int64_t nb, cons
                            int64_t r0, int64_t r1, float* y, int64_t out) {
   const auto* x = static_cast<const uint8_t*>(xq);
   switch (type) {
-    case kQ8_0: rows<Q80>(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
-    case kIq4Nl: rows<Iq4Nl>(x, n, nb, w, row_bytes, r0, r1, y, out); return true;
-    default: return false;
+    case kQ8_0:
+      rows<Q80>(x, n, nb, w, row_bytes, r0, r1, y, out);
+      return true;
+    case kIq4Nl:
+      rows<Iq4Nl>(x, n, nb, w, row_bytes, r0, r1, y, out);
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -72,9 +72,10 @@ struct Q4K {
     for (int g = 0; g < 4; ++g) {
       const __m256i v = ld256(b + 16 + 32 * g);
       const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ld256(xq + 64 * g)), _mm256_shuffle_epi8(sc, k.idx[2 * g]));
-      const __m256i phi =
-          _mm256_madd_epi16(_mm256_maddubs_epi16(hi, ld256(xq + 64 * g + 32)), _mm256_shuffle_epi8(sc, k.idx[2 * g + 1]));
+      const __m256i plo =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ld256(xq + 64 * g)), _mm256_shuffle_epi8(sc, k.idx[2 * g]));
+      const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, ld256(xq + 64 * g + 32)),
+                                            _mm256_shuffle_epi8(sc, k.idx[2 * g + 1]));
       s = _mm256_add_epi32(s, _mm256_add_epi32(plo, phi));
     }
     S = s;
@@ -138,12 +139,12 @@ struct Q6K {
     __m256i s = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i la = ld256(b + 64 * h), lb = ld256(b + 64 * h + 32), qh = ld256(b + 128 + 32 * h);
-      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)), xq,
-                       h, 0, sc, k.idx);
-      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)), xq,
-                       h, 1, sc, k.idx);
-      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(qh, m30)), xq,
-                       h, 2, sc, k.idx);
+      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(la, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                       xq, h, 0, sc, k.idx);
+      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(lb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                       xq, h, 1, sc, k.idx);
+      s = signed_plane(s, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4), _mm256_and_si256(qh, m30)),
+                       xq, h, 2, sc, k.idx);
       s = signed_plane(s,
                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
@@ -166,9 +167,10 @@ struct Q3K {
     const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
     uint32_t top;
     std::memcpy(&top, b + 104, 4);
-    const __m128i hi = _mm_slli_epi32(
-        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)),
-        4);
+    const __m128i hi =
+        _mm_slli_epi32(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(top)), _mm_setr_epi32(0, 2, 4, 6)),
+                                     _mm_set1_epi8(3)),
+                       4);
     const __m128i sc8 = _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
     const __m256i sc = _mm256_broadcastsi128_si256(sc8);
     const __m256i hm = ld256(b), m3 = _mm256_set1_epi8(3), bit2 = _mm256_set1_epi8(4);

@@ -47,11 +47,16 @@ bool same(float a, float b) {
 // Byte offsets of a block's fp16 scale fields (d, and dmin where there is one).
 std::vector<int> f16_fields(QuantType t) {
   switch (t) {
-    case QuantType::kQ4_K: return {0, 2};
-    case QuantType::kQ2_K: return {80, 82};
-    case QuantType::kQ6_K: return {208};
-    case QuantType::kQ3_K: return {108};
-    default: return {0};  // Q8_0, IQ4_NL
+    case QuantType::kQ4_K:
+      return {0, 2};
+    case QuantType::kQ2_K:
+      return {80, 82};
+    case QuantType::kQ6_K:
+      return {208};
+    case QuantType::kQ3_K:
+      return {108};
+    default:
+      return {0};  // Q8_0, IQ4_NL
   }
 }
 
@@ -60,16 +65,22 @@ std::vector<int> f16_fields(QuantType t) {
 void extreme_block(QuantType t, uint8_t* b) {
   const int bytes = quant_block_bytes(t);
   switch (t) {
-    case QuantType::kQ8_0: std::memset(b + 2, 0x80, 32); break;  // q = -128
-    case QuantType::kIq4Nl: std::memset(b + 2, 0x00, 16); break;  // kIq4nlValues[0] = -127
+    case QuantType::kQ8_0:
+      std::memset(b + 2, 0x80, 32);
+      break;  // q = -128
+    case QuantType::kIq4Nl:
+      std::memset(b + 2, 0x00, 16);
+      break;  // kIq4nlValues[0] = -127
     case QuantType::kQ6_K:
-      std::memset(b, 0x00, 192);        // ql = qh = 0: q = -32
-      std::memset(b + 192, 0x80, 16);   // scales -128
+      std::memset(b, 0x00, 192);       // ql = qh = 0: q = -32
+      std::memset(b + 192, 0x80, 16);  // scales -128
       break;
     case QuantType::kQ3_K:
       std::memset(b, 0x00, 108);  // hmask clear and low bits 0: q = -4; 6-bit scales 0: sc - 32 = -32
       break;
-    default: std::memset(b, 0xFF, static_cast<size_t>(bytes)); break;  // Q4_K, Q2_K: max q, sc, m
+    default:
+      std::memset(b, 0xFF, static_cast<size_t>(bytes));
+      break;  // Q4_K, Q2_K: max q, sc, m
   }
 }
 
@@ -141,7 +152,9 @@ std::vector<BlockQ8_K> x_q8k(int64_t n, int64_t nb, int seed, std::mt19937& rng)
         for (int l = 0; l < 16; ++l) s += blk.qs[16 * i + l];
         blk.bsums[i] = static_cast<int16_t>(s);
       }
-      blk.d = kind == 4 ? 0.0f : std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 30);
+      blk.d = kind == 4
+                  ? 0.0f
+                  : std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 30);
     }
   }
   return x;
@@ -191,7 +204,8 @@ std::vector<Shape> shapes(QuantType t) {
 
 #if defined(STRATA_TEST_X86)
 TEST(KquantAvx2, RowsKernelsEqualReferenceBitForBit) {
-  if (!kernel_level_supported(KernelLevel::kAvx2)) GTEST_SKIP() << "CPU lacks AVX2 + FMA + F16C: the AVX2 kernels cannot run";
+  if (!kernel_level_supported(KernelLevel::kAvx2))
+    GTEST_SKIP() << "CPU lacks AVX2 + FMA + F16C: the AVX2 kernels cannot run";
   std::mt19937 rng(16);
   int checked = 0;
   for (QuantType t : kTypes) {
@@ -205,24 +219,26 @@ TEST(KquantAvx2, RowsKernelsEqualReferenceBitForBit) {
         const std::vector<BlockQ8_K> xk = q8k ? x_q8k(n, nb, seed, rng) : std::vector<BlockQ8_K>{};
         const std::vector<BlockQ8_0> x0 = q8k ? std::vector<BlockQ8_0>{} : x_q8_0(n, nb, seed, rng);
         const void* xq = q8k ? static_cast<const void*>(xk.data()) : static_cast<const void*>(x0.data());
-        const int64_t ranges[][2] = {{0, s.out}, {1, s.out}, {0, s.out - 1}, {s.out / 2, s.out}, {s.out / 3, s.out / 3 + 1}};
+        const int64_t ranges[][2] = {
+            {0, s.out}, {1, s.out}, {0, s.out - 1}, {s.out / 2, s.out}, {s.out / 3, s.out / 3 + 1}};
         for (const auto& rr : ranges) {
           const int64_t r0 = rr[0], r1 = rr[1];
           if (r0 >= r1) continue;
           std::vector<float> y(static_cast<size_t>(n * s.out), -7.0f);
-          const bool ok = q8k ? x86::linear_q8k_rows_avx2(static_cast<int>(t), xq, n, nb, w.data(), rb, r0, r1, y.data(), s.out)
-                              : x86::linear_q8_0_rows_avx2(static_cast<int>(t), xq, n, nb, w.data(), rb, r0, r1, y.data(), s.out);
+          const bool ok =
+              q8k ? x86::linear_q8k_rows_avx2(static_cast<int>(t), xq, n, nb, w.data(), rb, r0, r1, y.data(), s.out)
+                  : x86::linear_q8_0_rows_avx2(static_cast<int>(t), xq, n, nb, w.data(), rb, r0, r1, y.data(), s.out);
           ASSERT_TRUE(ok) << quant_type_name(t);
           for (int64_t i = 0; i < n; ++i)
             for (int64_t r = 0; r < s.out; ++r) {
               const float got = y[static_cast<size_t>(i * s.out + r)];
               const uint8_t* wr = w.data() + r * rb;
               const float want = r < r0 || r >= r1 ? -7.0f
-                                 : q8k            ? ref::dot_q8k(t, wr, xk.data() + i * nb, nb)
-                                                  : ref::dot_q8_0(t, wr, x0.data() + i * nb, nb);
-              ASSERT_TRUE(same(got, want)) << quant_type_name(t) << " out=" << s.out << " in=" << s.in << " n=" << n
-                                           << " rows [" << r0 << ", " << r1 << ") token " << i << " row " << r << ": "
-                                           << got << " vs ref " << want;
+                                 : q8k             ? ref::dot_q8k(t, wr, xk.data() + i * nb, nb)
+                                                   : ref::dot_q8_0(t, wr, x0.data() + i * nb, nb);
+              ASSERT_TRUE(same(got, want))
+                  << quant_type_name(t) << " out=" << s.out << " in=" << s.in << " n=" << n << " rows [" << r0 << ", "
+                  << r1 << ") token " << i << " row " << r << ": " << got << " vs ref " << want;
             }
           ++checked;
         }
@@ -233,7 +249,8 @@ TEST(KquantAvx2, RowsKernelsEqualReferenceBitForBit) {
 }
 
 TEST(KquantAvx2, RowsKernelsRejectOtherTypes) {
-  if (!kernel_level_supported(KernelLevel::kAvx2)) GTEST_SKIP() << "CPU lacks AVX2 + FMA + F16C: the AVX2 kernels cannot run";
+  if (!kernel_level_supported(KernelLevel::kAvx2))
+    GTEST_SKIP() << "CPU lacks AVX2 + FMA + F16C: the AVX2 kernels cannot run";
   float y = 0.0f;
   EXPECT_FALSE(x86::linear_q8k_rows_avx2(static_cast<int>(QuantType::kQ8_0), nullptr, 1, 1, nullptr, 0, 0, 1, &y, 1));
   EXPECT_FALSE(x86::linear_q8_0_rows_avx2(static_cast<int>(QuantType::kQ4_K), nullptr, 1, 1, nullptr, 0, 0, 1, &y, 1));
@@ -261,9 +278,9 @@ TEST(KquantAvx2, LinearQuantAvx2EqualsScalar) {
           std::vector<float> got(want.size(), -1.0f);
           linear_quant(x.data(), n, qw, got.data(), p, KernelLevel::kAvx2);
           for (size_t i = 0; i < want.size(); ++i)
-            ASSERT_TRUE(same(got[i], want[i])) << quant_type_name(t) << " out=" << s.out << " in=" << s.in << " n=" << n
-                                               << (p ? " threaded" : " serial") << " y[" << i << "] " << got[i]
-                                               << " vs " << want[i];
+            ASSERT_TRUE(same(got[i], want[i]))
+                << quant_type_name(t) << " out=" << s.out << " in=" << s.in << " n=" << n
+                << (p ? " threaded" : " serial") << " y[" << i << "] " << got[i] << " vs " << want[i];
           ++checked;
         }
       }
