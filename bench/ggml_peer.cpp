@@ -20,7 +20,10 @@
 // kernels::linear_quant (f32 x, kernels/kquant_linear.h) and ggml's mul_mat (x quantised to Q8_K /
 // Q8_0 inside the call, integer dot products).
 //
-// Usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant]
+// Usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant] [--level NAME]
+//   --level NAME  strata's kernel level (scalar, avx2, avx512, avx512bf16; default: the best this CPU
+//                 runs), e.g. `--kquant --level avx2` against ggml's haswell variant (ggml_peer.sh
+//                 --variant haswell) to measure the AVX2 kernels on an AVX-512 machine.
 // Output: one markdown table on stdout (ratio = ggml time / strata time: > 1 means strata is faster).
 #include <emmintrin.h>
 
@@ -136,13 +139,16 @@ StrataWeights strata_weights(const std::vector<float>& m, int64_t out, int64_t i
   return sw;
 }
 
+// strata's kernel level for every strata call (--level; default the best one).
+strata::kernels::KernelLevel g_level = strata::kernels::KernelLevel::kScalar;
+
 void strata_call(const StrataWeights& sw, size_t copy, const float* x, int64_t n, float* y, strata::ThreadPool* pool) {
   if (sw.fp4) {
     strata::kernels::linear_fp4(x, n, strata::kernels::Fp4Weight{sw.w[copy].data(), sw.s[copy].data(), sw.out, sw.in},
-                                y, pool);
+                                y, pool, g_level);
   } else {
     strata::kernels::linear_fp8(x, n, strata::kernels::Fp8Weight{sw.w[copy].data(), sw.s[copy].data(), sw.out, sw.in},
-                                y, pool);
+                                y, pool, g_level);
   }
 }
 
@@ -266,7 +272,7 @@ int run_kquant(int threads, int rounds, double round_ms, bool quick, strata::Thr
       std::vector<float> y(static_cast<size_t>(s.out));
       auto run_strata = [&](size_t i) {
         strata::kernels::linear_quant(x.data(), 1, strata::kernels::QuantWeight{p.strata, sw[i % copies].data(), s.out, s.in},
-                                      y.data(), pool);
+                                      y.data(), pool, g_level);
       };
       auto run_ggml = [&](size_t i) { ggml_call(*gc, i % copies); };
       for (int w = 0; w < 3; ++w) {
@@ -303,6 +309,7 @@ int main(int argc, char** argv) {
   int threads = strata::ThreadPool::hardware_cores(), rounds = 7;
   double round_ms = 150;
   bool quick = false, kquant = false;
+  g_level = strata::kernels::best_kernel_level();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
@@ -310,8 +317,21 @@ int main(int argc, char** argv) {
     else if (a == "--round-ms" && i + 1 < argc) round_ms = std::atof(argv[++i]);
     else if (a == "--quick") quick = true;
     else if (a == "--kquant") kquant = true;
-    else {
-      std::fprintf(stderr, "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant]\n");
+    else if (a == "--level" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      bool level_ok = false;
+      for (strata::kernels::KernelLevel l : strata::kernels::kAllKernelLevels)
+        if (name == strata::kernels::kernel_level_name(l)) {
+          g_level = l;
+          level_ok = true;
+        }
+      if (!level_ok || !strata::kernels::kernel_level_supported(g_level)) {
+        std::fprintf(stderr, "ggml_peer: --level %s is not a kernel level this CPU runs\n", name.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: ggml_peer [--threads N] [--rounds R] [--round-ms MS] [--quick] [--kquant] [--level NAME]\n");
       return 2;
     }
   }
@@ -326,7 +346,7 @@ int main(int argc, char** argv) {
 
   ReadBandwidth reader(pool.get());
   std::printf("strata kernel level: %s; threads: %d; rounds: %d x %.0f ms per side\n",
-              strata::kernels::kernel_level_name(strata::kernels::best_kernel_level()), threads, rounds, round_ms);
+              strata::kernels::kernel_level_name(g_level), threads, rounds, round_ms);
   std::printf("%% BW: weight bytes per second over the read bandwidth measured in the same rounds "
               "(16-byte loads over 512 MiB, same thread count)\n\n");
   if (kquant) {

@@ -9,10 +9,12 @@
 # version, fetched with `npm pack` into the build directory). Nothing fetched lands in the source
 # tree outside the ignored node_modules/ and build directories.
 #
-# Usage: bench/ggml_peer.sh [--build DIR] [--variant NAME] [-- ggml_peer args: --threads N --rounds R ...]
+# Usage: bench/ggml_peer.sh [--build DIR] [--variant NAME] [-- ggml_peer args: --threads N --rounds R --level L ...]
 #   --build DIR    strata build directory (default: build); strata_kernels and strata_core are built there
 #   --variant NAME ggml CPU library variant (default: picked from /proc/cpuinfo: zen4, icelake, skylakex,
 #                  haswell, x64, ...; see bench/ggml/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64)
+#   AVX2 against AVX2 on any AVX2 machine: --variant haswell -- --kquant --level avx2 (ggml_peer --level
+#                  forces strata's kernel level; default the best this CPU runs)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$(cd "$2" && pwd)"; shift 2 ;;
     --variant) variant="$2"; shift 2 ;;
     --) shift; peer_args=("$@"); break ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ggml_peer.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

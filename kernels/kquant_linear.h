@@ -7,23 +7,17 @@
 // for Q8_0 and IQ4_NL (q8_0_dot_supported; the bytes of quantize_row_q8_0_ref). The result is then
 // the integer dot of kernels/kquant_q8k.h or kernels/kquant_q8_0_dot.h: each defined there
 // operation by operation, references in kernels/ref/kquant_q8k.cpp and kquant_q8_0_dot.cpp, AVX-512
-// kernels in x86/kquant_q8k_avx512.cpp and x86/kquant_q8_0_dot_avx512.cpp; the AVX2 level runs the
-// references (same bits, slow: no AVX2 integer kernels yet, TODO(#16)). The model's E4M3 rounding of
-// activations happens before this call (model/weights.cpp); Q8_K / Q8_0 is the kernel's own step.
-//
-// The f32-x definition (kernels/ref/kquant_linear.cpp, and the f32 kernels x86/kquant_avx2.cpp,
-// kquant_avx512.cpp), which no type takes today: each weight w_k is exactly ggml's
-// dequantised value (dequantize_row_<type>); element k goes to lane k % 16 of 16 f32 accumulators,
-//   acc[k % 16] = fma(w_k, x_k, acc[k % 16])   for k = 0 .. in-1 in order,
-// then the lanes are added as a tree, acc[j] += acc[j + h] for h = 8, 4, 2, 1, and y = acc[0].
-// This is the order of one AVX-512 register (and of two AVX2 registers), so the vector kernels equal
-// the reference bit for bit, whatever the thread count.
+// kernels in x86/kquant_q8k_avx512.cpp and x86/kquant_q8_0_dot_avx512.cpp, AVX2 kernels in
+// x86/kquant_q8k_avx2.cpp and x86/kquant_q8_0_dot_avx2.cpp, all bit-identical to the references.
+// The model's E4M3 rounding of activations happens before this call (model/weights.cpp); Q8_K / Q8_0
+// is the kernel's own step. (An earlier f32-x definition, a 16-lane FMA sum of ggml's dequantised
+// weights, and its kernels were removed once every type had integer kernels at every level.)
 // Threading: parallel over output rows on `pool` (may be null); for n > 1 each task walks its rows in
-// chunks of 16 and runs every token on a chunk while its weights are in cache (the Q8_0-x kernel
+// chunks of 16 and runs every token on a chunk while its weights are in cache (the AVX-512 Q8_0-x kernel
 // decodes each weight tile once per four tokens). Cannot fail: REQUIRES
 // in % quant_block_elems(type) == 0 (shapes are validated at load). Allocation: n * in / 256 Q8_K
-// blocks (292 B each) or n * in / 32 Q8_0 blocks (34 B each) per call. Levels: AVX-512 (and AVX-512
-// BF16, which runs it) kernels for every type; AVX2 and kScalar run the references.
+// blocks (292 B each) or n * in / 32 Q8_0 blocks (34 B each) per call. Levels: AVX2 and AVX-512 (and
+// AVX-512 BF16, which runs the AVX-512 one) kernels for every type; kScalar runs the references.
 // Source: ggml-quants.c quantize_row_q8_K_ref, quantize_row_q8_0_ref; ggml-cpu/quants.c
 // ggml_vec_dot_*_q8_K, ggml_vec_dot_{q8_0,iq4_nl}_q8_0.
 #pragma once
@@ -50,7 +44,8 @@ inline const uint8_t* quant_weight_row(const QuantWeight& w, int64_t r) {
 // y[n, out] = x[n, in] . dequant(W)^T at the best level for this CPU.
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool);
 // The same at a forced level (tests, benches). REQUIRES: kernel_level_supported(level). Levels
-// without a kernel for w.type run the reference (same bits). kScalar ignores `pool`.
+// without a kernel for w.type run the reference (same bits; today only kScalar and non-x86 builds).
+// kScalar ignores `pool`.
 void linear_quant(const float* x, int64_t n, const QuantWeight& w, float* y, ThreadPool* pool, KernelLevel level);
 // Whether `level` has a vector kernel for `t` (otherwise linear_quant runs the reference there).
 bool linear_quant_has_kernel(QuantType t, KernelLevel level);
