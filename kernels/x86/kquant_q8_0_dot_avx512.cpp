@@ -11,6 +11,9 @@
 // f32 part then runs on all 16 at once (dd = d * xd, t = dd * float(S)) and the four blocks' t are
 // added to the four rows' acc in block order: the reference's operations, lane by lane. A tail of
 // fewer than four blocks repeats the last block and skips the copies' adds.
+// Each step of four blocks of a group of four rows prefetches the same bytes of the next four rows
+// (the first pass of tokens only), as the AVX2 twin does: the hardware prefetchers alone left the
+// four interleaved streams well short of the read bandwidth (docs/performance.md, branch pf512).
 // Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
 #include <immintrin.h>
 
@@ -23,6 +26,8 @@ namespace {
 // Must match kernels::QuantType (kernels/kquant.h) and BlockQ8_0 (34 bytes: fp16 d, int8 qs[32]).
 enum : int { kQ8_0 = 0, kIq4Nl = 5 };
 constexpr int kQ80Bytes = 34;
+// How far ahead the prefetch reaches: the next group of four rows (8 measured the same; see the top).
+constexpr int64_t kPrefetchRows = 4;
 
 inline short ld16(const uint8_t* p) {
   short h;
@@ -114,6 +119,11 @@ void rows(const uint8_t* xq, int64_t n, int64_t nb, const uint8_t* w, int64_t ro
         const int n_blocks = nb - ib < 4 ? static_cast<int>(nb - ib) : 4;
         int64_t blk[4];
         for (int b = 0; b < 4; ++b) blk[b] = ib + (b < n_blocks ? b : n_blocks - 1);
+        if (t0 == 0)  // the same blocks of a later group of rows, into L1 ahead of time (top of the file)
+          for (int j = 0; j < 4; ++j)
+            for (int c = 0; c < 4 * B::kBytes; c += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(p[j] + kPrefetchRows * row_bytes + ib * B::kBytes + c),
+                           _MM_HINT_T0);
         // Wt[h][j]: row j's blocks 2 h, 2 h + 1, decoded once for every token of the pass.
         typename B::W Wt[2][4];
         for (int h = 0; h < 2; ++h)
