@@ -46,7 +46,10 @@ int run_plan(PlanCliOptions& o) {
                                       "use -m " + o.config));
   if (!o.model_dir.empty())
     if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
-  const std::string path = o.config.empty() ? (std::filesystem::path(o.model_dir) / "config.json").string() : o.config;
+  // What the plan's heading names: the config.json read, or for a GGUF the file itself.
+  const std::string path = !o.config.empty()               ? o.config
+                           : io::is_gguf_path(o.model_dir) ? o.model_dir
+                                                           : (std::filesystem::path(o.model_dir) / "config.json").string();
   auto text = o.config.empty() ? io::read_checkpoint_text(o.model_dir, "config.json", 16u << 20)
                               : io::read_file_to_string(path, 16u << 20);
   if (!text.ok()) return fail(text.error());
@@ -151,7 +154,7 @@ int run_plan(PlanCliOptions& o) {
     else
       std::fprintf(stderr, "strata: measuring this machine first (~2 min; strata probe) into %s\n", o.probe.c_str());
     tools::ProbeOptions pr;
-    pr.disk_dir = o.model_dir;
+    pr.disk_dir = storage_dir_of(o.model_dir);
     auto m = probe_machine(pr, o.probe);
     if (!m.ok()) return fail(m.error());
     machine = *m;

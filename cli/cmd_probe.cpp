@@ -120,7 +120,7 @@ Command register_probe(CLI::App& app) {
       return w.ok() ? 0 : fail(w);
     }
     tools::ProbeOptions& po = o->probe;
-    if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? o->model_dir : ".";
+    if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? storage_dir_of(o->model_dir) : ".";
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);
     po.engine = !o->no_engine;
     if (o->quick) {

@@ -129,6 +129,13 @@ int fail(const Status& s) {
   return 1;
 }
 
+std::string storage_dir_of(const std::string& model) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(model, ec)) return model;
+  const std::string parent = std::filesystem::path(model).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
 int fail_usage(const Status& s) {
   fail(s);
   return kExitUsage;

@@ -60,6 +60,10 @@ int fail(const Status& s);
 // validator could check): prints the line and returns kExitUsage (2), as a parse error does.
 int fail_usage(const Status& s);
 
+// The directory whose disk a checkpoint lives on: `model` itself, or a GGUF file's directory (the
+// disk probe measures a directory's storage).
+std::string storage_dir_of(const std::string& model);
+
 // For errors of a flag's value (a size, a mode, a --hot file): kInvalidArgument is a usage error
 // (fail_usage, 2), anything else (a file that cannot be read) fails as usual (fail, 1).
 int fail_flag_value(const Status& s);

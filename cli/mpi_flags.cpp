@@ -30,12 +30,17 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
                  "with --mpi: microseconds a waiting rank polls before it sleeps between polls (default 500; 0 when "
                  "there are more ranks than cores on a machine)")
       ->check(in_range(0, 1e6));
-  app.add_option("--mpi-weights", f->weights,
-                 "with --mpi: partition weights, one per rank (rank 0 first), e.g. 2,1: rank r owns a contiguous "
-                 "share of every layer's routed experts proportional to its weight (default: each rank's "
-                 "MemAvailable, and where that cannot hold every expert, the disk rate of its `strata probe` profile)")
-      ->delimiter(',')
-      ->check(in_range(0, 1e9));
+  app.add_option_function<std::string>(
+         "--mpi-weights",
+         [f](const std::string& v) {
+           auto w = parse_weight_list(v);
+           if (!w.ok()) throw CLI::ValidationError("--mpi-weights", w.error().message());
+           f->weights = std::move(*w);
+         },
+         "with --mpi: partition weights, one per rank (rank 0 first), e.g. 2,1: rank r owns a contiguous "
+         "share of every layer's routed experts proportional to its weight (default: each rank's "
+         "MemAvailable, and where that cannot hold every expert, the disk rate of its `strata probe` profile)")
+      ->type_name("W0,W1,..");
   app.add_option("--mpi-inject-latency-us", f->inject_latency_us,
                  "with --mpi or --mpi-pipeline: a measurement aid: every message between two ranks takes this many "
                  "microseconds longer, as on a slower link (stands in for netem; docs/distributed.md)")
@@ -56,6 +61,39 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f) {
          "layer after it reads a cache before it; default: the encoder/decoder boundary at np 2, balanced "
          "weight bytes beyond)")
       ->type_name("L1,L2,..");
+}
+
+namespace {
+
+// "a,b,c" -> its items; an empty item (",4", "4,", "1,,4", "") is refused naming its position.
+Result<std::vector<std::string>> split_list(const std::string& text, const char* expected) {
+  std::vector<std::string> items;
+  size_t a = 0;
+  while (true) {
+    const size_t b = std::min(text.find(',', a), text.size());
+    items.push_back(text.substr(a, b - a));
+    if (items.back().empty())
+      return InvalidArgument("'" + text + "': item " + std::to_string(items.size()) + " is empty; expected " + expected);
+    if (b == text.size()) return items;
+    a = b + 1;
+  }
+}
+
+}  // namespace
+
+Result<std::vector<double>> parse_weight_list(const std::string& text) {
+  static const char* kExpected = "numbers >= 0 separated by commas, one per rank, e.g. 2,1";
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> items, split_list(text, kExpected));
+  std::vector<double> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    char* end = nullptr;
+    const double v = std::strtod(items[i].c_str(), &end);
+    if (*end != '\0' || !std::isfinite(v) || v < 0 || v > 1e9 || !std::isdigit(static_cast<unsigned char>(items[i][0])))
+      return InvalidArgument("'" + text + "': item " + std::to_string(i + 1) + " is '" + items[i] + "'; expected " +
+                             kExpected);
+    out.push_back(v);
+  }
+  return out;
 }
 
 Result<std::vector<int>> parse_layer_list(const std::string& text) {

@@ -38,6 +38,9 @@ void add_mpi_flags(CLI::App& app, MpiFlags* f);
 // an empty item ("1,,4", "4,", ""), a sign, a non-digit or a number above 10^6. Whether the cuts fit
 // the model is model::check_cuts's question.
 [[nodiscard]] Result<std::vector<int>> parse_layer_list(const std::string& text);
+// "2,1" -> {2, 1}: the value of --mpi-weights. Errors (kInvalidArgument, naming the item): an empty
+// item, a value that is not a finite number in [0, 1e9] written with digits.
+[[nodiscard]] Result<std::vector<double>> parse_weight_list(const std::string& text);
 
 // --mpi-pipeline with what the command cannot run that way: `refused` names the command's flags
 // that do not combine with it (e.g. "--spec dspark"), empty when none. Errors (kInvalidArgument, a

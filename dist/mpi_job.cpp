@@ -228,7 +228,7 @@ Status MpiJob::agree_partition(int n_experts, const Status& rank0_error) {
       if (error.empty()) {
         auto b = model::weighted_expert_ranges(n_experts, weights);
         if (b.ok()) bounds = std::move(*b);
-        else error = b.error().to_string() + " (--mpi-weights)";
+        else error = b.error().message() + " (--mpi-weights)";
       }
       if (error.empty())
         for (int r = 0; r < size_; ++r) {

@@ -15,7 +15,7 @@ namespace strata::dist {
 namespace {
 
 // r-1 -> r: kTagMeta, kTagState; r -> 0: kTagPassed (middle ranks), kTagLogits (last), kTagFailed,
-// and once after loading kTagLoaded (int 1: loaded, 0: failed).
+// and once after loading kTagLoaded (chars: empty when loaded, else the stage's error).
 constexpr int kTagMeta = 21, kTagState = 22, kTagPassed = 23, kTagLogits = 24, kTagFailed = 25, kTagLoaded = 26;
 constexpr int64_t kStop = -1;
 constexpr size_t kEntryFields = 5;  // n_past, n_tokens, row kind, logits kind, n_rows
@@ -112,8 +112,10 @@ Status MpiPipeline::agree_loaded(const Status& mine) {
   agreed_ = true;
   if (job_.rank() != 0) {
     // A small message: sent at once (eager), whatever rank 0 is doing.
-    const int ok = mine.ok() ? 1 : 0;
-    const int rc = MPI_Send(&ok, 1, MPI_INT, 0, kTagLoaded, MPI_COMM_WORLD);
+    // Empty: loaded; else this rank's error, which rank 0 prints (mpirun may end this rank as soon
+    // as rank 0 exits, before its own print).
+    const std::string text = mine.ok() ? std::string() : mine.to_string().substr(0, 2000);
+    const int rc = MPI_Send(text.data(), static_cast<int>(text.size()), MPI_CHAR, 0, kTagLoaded, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return load_error_ = IOError(who(job_.rank()) + ": " + mpi_error(rc));
     loaded_ = mine.ok();
     return load_error_ = mine;
@@ -124,9 +126,10 @@ Status MpiPipeline::agree_loaded(const Status& mine) {
   for (int r = 1; r < job_.size(); ++r) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.answer_timeout_s);
     Backoff backoff(o_.spin_us);
-    int flag = 0, ok = 0;
+    int flag = 0;
+    MPI_Status st;
     while (!flag) {
-      const int rc = MPI_Iprobe(r, kTagLoaded, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      const int rc = MPI_Iprobe(r, kTagLoaded, MPI_COMM_WORLD, &flag, &st);
       if (rc != MPI_SUCCESS) return load_error_ = IOError(who(r) + ": " + mpi_error(rc));
       if (flag) break;
       if (std::chrono::steady_clock::now() > deadline) {
@@ -136,10 +139,13 @@ Status MpiPipeline::agree_loaded(const Status& mine) {
       }
       backoff.wait();
     }
-    MPI_Recv(&ok, 1, MPI_INT, r, kTagLoaded, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (!ok) {
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    std::string text(static_cast<size_t>(std::max(n, 0)), '\0');
+    MPI_Recv(text.data(), n, MPI_CHAR, r, kTagLoaded, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (!text.empty()) {
       aborting_ = true;
-      return load_error_ = IOError(who(r) + " could not load its layers (its error is above)");
+      return load_error_ = IOError(who(r) + " could not load its layers: " + text);
     }
   }
   loaded_ = true;

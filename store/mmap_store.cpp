@@ -20,7 +20,7 @@ Result<std::unique_ptr<MmapStore>> MmapStore::open(std::unique_ptr<io::Checkpoin
   // another name (RAM for the whole model, which mmap is chosen to avoid): refused, naming the way.
   for (const auto& [name, t] : ck->tensors())
     if (t.packing != io::TensorInfo::Packing::kPlain)
-      return NotSupported(ck->dir() + ": tensor '" + io::gguf_tensor_name(name.substr(0, name.rfind('.')) + ".weight") +
+      return NotSupported(ck->shard(t.shard).path() + ": tensor '" + io::gguf_tensor_name(name.substr(0, name.rfind('.')) + ".weight") +
                           "' holds routed experts as ggml MXFP4 blocks, which are regrouped into the official "
                           "layout after reading and so cannot be used from a memory map; use --load-mode resident or "
                           "--load-mode stream");

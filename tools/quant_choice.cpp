@@ -72,6 +72,9 @@ Result<QuantChoice> parse_quant_spec(const std::string& spec, const std::string&
       return InvalidArgument(flag + ": unknown key '" + item.substr(0, eq) + "' (expected one of " + kQuantKeys + ")");
     if (seen[k]) return InvalidArgument(flag + ": key '" + key + "' given twice");
     seen[k] = true;
+    // experts=mxfp4 (strata quantize --experts mxfp4): the kept MXFP4 bits in ggml's blocks, the
+    // same bytes as keep.
+    if (k == 0 && lower(value) == "mxfp4") continue;
     auto t = parse_quant_choice(value);
     if (!t.ok()) return InvalidArgument(flag + " " + key + ": " + t.error().message());
     *slots[k] = *t;

@@ -65,6 +65,16 @@ else
   echo "FAIL --mpi-weights 1,2,3 at np 2: no error naming the weights:"; cat "$tmp/badw.err"; fail=1
 fi
 
+# A list with an empty item is a usage error before MPI starts (not read as 2,1).
+timeout 60 "$strata" logits -m "$ck" --tokens "$fixtures/v41-tiny/tokens.json" --out "$tmp/badw.f32" --mpi \
+  --mpi-weights 2,1, > /dev/null 2>"$tmp/badw.err"
+rc=$?
+if [[ $rc -eq 2 ]] && grep -q "item 3 is empty" "$tmp/badw.err"; then
+  echo "ok   --mpi-weights 2,1, refused: $(head -1 "$tmp/badw.err")"
+else
+  echo "FAIL --mpi-weights 2,1,: exit $rc, expected 2 naming the empty item:"; cat "$tmp/badw.err"; fail=1
+fi
+
 # strata run --mpi: the same answer as one process (greedy and sampled with a seed).
 for dir in "${dirs[@]}"; do
   name="$(basename "$dir")"

@@ -96,6 +96,20 @@ refused "run --spec draft" 2 "does not support --spec draft (verification rewind
   "$strata" run -m "$ck" -p hi --spec draft --draft-model "$ck" --mpi-pipeline
 refused "bench --parallel" 2 "does not support --parallel" "$strata" bench -m "$ck" --parallel 2 --no-plan --mpi-pipeline
 
+# A stage that cannot load its layers (rank 1 is given a checkpoint that does not exist): rank 0
+# prints that stage's own error (mpirun may end rank 1 before it prints anything itself).
+cat > "$tmp/badload.sh" <<SH
+#!/usr/bin/env bash
+if [[ "\${OMPI_COMM_WORLD_RANK:-0}" == 1 ]]; then
+  args=(); for a in "\$@"; do [[ "\$a" == "$ck" ]] && a="$tmp/no-such-checkpoint"; args+=("\$a"); done
+  exec "$strata" "\${args[@]}"
+fi
+exec "$strata" "\$@"
+SH
+chmod +x "$tmp/badload.sh"
+refused "a stage that cannot load" 1 "MPI rank 1 (pipeline stage, layers 5-7) could not load its layers: .*no-such-checkpoint" \
+  "${mpi[@]}" -np 2 "$tmp/badload.sh" logits -m "$ck" --tokens "$ftoks" --out "$tmp/x.f32" -t 1 --mpi-pipeline
+
 # A stage that stops answering: rank R is stopped (SIGSTOP) 6 s after it starts, while rank 0 is
 # decoding; rank 0 waits --mpi-timeout 3 s for the forward, names the first rank that did not pass
 # it on, and aborts the job. At np 3 rank 1 is stopped, so rank 2 never gets the forward either:

@@ -54,6 +54,11 @@ TEST(PlanQuant, ParseSpec) {
   EXPECT_EQ(all->dense, DType::kQ8_0);
   EXPECT_EQ(all->head, DType::kIQ4_NL);
   EXPECT_FALSE(all->experts.has_value());
+  // experts=mxfp4 (quantize --experts mxfp4) is the kept bits in ggml's blocks: sized as keep.
+  auto mx = parse_quant_spec("experts=MXFP4,engram=q8_0");
+  ASSERT_TRUE(mx.ok()) << mx.error().to_string();
+  EXPECT_FALSE(mx->experts.has_value());
+  EXPECT_EQ(mx->engram, DType::kQ8_0);
 
   struct Bad {
     const char* spec;
@@ -63,6 +68,7 @@ TEST(PlanQuant, ParseSpec) {
                        Bad{"experts=q5_k", "--quant experts: 'q5_k' is not a quantisation type (keep, q8_0, q6_k"},
                        Bad{"q4_k", "'q4_k' is not KEY=TYPE"},
                        Bad{"experts=q4_k,experts=q2_k", "key 'experts' given twice"},
+                       Bad{"dense=mxfp4", "--quant dense: 'mxfp4' is not a quantisation type"},
                        Bad{"", "empty"}}) {
     auto r = parse_quant_spec(b.spec);
     ASSERT_FALSE(r.ok()) << b.spec;

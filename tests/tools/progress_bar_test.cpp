@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <pty.h>
 #include <unistd.h>
 
@@ -50,10 +51,18 @@ TEST(ProgressBar, FinishedBarEndsAtFullOnATerminal) {
     bar.on_event(ProgressEvent{"load", "layers", 42, 50, "", true});           // finished
   }
   std::fflush(out);
-  std::string got(4096, '\0');
-  const ssize_t n = ::read(master, got.data(), got.size());
-  ASSERT_GT(n, 0);
-  got.resize(static_cast<size_t>(n));
+  // Everything is written; the pty may hand it over in several reads (one per write): read until
+  // nothing more arrives within 200 ms.
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, got.empty() ? 2000 : 200) <= 0) break;
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_FALSE(got.empty());
   EXPECT_NE(got.find("100%"), std::string::npos) << got;
   EXPECT_NE(got.find("50 / 50 layers"), std::string::npos) << got;
   EXPECT_EQ(got.find(" 84%"), std::string::npos) << got;
