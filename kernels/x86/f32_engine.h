@@ -81,6 +81,10 @@ struct F32Engine {
     F acc[R][2];
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t k = 0; k < in; k += 2 * kW) {
+      // The same bytes of the next R rows, once per 64 bytes: the hardware prefetchers alone left
+      // the kernel waiting on DRAM (as the BF16 level's FP8 loop, see linear_avx512bf16.cpp).
+      if ((k & 63) == 0)
+        for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + (i + R) * in + k), _MM_HINT_T0);
       const F x0 = V::load(xs + k), x1 = V::load(xs + k + kW);
       for (int i = 0; i < R; ++i) {
         acc[i][0] = V::fmadd(V::e4m3x(w + i * in + k), x0, acc[i][0]);
@@ -208,6 +212,8 @@ struct F32Engine {
       acc[j] = V::zero();
     }
     for (int64_t k = 0; k < in; ++k) {
+      if ((k & 1) == 0)  // one prefetch per 64 bytes of each stream, 2 KiB ahead (as bf16_rows_any)
+        for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + k * br) + 2048, _MM_HINT_T0);
       const F xk = V::set1(x[k]);
       for (int j = 0; j < NB; ++j) acc[j] = V::add(acc[j], V::mul(V::bf16(p[j] + k * br), xk));
     }

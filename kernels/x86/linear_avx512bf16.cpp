@@ -191,6 +191,15 @@ struct E4m3Decoder {
 // keeps the hardware prefetcher at full speed: on Zen4 one row at a time streams ~1.6x faster from
 // DRAM than four interleaved rows (bench/kernels_bench decode_*, t=1). Two accumulators per x row
 // (even/odd words) keep the VDPBF16PS chains short.
+//
+// The loop prefetches the same bytes two rows ahead, once per 64 bytes. Without it the kernel
+// waited on DRAM at every 64-byte load (perf annotate: 60% of its samples on the first VPERMT2B)
+// on a Sapphire Rapids VM: 12.6-12.9 GB/s at 2 threads; 2 KiB ahead 15.0-15.1; one row ahead
+// 14.8-16.4; two rows 16.2-19.3; four 16.1-18.4; eight 15.9-18.0 (bench/kernels_bench
+// BM_LinearFp8/decode_attn_*, level avx512bf16, medians of 3). On Zen 4 a fixed 1 KiB prefetch
+// made this loop slower (see fp4_dot); the two-row distance was not measured there.
+constexpr int64_t kFp8PrefetchRows = 2;
+
 template <int NX>
 void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, float* y, int64_t ldy) {
   const E4m3Decoder d;
@@ -205,7 +214,10 @@ void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, 
     }
   };
   const int64_t full = in / 64;
-  for (int64_t c = 0; c < full; ++c) step(c, _mm512_loadu_si512(w + 64 * c));
+  for (int64_t c = 0; c < full; ++c) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + 64 * c + kFp8PrefetchRows * in), _MM_HINT_T0);
+    step(c, _mm512_loadu_si512(w + 64 * c));
+  }
   // A half chunk at the end: the missing bytes load as code 0 (value 0) and meet zero x.
   if (in & 32) step(full, _mm512_maskz_loadu_epi8(0xFFFFFFFFULL, w + 64 * full));
   for (int j = 0; j < NX; ++j) y[j * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
@@ -290,7 +302,9 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
 // The FP4 decode loop is compute-heavy enough that the hardware prefetcher falls behind; a software
 // prefetch 1 KiB ahead lifts it from ~9-12 to ~14-15 GB/s on Zen4 (512..2048 all alike; the FP8 loop
 // got slower with it). bench/kernels_bench decode_expert_*, t=1, alternating A/B runs.
-constexpr int64_t kFp4PrefetchBytes = 1024;
+// 2 KiB measured 9-12% faster than 1 KiB on a Sapphire Rapids VM (12.8-13.3 -> 14.4 GB/s at 2
+// threads, decode_expert_*), 4 KiB the same as 2.
+constexpr int64_t kFp4PrefetchBytes = 2048;
 
 template <int NX>
 void fp4_dot(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t* sc, int64_t in, float* sf, float* y,

@@ -447,6 +447,9 @@ struct OpsEngine {
   // One weight row at a time (a single sequential stream), four accumulators of kW lanes per row of
   // x, FMA. NX rows of x share each widened weight vector; every row's arithmetic is the same as
   // with NX = 1, so a row's result does not depend on the batch it came in (RowPath::kDecode).
+  // Each 64 weight bytes prefetch the bytes 2 KiB ahead: LM head time -6% in decode on a Sapphire
+  // Rapids VM (strata run --stats), BM_LinearBf16AnyOrder decode_head_* 7.4 -> 8.4 GB/s at 2 threads.
+  static constexpr int64_t kBf16AnyPrefetchBytes = 2048;
   template <int NX>
   static void bf16_rows_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                             float* y, int64_t ldy) {
@@ -456,6 +459,8 @@ struct OpsEngine {
       F acc[NX][4];
       for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = V::zero();
       for (int64_t k = 0; k < main; k += 4 * kW) {
+        for (int b = 0; b < 4 * kW * 2; b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes, _MM_HINT_T0);
         for (int j = 0; j < 4; ++j) {
           const F wv = V::bf16(wr + k + j * kW);
           for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, V::loadu(x + i * ldx + k + j * kW), acc[i][j]);
