@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -474,16 +475,24 @@ struct OpsEngine {
       }
     }
   }
+  // More than four x rows go in groups of four over a tile of weight rows at a time, so the tile is
+  // read from DRAM once and from L1 for the other groups (one pass over the LM head per step, not
+  // one per group of four). Each x row's arithmetic is that of bf16_rows_any, whatever the tile.
+  static constexpr int64_t kAnyTileBytes = 16 * 1024;
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
-    for (int64_t i = 0; i < nx; i += 4) {
-      const float* xi = x + i * ldx;
-      float* yi = y + i * ldy;
-      switch (nx - i) {
-        case 1: bf16_rows_any<1>(xi, ldx, w, in, r0, r1, yi, ldy); break;
-        case 2: bf16_rows_any<2>(xi, ldx, w, in, r0, r1, yi, ldy); break;
-        case 3: bf16_rows_any<3>(xi, ldx, w, in, r0, r1, yi, ldy); break;
-        default: bf16_rows_any<4>(xi, ldx, w, in, r0, r1, yi, ldy); break;
+    const int64_t tile = nx <= 4 ? r1 - r0 : std::max<int64_t>(1, kAnyTileBytes / (2 * in));
+    for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+      const int64_t t1 = std::min(r1, t0 + tile);
+      for (int64_t i = 0; i < nx; i += 4) {
+        const float* xi = x + i * ldx;
+        float* yi = y + i * ldy;
+        switch (nx - i) {
+          case 1: bf16_rows_any<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 2: bf16_rows_any<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 3: bf16_rows_any<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          default: bf16_rows_any<4>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+        }
       }
     }
   }
