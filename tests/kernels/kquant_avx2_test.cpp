@@ -123,72 +123,65 @@ std::vector<uint8_t> weights(QuantType t, int64_t out, int64_t in, std::mt19937&
   return w;
 }
 
-// Quantised x: n tokens of nb blocks each of the path's block type, in several kinds (token t:
-// kind (t + seed) % 6).
-std::vector<BlockQ8_K> x_q8k(int64_t n, int64_t nb, int seed, std::mt19937& rng) {
-  std::vector<BlockQ8_K> x(static_cast<size_t>(n * nb));
+// Quant i of a block of token kind 0..4: random, all 127, all -127, alternating, zero.
+int x_quant(int kind, int i, std::mt19937& rng) {
+  return kind == 0   ? static_cast<int>(rng() % 255) - 127
+         : kind == 1 ? 127
+         : kind == 2 ? -127
+         : kind == 3 ? (i % 2 ? 127 : -127)
+                     : 0;
+}
+
+// Quantised x: n tokens of nb blocks (kElems quants each) of the path's block type, in several kinds
+// (token t: kind (t + seed) % 6). Kind 5 is rounded from floats (one in eight times `big`) by
+// round(f, blocks, elems), as linear_quant does; the others get x_quant's quants, then scale(block,
+// kind) sets the block's scale (and sums).
+template <class Block, int kElems, class Round, class Scale>
+std::vector<Block> x_blocks(int64_t n, int64_t nb, int seed, std::mt19937& rng, float big, Round round, Scale scale) {
+  std::vector<Block> x(static_cast<size_t>(n * nb));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int64_t t = 0; t < n; ++t) {
     const int kind = static_cast<int>((t + seed) % 6);
-    BlockQ8_K* xt = x.data() + t * nb;
-    if (kind == 5) {  // rounded from floats, as linear_quant does
-      std::vector<float> f(static_cast<size_t>(nb * 256));
-      for (float& v : f) v = normal(rng) * (rng() % 8 == 0 ? 1e30f : 1.0f);
-      quantize_row_q8_K(f.data(), xt, nb * 256);
+    Block* xt = x.data() + t * nb;
+    if (kind == 5) {
+      std::vector<float> f(static_cast<size_t>(nb * kElems));
+      for (float& v : f) v = normal(rng) * (rng() % 8 == 0 ? big : 1.0f);
+      round(f.data(), xt, nb * kElems);
       continue;
     }
     for (int64_t b = 0; b < nb; ++b) {
-      BlockQ8_K& blk = xt[b];
-      for (int i = 0; i < 256; ++i) {
-        const int v = kind == 0   ? static_cast<int>(rng() % 255) - 127
-                      : kind == 1 ? 127
-                      : kind == 2 ? -127
-                      : kind == 3 ? (i % 2 ? 127 : -127)
-                                  : 0;
-        blk.qs[i] = static_cast<int8_t>(v);
-      }
-      for (int i = 0; i < 16; ++i) {
-        int s = 0;
-        for (int l = 0; l < 16; ++l) s += blk.qs[16 * i + l];
-        blk.bsums[i] = static_cast<int16_t>(s);
-      }
-      blk.d = kind == 4
-                  ? 0.0f
-                  : std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 30);
+      Block& blk = xt[b];
+      for (int i = 0; i < kElems; ++i) blk.qs[i] = static_cast<int8_t>(x_quant(kind, i, rng));
+      scale(blk, kind);
     }
   }
   return x;
 }
 
+std::vector<BlockQ8_K> x_q8k(int64_t n, int64_t nb, int seed, std::mt19937& rng) {
+  return x_blocks<BlockQ8_K, 256>(
+      n, nb, seed, rng, 1e30f, [](const float* f, BlockQ8_K* b, int64_t k) { quantize_row_q8_K(f, b, k); },
+      [&rng](BlockQ8_K& blk, int kind) {
+        for (int i = 0; i < 16; ++i) {
+          int s = 0;
+          for (int l = 0; l < 16; ++l) s += blk.qs[16 * i + l];
+          blk.bsums[i] = static_cast<int16_t>(s);
+        }
+        blk.d = kind == 4
+                    ? 0.0f
+                    : std::ldexp(1.0f + static_cast<float>(rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 30);
+      });
+}
+
 std::vector<BlockQ8_0> x_q8_0(int64_t n, int64_t nb, int seed, std::mt19937& rng) {
-  std::vector<BlockQ8_0> x(static_cast<size_t>(n * nb));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t t = 0; t < n; ++t) {
-    const int kind = static_cast<int>((t + seed) % 6);
-    BlockQ8_0* xt = x.data() + t * nb;
-    if (kind == 5) {
-      std::vector<float> f(static_cast<size_t>(nb * 32));
-      for (float& v : f) v = normal(rng) * (rng() % 8 == 0 ? 1000.0f : 1.0f);
-      quantize_row_q8_0_ref(f.data(), xt, nb * 32);
-      continue;
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      BlockQ8_0& blk = xt[b];
-      for (int i = 0; i < 32; ++i) {
-        const int v = kind == 0   ? static_cast<int>(rng() % 255) - 127
-                      : kind == 1 ? 127
-                      : kind == 2 ? -127
-                      : kind == 3 ? (i % 2 ? 127 : -127)
-                                  : 0;
-        blk.qs[i] = static_cast<int8_t>(v);
-      }
-      uint16_t d = static_cast<uint16_t>(rng()) & 0xBBFF;
-      if (kind == 4) d = 0;
-      if (rng() % 5 == 0) d = 0x7BFF;
-      blk.d = d;
-    }
-  }
-  return x;
+  return x_blocks<BlockQ8_0, 32>(
+      n, nb, seed, rng, 1000.0f, [](const float* f, BlockQ8_0* b, int64_t k) { quantize_row_q8_0_ref(f, b, k); },
+      [&rng](BlockQ8_0& blk, int kind) {
+        uint16_t d = static_cast<uint16_t>(rng()) & 0xBBFF;
+        if (kind == 4) d = 0;
+        if (rng() % 5 == 0) d = 0x7BFF;
+        blk.d = d;
+      });
 }
 
 struct Shape {

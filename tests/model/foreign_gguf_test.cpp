@@ -14,8 +14,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "io/checkpoint.h"
@@ -23,8 +21,8 @@
 #include "model/config.h"
 #include "tests/model/foreign_gguf_writer.h"
 #include "tests/support/files.h"
+#include "tests/support/fixture_quantize.h"
 #include "tests/support/forward_one.h"
-#include "tests/support/tiny_model.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
@@ -35,19 +33,11 @@
 namespace strata::test {
 namespace {
 
-std::string ckpt() { return testing::tiny_dir() + "/checkpoint"; }
-
 // A GGUF of the fixture in `strata quantize`'s layout: everything kept, or Q8_0 experts.
 std::string strata_gguf(const testing::TempDir& d, const std::string& name, std::optional<DType> experts) {
-  tools::QuantizeOptions o;
-  o.src_dir = ckpt();
-  o.out_path = d.file(name);
+  tools::QuantizeOptions o = testing::fixture_quantize_options(d, name);
   o.experts = experts;
-  o.fsync = false;
-  o.n_threads = 2;
-  auto r = tools::quantize_checkpoint(o);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
-  return o.out_path;
+  return testing::quantize_fixture(o);
 }
 
 // The fixture in the foreign layout.
@@ -57,15 +47,6 @@ std::string foreign(const testing::TempDir& d, const std::string& name, bool los
   Status s = write_foreign_gguf(src, d.file(name), o);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return d.file(name);
-}
-
-std::vector<int32_t> prompt_ids(size_t n) {
-  std::ifstream f(testing::tiny_dir() + "/tokens.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto ids = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
-  ids.resize(std::min(ids.size(), n));
-  return ids;
 }
 
 // Logits [n, vocab] of the first n prompt tokens; the model's compressed vocabulary comes from the
@@ -83,7 +64,7 @@ std::vector<float> logits_of(const std::string& model, size_t n, const store::Pl
   auto m = model::Model::load(model, model::CompressedVocabMap{cv->map, cv->n_classes}, opt);
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   if (!m.ok()) return {};
-  const std::vector<int32_t> ids = prompt_ids(n);
+  const std::vector<int32_t> ids = testing::tiny_prompt_ids(n);
   model::KvCache cache = (*m)->new_cache();
   model::LogitsRequest req;
   req.kind = model::LogitsRequest::Kind::kAll;
@@ -113,10 +94,10 @@ double mean_kld(const std::vector<float>& ref, const std::vector<float>& got, si
 constexpr size_t kPositions = 24;
 
 TEST(ForeignGguf, ConfigFromMetadataEqualsTheFixtures) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   const std::string g = foreign(d, "exact.gguf", false);
-  auto a = model::ModelConfig::load(ckpt());
+  auto a = model::ModelConfig::load(testing::tiny_checkpoint());
   auto b = model::ModelConfig::load(g);
   ASSERT_TRUE(a.ok()) << a.error().to_string();
   ASSERT_TRUE(b.ok()) << b.error().to_string();
@@ -143,10 +124,10 @@ TEST(ForeignGguf, ConfigFromMetadataEqualsTheFixtures) {
 
 TEST(ForeignGguf, TokenizerFromMetadataMatchesTokenizerJson) {
   STRATA_REQUIRE_FIXTURE(testing::fixtures_dir() + "/tokenizer/deepseek-v3.inp");
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/tokenizer.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/tokenizer.json");
   testing::TempDir d;
   const std::string g = foreign(d, "exact.gguf", false);
-  auto ref = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
+  auto ref = tokenizer::Tokenizer::load(testing::tiny_checkpoint() + "/tokenizer.json");
   ASSERT_TRUE(ref.ok());
   auto text = io::read_checkpoint_text(g, "tokenizer.json", 1u << 30);
   ASSERT_TRUE(text.ok()) << text.error().to_string();
@@ -198,7 +179,7 @@ TEST(ForeignGguf, ExactVariantLogitsEqualTheOfficialCheckpoints) {
   EXPECT_EQ(t->dtype, DType::kU8);
   EXPECT_EQ(t->shape, (Shape{7592, 33}));
   EXPECT_EQ((*ck)->find("layers.1.engram.embed.scale"), nullptr);
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   ASSERT_FALSE(ref.empty());
   const std::vector<float> got = logits_of(g, kPositions);
   ASSERT_EQ(got.size(), ref.size());
@@ -228,7 +209,7 @@ TEST(ForeignGguf, Ds4RecipeLogitsAreFiniteAndClose) {
   EXPECT_EQ((*ck)->find("layers.2.attn.compressor.wkv.weight")->dtype, DType::kF16);
   EXPECT_EQ((*ck)->find("layers.0.attn.wq_a.weight")->dtype, DType::kQ8_0);
   EXPECT_EQ((*ck)->find("head.weight")->dtype, DType::kQ8_0);
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   const std::vector<float> got = logits_of(g, kPositions);
   ASSERT_EQ(got.size(), ref.size());
   for (float v : got) ASSERT_TRUE(std::isfinite(v));
@@ -252,7 +233,7 @@ TEST(ForeignGguf, IkKeySetWithoutBlobDerivesTheEngramShape) {
     });
   };
   const std::string g = foreign(d, "ik.gguf", false, o);
-  auto a = model::ModelConfig::load(ckpt());
+  auto a = model::ModelConfig::load(testing::tiny_checkpoint());
   auto b = model::ModelConfig::load(g);
   ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().to_string());
   EXPECT_EQ(b->engram_max_ngram_size, a->engram_max_ngram_size);
@@ -260,7 +241,7 @@ TEST(ForeignGguf, IkKeySetWithoutBlobDerivesTheEngramShape) {
   EXPECT_EQ(b->engram_head_dim, a->engram_head_dim);
   EXPECT_EQ(b->engram_pad_id, a->engram_pad_id);  // config.cpp's default 2, the release's pad token
   EXPECT_GE(b->engram_vocab_size, a->engram_vocab_size);  // the smallest prime: same primes
-  const std::vector<float> ref = logits_of(ckpt(), 8);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), 8);
   const std::vector<float> got = logits_of(g, 8);
   ASSERT_EQ(got.size(), ref.size());
   EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * sizeof(float)), 0);
@@ -268,17 +249,18 @@ TEST(ForeignGguf, IkKeySetWithoutBlobDerivesTheEngramShape) {
 
 // An embedded config blob (deepseek41.config) wins over the keys; DSpark is still dropped without mtp.*.
 TEST(ForeignGguf, ConfigBlobIsUsed) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   ForeignGgufOptions o;
   o.edit_metadata = [](auto* m) {
     std::erase_if(*m, [](const auto& kv) {
       return kv.first.rfind("deepseek41.", 0) == 0 && kv.first.rfind("deepseek41.engram.", 0) != 0;
     });
-    m->emplace_back("deepseek41.config", io::GgufValue::string(testing::read_all(ckpt() + "/config.json")));
+    m->emplace_back("deepseek41.config",
+                    io::GgufValue::string(testing::read_all(testing::tiny_checkpoint() + "/config.json")));
   };
   const std::string g = foreign(d, "blob.gguf", false, o);
-  auto a = model::ModelConfig::load(ckpt());
+  auto a = model::ModelConfig::load(testing::tiny_checkpoint());
   auto b = model::ModelConfig::load(g);
   ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().to_string());
   EXPECT_EQ(b->dim, a->dim);
@@ -290,7 +272,7 @@ TEST(ForeignGguf, ConfigBlobIsUsed) {
 }
 
 TEST(ForeignGguf, MissingKeyIsNamed) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   ForeignGgufOptions o;
   o.edit_metadata = [](auto* m) {
@@ -305,7 +287,7 @@ TEST(ForeignGguf, MissingKeyIsNamed) {
 }
 
 TEST(ForeignGguf, WrongKeyTypeIsNamed) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   ForeignGgufOptions o;
   o.edit_metadata = [](auto* m) {
@@ -321,7 +303,7 @@ TEST(ForeignGguf, WrongKeyTypeIsNamed) {
 }
 
 TEST(ForeignGguf, BadEngramRowWidthIsNamed) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   ForeignGgufOptions o;
   o.engram_row_pad = 1;  // 34-byte rows: not head_dim + head_dim / 32
@@ -333,7 +315,7 @@ TEST(ForeignGguf, BadEngramRowWidthIsNamed) {
 }
 
 TEST(ForeignGguf, UnknownTokenizerPreIsNamed) {
-  STRATA_REQUIRE_FIXTURE(ckpt() + "/config.json");
+  STRATA_REQUIRE_FIXTURE(testing::tiny_checkpoint() + "/config.json");
   testing::TempDir d;
   ForeignGgufOptions o;
   o.edit_metadata = [](auto* m) {

@@ -7,13 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "model/model.h"
+#include "tests/support/fixture_quantize.h"
 #include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
@@ -23,26 +21,15 @@
 namespace strata::tools {
 namespace {
 
-std::string ckpt() { return testing::tiny_dir() + "/checkpoint"; }
-
-std::vector<int32_t> prompt_ids(size_t n) {
-  std::ifstream f(testing::tiny_dir() + "/tokens.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto ids = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
-  ids.resize(std::min(ids.size(), n));
-  return ids;
-}
-
 // Logits [n, vocab] of the first n prompt tokens; the load error when the model does not load.
 Result<std::vector<float>> logits_of(const std::string& model_path, size_t n, const store::PlacementOptions& placement,
                                      store::PlacementStats* stats = nullptr) {
-  STRATA_ASSIGN_OR_RETURN(auto v, testing::vocab_of(ckpt()));
+  STRATA_ASSIGN_OR_RETURN(auto v, testing::vocab_of(testing::tiny_checkpoint()));
   model::ModelOptions opt;
   opt.n_threads = 2;
   opt.placement = placement;
   STRATA_ASSIGN_OR_RETURN(auto m, model::Model::load(model_path, v, opt));
-  const std::vector<int32_t> ids = prompt_ids(n);
+  const std::vector<int32_t> ids = testing::tiny_prompt_ids(n);
   model::KvCache cache = m->new_cache();
   model::LogitsRequest req;
   req.kind = model::LogitsRequest::Kind::kAll;
@@ -53,15 +40,9 @@ Result<std::vector<float>> logits_of(const std::string& model_path, size_t n, co
 }
 
 std::string quantize_mxfp4(const testing::TempDir& d) {
-  QuantizeOptions o;
-  o.src_dir = ckpt();
-  o.out_path = d.file("mx.gguf");
+  QuantizeOptions o = testing::fixture_quantize_options(d, "mx.gguf");
   o.experts_ggml_mxfp4 = true;
-  o.fsync = false;
-  o.n_threads = 2;
-  auto r = quantize_checkpoint(o);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
-  return o.out_path;
+  return testing::quantize_fixture(o);
 }
 
 constexpr size_t kPositions = 24;
@@ -72,7 +53,7 @@ TEST(QuantizeMxfp4, ExpertsAreGgmlMxfp4AndReadBackAsTheOfficialBytes) {
   const std::string g = quantize_mxfp4(d);
   auto gm = io::GgufModel::open(g);
   ASSERT_TRUE(gm.ok()) << gm.error().to_string();
-  auto src = io::Checkpoint::open(ckpt());
+  auto src = io::Checkpoint::open(testing::tiny_checkpoint());
   ASSERT_TRUE(src.ok());
   const io::TensorInfo* w0 = (*src)->find("layers.0.ffn.experts.0.w1.weight");
   ASSERT_NE(w0, nullptr);
@@ -107,7 +88,7 @@ TEST(QuantizeMxfp4, LogitsBitIdenticalResidentAndStreamedMmapRefused) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
   const std::string g = quantize_mxfp4(d);
-  auto ref = logits_of(ckpt(), kPositions, {});
+  auto ref = logits_of(testing::tiny_checkpoint(), kPositions, {});
   ASSERT_TRUE(ref.ok()) << ref.error().to_string();
   store::PlacementOptions resident;
   resident.mode = store::LoadMode::kResident;

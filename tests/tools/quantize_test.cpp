@@ -12,15 +12,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "kernels/kquant.h"
 #include "kernels/linear.h"
+#include "tests/support/fixture_quantize.h"
 #include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
 #include "tests/support/temp_dir.h"
@@ -29,22 +28,11 @@
 namespace strata::tools {
 namespace {
 
-std::string ckpt() { return testing::tiny_dir() + "/checkpoint"; }
-
-std::vector<int32_t> prompt_ids(size_t n) {
-  std::ifstream f(testing::tiny_dir() + "/tokens.json");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  auto ids = nlohmann::json::parse(ss.str())["ids"].get<std::vector<int32_t>>();
-  ids.resize(std::min(ids.size(), n));
-  return ids;
-}
-
 // Logits [n, vocab] at every position of the first n prompt tokens of `model_path` (dir or GGUF),
 // placed by `placement` (default: auto); the store's counters afterwards into *stats when given.
 std::vector<float> logits_of(const std::string& model_path, size_t n, const store::PlacementOptions& placement = {},
                              store::PlacementStats* stats = nullptr) {
-  auto v = testing::vocab_of(ckpt());
+  auto v = testing::vocab_of(testing::tiny_checkpoint());
   EXPECT_TRUE(v.ok());
   model::ModelOptions opt;
   opt.n_threads = 2;
@@ -52,7 +40,7 @@ std::vector<float> logits_of(const std::string& model_path, size_t n, const stor
   auto m = model::Model::load(model_path, *v, opt);
   EXPECT_TRUE(m.ok()) << m.error().to_string();
   if (!m.ok()) return {};
-  const std::vector<int32_t> ids = prompt_ids(n);
+  const std::vector<int32_t> ids = testing::tiny_prompt_ids(n);
   model::KvCache cache = (*m)->new_cache();
   model::LogitsRequest req;
   req.kind = model::LogitsRequest::Kind::kAll;
@@ -94,19 +82,12 @@ double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
 std::string quantize(const testing::TempDir& d, const std::string& name, std::optional<DType> experts,
                      std::optional<DType> dense = {}, std::optional<DType> head = {},
                      std::optional<DType> engram = {}, QuantizeReport* report = nullptr) {
-  QuantizeOptions o;
+  QuantizeOptions o = testing::fixture_quantize_options(d, name);
   o.engram = engram;
-  o.src_dir = ckpt();
-  o.out_path = d.file(name);
   o.experts = experts;
   o.dense = dense;
   o.head = head;
-  o.fsync = false;
-  o.n_threads = 2;
-  auto r = quantize_checkpoint(o);
-  EXPECT_TRUE(r.ok()) << r.error().to_string();
-  if (r.ok() && report) *report = *r;
-  return o.out_path;
+  return testing::quantize_fixture(o, report);
 }
 
 constexpr size_t kPositions = 24;
@@ -115,7 +96,7 @@ TEST(Quantize, KeepGivesBitIdenticalLogits) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
   const std::string g = quantize(d, "keep.gguf", std::nullopt);
-  const std::vector<float> ref = logits_of(ckpt(), kPositions), got = logits_of(g, kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions), got = logits_of(g, kPositions);
   ASSERT_EQ(ref.size(), got.size());
   ASSERT_FALSE(ref.empty());
   EXPECT_EQ(std::memcmp(ref.data(), got.data(), ref.size() * sizeof(float)), 0) << "max |diff| " << max_abs(ref, got);
@@ -131,7 +112,7 @@ TEST(Quantize, KeepGivesBitIdenticalLogits) {
 TEST(Quantize, Q8ExpertsDenseAndHeadStayClose) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   const std::vector<float> q8 = logits_of(quantize(d, "q8e.gguf", DType::kQ8_0), kPositions);
   const std::vector<float> all = logits_of(quantize(d, "q8all.gguf", DType::kQ8_0, DType::kQ8_0, DType::kQ8_0), kPositions);
   ASSERT_EQ(ref.size(), q8.size());
@@ -152,7 +133,7 @@ TEST(Quantize, Q8ExpertsDenseAndHeadStayClose) {
 TEST(Quantize, FinerFormatIsCloser) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   const double k8 = mean_kld(ref, logits_of(quantize(d, "q8.gguf", DType::kQ8_0), kPositions), kPositions);
   const double k4 = mean_kld(ref, logits_of(quantize(d, "iq4.gguf", DType::kIQ4_NL), kPositions), kPositions);
   std::printf("tiny experts: KLD Q8_0 %.3g < IQ4_NL %.3g\n", k8, k4);
@@ -167,7 +148,7 @@ TEST(Quantize, KQuantOnTinyRowsTakesTheFallbackAndSaysSo) {
   testing::TempDir d;
   for (const auto& [want, fallback] : {std::pair{DType::kQ4_K, DType::kIQ4_NL}, std::pair{DType::kQ6_K, DType::kQ8_0}}) {
     QuantizeOptions o;
-    o.src_dir = ckpt();
+    o.src_dir = testing::tiny_checkpoint();
     o.out_path = d.file(std::string(dtype_name(want)) + ".gguf");
     o.experts = want;
     o.fsync = false;
@@ -198,7 +179,7 @@ TEST(Quantize, KQuantOnTinyRowsTakesTheFallbackAndSaysSo) {
     EXPECT_NE(again.error().message().find("exists"), std::string::npos);
   }
   // The fallback runs, as close as that format is on its own.
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   const std::vector<float> fb = logits_of(d.file(std::string(dtype_name(DType::kQ4_K)) + ".gguf"), kPositions);
   const std::vector<float> nl = logits_of(quantize(d, "iq4nl.gguf", DType::kIQ4_NL), kPositions);
   ASSERT_EQ(ref.size(), fb.size());
@@ -213,7 +194,7 @@ TEST(Quantize, CancelLeavesNothingAndNotesComeFirst) {
   std::atomic<bool> cancel{false};
   std::vector<std::string> seen;
   QuantizeOptions o;
-  o.src_dir = ckpt();
+  o.src_dir = testing::tiny_checkpoint();
   o.out_path = d.file("c.gguf");
   o.experts = DType::kQ4_K;
   o.fsync = false;
@@ -244,7 +225,7 @@ TEST(Quantize, Q8ExpertSliceMatchesSource) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
   const std::string g = quantize(d, "q8.gguf", DType::kQ8_0);
-  auto src = io::Checkpoint::open(ckpt());
+  auto src = io::Checkpoint::open(testing::tiny_checkpoint());
   auto q = io::Checkpoint::open(g);
   ASSERT_TRUE(src.ok() && q.ok());
   for (const std::string m : {"w1", "w2", "w3"}) {
@@ -299,7 +280,7 @@ TEST(Quantize, MismatchedGgufNamesTheTensor) {
     ASSERT_TRUE((*w)->write(b.data(), b.size()).ok());
   }
   ASSERT_TRUE((*w)->finish().ok());
-  auto v = testing::vocab_of(ckpt());
+  auto v = testing::vocab_of(testing::tiny_checkpoint());
   ASSERT_TRUE(v.ok());
   auto bad = model::Model::load(d.file("bad.gguf"), *v, model::ModelOptions{});
   ASSERT_FALSE(bad.ok());
@@ -330,7 +311,7 @@ TEST(Quantize, EngramDialRowBytesAndKld) {
   std::vector<Variant> vs = {{"keep", std::nullopt, 32 + 1, {}, {}, {}},
                              {"q8_0", DType::kQ8_0, 34, {}, {}, {}},
                              {"iq4_nl", DType::kIQ4_NL, 18, {}, {}, {}}};
-  const std::vector<float> ref = logits_of(ckpt(), kPositions);
+  const std::vector<float> ref = logits_of(testing::tiny_checkpoint(), kPositions);
   ASSERT_FALSE(ref.empty());
   for (Variant& v : vs) {
     const std::string g = quantize(d, std::string(v.name) + ".gguf", std::nullopt, {}, {}, v.engram, &v.rep);
@@ -394,7 +375,7 @@ TEST(Quantize, EngramKQuantOnTinyRowsIsRefused) {
   STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
   testing::TempDir d;
   QuantizeOptions o;
-  o.src_dir = ckpt();
+  o.src_dir = testing::tiny_checkpoint();
   o.out_path = d.file("e4.gguf");
   o.engram = DType::kQ4_K;
   o.fsync = false;
