@@ -275,7 +275,9 @@ void ExpertCache::count_use_locked(Entry& e) {
     e.counted = false;
     return;
   }
-  if (e.state == Entry::State::kReady) ++stats_.expert_hits;
+  // kUnpacking is a hit: the read has landed (a reap just before, as in prefetch, claims it) and
+  // counting it a miss would make MXFP4 GGUFs' hit rates incomparable with safetensors'.
+  if (e.state == Entry::State::kReady || e.state == Entry::State::kUnpacking) ++stats_.expert_hits;
   else if (e.state == Entry::State::kLoading) ++stats_.expert_inflight;
   else ++stats_.expert_misses;
   if (e.predicted && e.state != Entry::State::kAbsent) ++stats_.prefetch_used;
