@@ -396,10 +396,14 @@ Status ExpertCache::settle_pinned(std::unique_lock<std::mutex>& lk, int id, std:
     ++n_unpacking_;
     loading_.erase(std::find(loading_.begin(), loading_.end(), id));
     uint8_t* base = slot_ptr(e.slot);
+    Status s = ld->batch.wait();  // done: returns at once
+    if (s.ok() && !cat_.plan(id).ggml_mxfp4) {
+      settle_locked(id, s);  // nothing to do outside mu_ (plain bytes, as safetensors)
+      return ld->result;
+    }
     lk.unlock();
     // Pinned and kUnpacking: nobody else writes this slot. A failed read is retried tensor by
     // tensor; reread gives official bytes, the batch the file's.
-    Status s = ld->batch.wait();
     s = s.ok() ? unpack_expert_slot(cat_.plan(id), base) : reread(id, base);
     lk.lock();
     settle_locked(id, s);
