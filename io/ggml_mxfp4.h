@@ -24,8 +24,12 @@ inline constexpr int64_t kMxfp4BlockValues = 32;  // QK_MXFP4
 inline constexpr int64_t kMxfp4BlockBytes = 17;   // sizeof(block_mxfp4)
 
 // n_blocks ggml blocks (17 bytes each) -> official codes (16 bytes a block) and scales (1 a block).
-// `ggml` must not overlap the outputs.
+// `ggml` must not overlap `scales`; `codes` may be `ggml` itself (block b is read before its 16
+// code bytes, which end before block b + 1 starts, are written) but no other overlap. SSE2 where
+// the compiler targets it, else eight bytes at a time; equal to ggml_mxfp4_to_official_scalar.
 void ggml_mxfp4_to_official(const uint8_t* ggml, int64_t n_blocks, uint8_t* codes, uint8_t* scales);
+// The same, a byte at a time: the reference the fast path is tested against.
+void ggml_mxfp4_to_official_scalar(const uint8_t* ggml, int64_t n_blocks, uint8_t* codes, uint8_t* scales);
 // The inverse: official codes and scales -> n_blocks ggml blocks.
 void official_to_ggml_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t n_blocks, uint8_t* ggml);
 
@@ -33,7 +37,7 @@ void official_to_ggml_mxfp4(const uint8_t* codes, const uint8_t* scales, int64_t
 // the slice's first codes.nbytes bytes and `scales` the rest, as read from the file; afterwards
 // they hold the official codes and scales. Checks that the two TensorInfos are such a pair (codes
 // then scales, adjacent in one shard, 16 code bytes per scale); kInternal naming the tensors
-// otherwise. Uses a per-thread scratch buffer of the slice's size.
+// otherwise. Regroups in place, with a per-thread scratch buffer of about the scales' size.
 [[nodiscard]] Status unpack_ggml_mxfp4(const TensorInfo& codes_info, const TensorInfo& scales_info, uint8_t* codes,
                                        uint8_t* scales);
 

@@ -22,10 +22,16 @@ constexpr uint64_t kArenaAlign = 2ull << 20;  // huge-page friendly
 
 struct ExpertCache::Load {
   io::ReadBatch batch;
+  // Set under mu_ when the load ends (kUnpacking -> kReady or kAbsent), for the acquirers that
+  // waited on it: they hold this Load, as the entry may be read again before they wake.
+  bool settled = false;
+  Status result;
 };
 
 struct ExpertCache::Entry {
-  enum class State : uint8_t { kAbsent, kLoading, kReady };
+  // kUnpacking: the read ended and one thread, outside mu_, retries it if it failed and regroups
+  // ggml MXFP4 (unpack_expert_slot); not evictable, and acquirers wait for it (settled_cv_).
+  enum class State : uint8_t { kAbsent, kLoading, kUnpacking, kReady };
   State state = State::kAbsent;
   bool permanent = false;  // hot set / pinned layer: never evicted
   bool wanted = false;     // named by the current kDemand hint, not acquired yet
@@ -36,7 +42,7 @@ struct ExpertCache::Entry {
   int pins = 0;            // live leases (and waiters)
   uint64_t last = 0;       // tick of the last use (or of the load)
   double freq = 0;         // kLfu: use count as of `last`
-  std::shared_ptr<Load> load;  // while kLoading
+  std::shared_ptr<Load> load;  // while kLoading or kUnpacking
 };
 
 class ExpertCache::Lease final : public ExpertLease {
@@ -219,7 +225,7 @@ bool ExpertCache::try_start_locked(int id, bool predicted, bool steal, Status* e
   return true;
 }
 
-void ExpertCache::reap_locked() {
+void ExpertCache::reap_locked(std::vector<int>* claimed) {
   size_t keep = 0;
   for (size_t i = 0; i < loading_.size(); ++i) {
     const int id = loading_[i];
@@ -228,8 +234,14 @@ void ExpertCache::reap_locked() {
       if (e.state == Entry::State::kLoading) loading_[keep++] = id;
       continue;
     }
-    // A finished read of a ggml MXFP4 expert is unpacked here, once, as it turns kReady (under mu_).
-    if (e.load->batch.wait().ok() && unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot)).ok()) {
+    if (e.load->batch.wait().ok()) {
+      // A ggml MXFP4 expert is regrouped by the caller, after it lets go of mu_ (unpack_claimed).
+      if (cat_.plan(id).ggml_mxfp4) {
+        e.state = Entry::State::kUnpacking;
+        ++n_unpacking_;
+        claimed->push_back(id);
+        continue;
+      }
       e.state = Entry::State::kReady;
     } else {
       // A failed read-ahead: forget it; an acquire will read again and report what fails.
@@ -263,7 +275,9 @@ void ExpertCache::count_use_locked(Entry& e) {
     e.counted = false;
     return;
   }
-  if (e.state == Entry::State::kReady) ++stats_.expert_hits;
+  // kUnpacking is a hit: the read has landed (a reap just before, as in prefetch, claims it) and
+  // counting it a miss would make MXFP4 GGUFs' hit rates incomparable with safetensors'.
+  if (e.state == Entry::State::kReady || e.state == Entry::State::kUnpacking) ++stats_.expert_hits;
   else if (e.state == Entry::State::kLoading) ++stats_.expert_inflight;
   else ++stats_.expert_misses;
   if (e.predicted && e.state != Entry::State::kAbsent) ++stats_.prefetch_used;
@@ -271,8 +285,9 @@ void ExpertCache::count_use_locked(Entry& e) {
 }
 
 void ExpertCache::prefetch(std::span<const int> ids, PrefetchKind kind, std::span<const uint32_t> uses) {
-  std::lock_guard<std::mutex> lk(mu_);
-  reap_locked();
+  std::unique_lock<std::mutex> lk(mu_);
+  std::vector<int> claimed;
+  reap_locked(&claimed);
   if (kind == PrefetchKind::kDemand) {
     // A new layer's demand: the previous one's flags are stale.
     for (int w : wanted_) entries_[static_cast<size_t>(w)].wanted = entries_[static_cast<size_t>(w)].counted = false;
@@ -299,11 +314,11 @@ void ExpertCache::prefetch(std::span<const int> ids, PrefetchKind kind, std::spa
     if (kind == PrefetchKind::kDemand) deferred_.push_back(id);
     else break;  // no slot for guesses without evicting what this layer needs
   }
+  unpack_claimed(lk, claimed);  // after the reads are started: they go on meanwhile
 }
 
-Status ExpertCache::reread(int id) {
+Status ExpertCache::reread(int id, uint8_t* base) {
   const ExpertPlan& p = cat_.plan(id);
-  uint8_t* base = slot_ptr(entries_[static_cast<size_t>(id)].slot);
   for (int part = 0; part < kExpertParts; ++part) {
     const io::TensorInfo* t = p.tensors[static_cast<size_t>(part)];
     STRATA_RETURN_IF_ERROR(ck_.read_stored_range(*t, 0, t->nbytes, base + p.slot_offset[static_cast<size_t>(part)]));
@@ -318,58 +333,109 @@ Result<std::unique_ptr<ExpertLease>> ExpertCache::acquire(int id) {
   e.wanted = false;
   touch_locked(e);
   count_use_locked(e);
-  if (e.state == Entry::State::kReady) {
+  // Re-checked after every wait: another thread may start (or finish) this expert meanwhile.
+  while (e.state == Entry::State::kAbsent) {
+    std::vector<int> claimed;
+    reap_locked(&claimed);  // finished reads become evictable
+    if (!claimed.empty()) {
+      unpack_claimed(lk, claimed);
+      continue;
+    }
+    Status err;
+    if (try_start_locked(id, false, /*steal=*/true, &err)) break;
+    if (!err.ok()) return err;
+    if (loading_.empty() && n_unpacking_ == 0)
+      return ResourceExhausted("expert cache: all " + std::to_string(opt_.n_slots) +
+                               " slots are pinned (leases or permanent); raise --ram-budget");
+    wait_for_a_slot(lk);
+  }
+  if (e.state != Entry::State::kReady) {
+    e.predicted = false;
     ++e.pins;
+    Status s = settle_pinned(lk, id, e.load);
+    if (!s.ok()) {
+      --e.pins;
+      start_deferred_locked();
+      return s;  // names the tensor and offset (Checkpoint::read_range)
+    }
     return std::unique_ptr<ExpertLease>(new Lease(view_of(id), this, id));
   }
-  if (e.state == Entry::State::kAbsent) {
-    for (;;) {
-      reap_locked();  // finished reads become evictable
-      Status err;
-      if (try_start_locked(id, false, /*steal=*/true, &err)) break;
-      if (!err.ok()) return err;
-      if (loading_.empty())
-        return ResourceExhausted("expert cache: all " + std::to_string(opt_.n_slots) +
-                                 " slots are pinned (leases or permanent); raise --ram-budget");
-      // Every slot is busy reading: wait for the oldest read, then look again.
-      std::shared_ptr<Load> other = entries_[static_cast<size_t>(loading_.front())].load;
-      lk.unlock();
-      const uint64_t t0 = now_ns();
-      (void)other->batch.wait();
-      const uint64_t waited = now_ns() - t0;
-      lk.lock();
-      stats_.expert_wait_ns += waited;
-    }
-  }
-  e.predicted = false;
   ++e.pins;
-  std::shared_ptr<Load> ld = e.load;
-  lk.unlock();
-  const uint64_t t0 = now_ns();
-  Status s = ld->batch.wait();
-  const uint64_t waited = now_ns() - t0;
-  const bool stored_bytes = s.ok();  // the slot holds the file's bytes (reread gives official ones)
-  if (!s.ok()) s = reread(id);  // pinned and still kLoading: nobody else touches this slot
-  lk.lock();
-  stats_.expert_wait_ns += waited;
-  if (e.state == Entry::State::kLoading) {
-    // Unpacked once, by whoever turns it kReady: two acquirers of one expert both get here.
-    if (stored_bytes) s = unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot));
-    finish_load_locked(id, s.ok());
-  }
-  if (!s.ok()) {
-    --e.pins;
-    start_deferred_locked();
-    return s;  // names the tensor and offset (Checkpoint::read_range)
-  }
   return std::unique_ptr<ExpertLease>(new Lease(view_of(id), this, id));
 }
 
-void ExpertCache::finish_load_locked(int id, bool ok) {
+void ExpertCache::wait_for_a_slot(std::unique_lock<std::mutex>& lk) {
+  const uint64_t t0 = now_ns();
+  if (!loading_.empty()) {
+    // Every slot is busy reading: wait for the oldest read.
+    std::shared_ptr<Load> other = entries_[static_cast<size_t>(loading_.front())].load;
+    lk.unlock();
+    (void)other->batch.wait();
+    lk.lock();
+  } else {
+    // Only regroups are in flight, each on some thread outside mu_: wait for one to end.
+    const uint64_t gen = settle_gen_;
+    settled_cv_.wait(lk, [&] { return settle_gen_ != gen; });
+  }
+  stats_.expert_wait_ns += now_ns() - t0;
+}
+
+Status ExpertCache::settle_pinned(std::unique_lock<std::mutex>& lk, int id, std::shared_ptr<Load> ld) {
   Entry& e = entries_[static_cast<size_t>(id)];
-  loading_.erase(std::find(loading_.begin(), loading_.end(), id));
+  uint64_t t0 = now_ns();
+  if (e.state == Entry::State::kLoading) {
+    lk.unlock();
+    (void)ld->batch.wait();
+    lk.lock();
+  }
+  stats_.expert_wait_ns += now_ns() - t0;  // waits only: not this thread's own regroup
+  // The first thread back with the read still kLoading claims it; two acquirers of one expert
+  // may both get here.
+  if (e.state == Entry::State::kLoading && e.load == ld) {
+    e.state = Entry::State::kUnpacking;
+    ++n_unpacking_;
+    loading_.erase(std::find(loading_.begin(), loading_.end(), id));
+    uint8_t* base = slot_ptr(e.slot);
+    Status s = ld->batch.wait();  // done: returns at once
+    if (s.ok() && !cat_.plan(id).ggml_mxfp4) {
+      settle_locked(id, s);  // nothing to do outside mu_ (plain bytes, as safetensors)
+      return ld->result;
+    }
+    lk.unlock();
+    // Pinned and kUnpacking: nobody else writes this slot. A failed read is retried tensor by
+    // tensor; reread gives official bytes, the batch the file's.
+    s = s.ok() ? unpack_expert_slot(cat_.plan(id), base) : reread(id, base);
+    lk.lock();
+    settle_locked(id, s);
+  } else {
+    t0 = now_ns();
+    settled_cv_.wait(lk, [&] { return ld->settled; });
+    stats_.expert_wait_ns += now_ns() - t0;
+  }
+  return ld->result;
+}
+
+void ExpertCache::unpack_claimed(std::unique_lock<std::mutex>& lk, const std::vector<int>& ids) {
+  if (ids.empty()) return;
+  std::vector<uint8_t*> bases;  // kUnpacking: the slots stay put
+  for (int id : ids) bases.push_back(slot_ptr(entries_[static_cast<size_t>(id)].slot));
+  std::vector<Status> results;
+  lk.unlock();
+  for (size_t i = 0; i < ids.size(); ++i) results.push_back(unpack_expert_slot(cat_.plan(ids[i]), bases[i]));
+  lk.lock();
+  // A failed regroup goes absent like a failed read-ahead; an acquirer waiting on it gets the error.
+  for (size_t i = 0; i < ids.size(); ++i) settle_locked(ids[i], results[i]);
+}
+
+void ExpertCache::settle_locked(int id, const Status& result) {
+  Entry& e = entries_[static_cast<size_t>(id)];
+  --n_unpacking_;
+  ++settle_gen_;
+  e.load->result = result;
+  e.load->settled = true;
   e.load.reset();
-  if (ok) {
+  settled_cv_.notify_all();
+  if (result.ok()) {
     e.state = Entry::State::kReady;
     return;
   }
@@ -377,13 +443,16 @@ void ExpertCache::finish_load_locked(int id, bool ok) {
   slot_owner_[static_cast<size_t>(e.slot)] = -1;
   free_slots_.push_back(e.slot);
   e.slot = -1;
+  e.predicted = false;
 }
 
 void ExpertCache::release(int id) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   --entries_[static_cast<size_t>(id)].pins;
-  reap_locked();
+  std::vector<int> claimed;
+  reap_locked(&claimed);
   start_deferred_locked();
+  unpack_claimed(lk, claimed);
 }
 
 Status ExpertCache::pin_permanently(std::span<const int> requested) {
@@ -410,18 +479,8 @@ Status ExpertCache::pin_permanently(std::span<const int> requested) {
   // Settle every read in flight, in order (after a failure too: they write into their slots).
   for (int id : ids) {
     Entry& e = entries_[static_cast<size_t>(id)];
-    if (e.state == Entry::State::kLoading) {
-      std::shared_ptr<Load> ld = e.load;
-      lk.unlock();
-      Status s = ld->batch.wait();
-      const bool stored_bytes = s.ok();  // unpacked below (reread gives official bytes)
-      if (!s.ok()) s = reread(id);  // pinned and kLoading: nobody else writes this slot
-      lk.lock();
-      // Not settled meanwhile by an acquire of the same id:
-      if (e.state == Entry::State::kLoading) {
-        if (stored_bytes) s = unpack_expert_slot(cat_.plan(id), slot_ptr(e.slot));
-        finish_load_locked(id, s.ok());
-      }
+    if (e.state == Entry::State::kLoading || e.state == Entry::State::kUnpacking) {
+      Status s = settle_pinned(lk, id, e.load);
       if (!s.ok() && first.ok())
         first = s.with_context("pinning routed expert " + std::to_string(cat_.plan(id).key.expert) + " of layer " +
                                std::to_string(cat_.plan(id).key.layer));

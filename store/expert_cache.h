@@ -4,7 +4,9 @@
 // free slot or evicts the least valuable unpinned expert (policy: LRU, or LFU with use counts that
 // halve every `halflife` acquires) and reads the expert's spans through io::UringReader, in
 // requests of read_chunk_bytes, so a layer's misses are all in flight at once. Entry states:
-// absent -> loading -> ready -> (evicted) absent. An entry is never evicted while a lease pins it,
+// absent -> loading -> [unpacking] -> ready -> (evicted) absent. An ended read of ggml MXFP4
+// experts is regrouped (unpack_expert_slot) by the thread that finds it ended, outside the mutex,
+// as `unpacking`; acquirers of it wait for that thread. An entry is never evicted while a lease pins it,
 // while its read is in flight, while it is `permanent` (hot set, pinned layers) or while it is
 // `wanted` (named by a kDemand hint for the layer running now and not acquired yet). Demand hints
 // that find no slot wait in a FIFO and start as leases are released, keeping the disk busy.
@@ -15,6 +17,7 @@
 // Leases must not outlive the cache.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -81,18 +84,27 @@ class ExpertCache {
   // `predicted`: started by a kPredict hint. `steal`: may evict `wanted` entries as a last resort.
   bool try_start_locked(int id, bool predicted, bool steal, Status* err);
   int take_slot_locked(bool steal);
-  // Marks finished reads of unpinned entries ready (or drops failed ones).
-  void reap_locked();
-  // A pinned entry's read (and retry) ended: ready, or absent with its slot freed when !ok.
-  // REQUIRES: mu_ held, the entry kLoading.
-  void finish_load_locked(int id, bool ok);
+  // Marks finished reads of unpinned entries ready (or drops failed ones); those that need a
+  // regroup turn kUnpacking and are appended to `claimed`, for the caller's unpack_claimed.
+  void reap_locked(std::vector<int>* claimed);
+  // Regroups the `claimed` entries with mu_ let go (held again on return), then settles them.
+  void unpack_claimed(std::unique_lock<std::mutex>& lk, const std::vector<int>& claimed);
+  // Waits for the pinned entry's load `ld` (kLoading or kUnpacking) to end; the first thread back
+  // claims it, retries a failed read and regroups outside mu_. Returns the load's result.
+  // REQUIRES: lk holds mu_; the caller pinned the entry.
+  Status settle_pinned(std::unique_lock<std::mutex>& lk, int id, std::shared_ptr<Load> ld);
+  // A kUnpacking entry's load ended: ready, or absent with its slot freed; wakes its waiters.
+  // REQUIRES: mu_ held.
+  void settle_locked(int id, const Status& result);
+  // Waits, outside mu_, for the oldest read in flight or else for a regroup to end.
+  void wait_for_a_slot(std::unique_lock<std::mutex>& lk);
   void start_deferred_locked();
   void touch_locked(Entry& e);
   // Counts a use as hit / in flight / miss (once per use: at the kDemand hint, else at acquire).
   void count_use_locked(Entry& e);
   double score_locked(const Entry& e) const;
   // Re-reads an expert tensor by tensor (pread) after a failed batched read.
-  Status reread(int id);
+  Status reread(int id, uint8_t* base);
   ExpertView view_of(int id) const;
   uint8_t* slot_ptr(int slot) const { return arena_ + static_cast<uint64_t>(slot) * slot_bytes_; }
 
@@ -112,6 +124,9 @@ class ExpertCache {
   std::vector<int> loading_;          // ids with a read in flight
   std::vector<int> wanted_;           // ids flagged wanted
   std::deque<int> deferred_;          // kDemand ids waiting for a slot
+  int64_t n_unpacking_ = 0;           // entries kUnpacking
+  uint64_t settle_gen_ = 0;           // loads settled so far (wait_for_a_slot's clock)
+  std::condition_variable settled_cv_;  // a load settled
   uint64_t tick_ = 0;                 // acquires so far (the policy's clock)
   PlacementStats stats_;              // expert_* and prefetch_* fields
 };

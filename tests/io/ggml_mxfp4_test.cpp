@@ -3,6 +3,7 @@
 // libggml-base.so: tests/support/ggml_library.h; skipped, saying why, without it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,57 @@ TEST(GgmlMxfp4, OfficialToGgmlAndBackIsTheIdentity) {
     std::vector<uint8_t> g2(ggml.size());
     official_to_ggml_mxfp4(c2.data(), s2.data(), nb, g2.data());
     EXPECT_EQ(g2, ggml);
+  }
+}
+
+// The fast regroup (SSE2 or a word at a time) equals the byte-at-a-time reference, on random
+// blocks and on adversarial ones: scales 0 and 255, every qs byte 0x00 / 0x0F / 0xF0 / 0xFF, and
+// each of the 256 byte values at every one of the 16 qs positions.
+TEST(GgmlMxfp4, FastRegroupEqualsTheScalarReference) {
+  std::vector<uint8_t> ggml = random_bytes(448 * kMxfp4BlockBytes, 5);
+  for (uint8_t fill : {0x00, 0x0F, 0xF0, 0xFF}) {
+    std::vector<uint8_t> blk(kMxfp4BlockBytes, fill);
+    blk[0] = fill == 0x00 ? 0 : 255;
+    ggml.insert(ggml.end(), blk.begin(), blk.end());
+  }
+  for (int pos = 0; pos < 16; ++pos)
+    for (int v = 0; v < 256; ++v) {
+      std::vector<uint8_t> blk(kMxfp4BlockBytes, static_cast<uint8_t>(0x5A ^ pos));
+      blk[0] = static_cast<uint8_t>(v);
+      blk[static_cast<size_t>(1 + pos)] = static_cast<uint8_t>(v);
+      ggml.insert(ggml.end(), blk.begin(), blk.end());
+    }
+  const int64_t nb = static_cast<int64_t>(ggml.size()) / kMxfp4BlockBytes;
+  std::vector<uint8_t> want_c(static_cast<size_t>(nb * 16)), want_s(static_cast<size_t>(nb));
+  ggml_mxfp4_to_official_scalar(ggml.data(), nb, want_c.data(), want_s.data());
+  std::vector<uint8_t> c(want_c.size()), s(want_s.size());
+  ggml_mxfp4_to_official(ggml.data(), nb, c.data(), s.data());
+  EXPECT_EQ(c, want_c);
+  EXPECT_EQ(s, want_s);
+  // In place (codes == ggml), as unpack_ggml_mxfp4 calls it.
+  std::vector<uint8_t> g = ggml;
+  std::vector<uint8_t> s2(want_s.size());
+  ggml_mxfp4_to_official(g.data(), nb, g.data(), s2.data());
+  EXPECT_TRUE(std::equal(want_c.begin(), want_c.end(), g.begin()));
+  EXPECT_EQ(s2, want_s);
+}
+
+// unpack_ggml_mxfp4 regroups in place for every split of a slice between the two buffers: slices
+// smaller than one block's 17 bytes of codes, ones whose last blocks straddle, and large ones.
+TEST(GgmlMxfp4, UnpackInPlaceEqualsTheReferenceAtEverySize) {
+  for (int64_t nb : {1, 2, 3, 16, 17, 18, 33, 100, 1000}) {
+    const auto ggml = random_bytes(static_cast<size_t>(nb * kMxfp4BlockBytes), 40 + static_cast<uint32_t>(nb));
+    std::vector<uint8_t> want_c(static_cast<size_t>(nb * 16)), want_s(static_cast<size_t>(nb));
+    ggml_mxfp4_to_official_scalar(ggml.data(), nb, want_c.data(), want_s.data());
+    TensorInfo ci{"c", DType::kI8, Shape{nb, 16}, 0, 0, static_cast<uint64_t>(nb * 16)};
+    ci.packing = TensorInfo::Packing::kGgmlMxfp4Codes;
+    TensorInfo si{"s", DType::kF8E8M0, Shape{nb, 1}, 0, ci.nbytes, static_cast<uint64_t>(nb)};
+    si.packing = TensorInfo::Packing::kGgmlMxfp4Scales;
+    std::vector<uint8_t> c(ggml.begin(), ggml.begin() + static_cast<long>(ci.nbytes));
+    std::vector<uint8_t> s(ggml.begin() + static_cast<long>(ci.nbytes), ggml.end());
+    ASSERT_TRUE(unpack_ggml_mxfp4(ci, si, c.data(), s.data()).ok());
+    EXPECT_EQ(c, want_c) << nb << " blocks";
+    EXPECT_EQ(s, want_s) << nb << " blocks";
   }
 }
 

@@ -6,11 +6,19 @@
 // that work (docs/gguf.md).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
 
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "io/uring_reader.h"
 #include "model/model.h"
+#include "store/expert_cache.h"
+#include "store/expert_catalog.h"
 #include "tests/support/fixture_quantize.h"
 #include "tests/support/forward_one.h"
 #include "tests/support/npy.h"
@@ -119,4 +127,65 @@ TEST(QuantizeMxfp4, LogitsBitIdenticalResidentAndStreamedMmapRefused) {
 }
 
 }  // namespace
+// The expert cache regroups each ggml MXFP4 read once, outside its lock, while other threads
+// acquire the same experts (they wait for the regroup) and prefetch ahead (reaped reads are
+// regrouped by the prefetching thread): every lease holds the safetensors bytes, across evictions.
+TEST(QuantizeMxfp4, StreamCacheRegroupsOnceUnderConcurrentAcquires) {
+  STRATA_REQUIRE_FIXTURE(testing::tiny_dir() + "/tokens.json");
+  testing::TempDir d;
+  const std::string g = quantize_mxfp4(d);
+  auto q = io::Checkpoint::open(g);
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  auto src = io::Checkpoint::open(ckpt());
+  ASSERT_TRUE(src.ok());
+  auto cat = store::ExpertCatalog::build(**q, /*n_layers=*/8, /*direct_io=*/false);
+  ASSERT_TRUE(cat.ok()) << cat.error().to_string();
+  auto reader = io::UringReader::create(io::UringReaderOptions{});
+  ASSERT_TRUE(reader.ok());
+  store::ExpertCacheOptions o;
+  o.n_slots = 8;  // fewer than the experts: evictions and re-reads
+  o.policy = store::CachePolicy::kLru;
+  store::ExpertCache cache(**q, *cat, **reader, nullptr, o);
+  ASSERT_TRUE(cache.allocate().ok());
+  const int n = static_cast<int>(cat->size());
+  // Each id's six parts as the safetensors checkpoint holds them.
+  std::vector<std::vector<std::vector<uint8_t>>> want(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id)
+    for (int p = 0; p < store::kExpertParts; ++p) {
+      const io::TensorInfo* t = (*src)->find(cat->plan(id).tensors[static_cast<size_t>(p)]->name);
+      ASSERT_NE(t, nullptr);
+      want[static_cast<size_t>(id)].emplace_back(t->nbytes);
+      ASSERT_TRUE((*src)->read(*t, want[static_cast<size_t>(id)].back().data()).ok());
+    }
+  std::atomic<int> bad{0};
+  auto worker = [&](int k) {
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < n; ++i) {
+        const int id = (i * (k + 1) + round) % n;  // each thread its own order, often the same id
+        if (k == 0) {
+          const int ahead[2] = {(id + 1) % n, (id + 2) % n};
+          cache.prefetch(ahead, store::PrefetchKind::kPredict);
+        }
+        auto l = cache.acquire(id);
+        if (!l.ok()) {
+          ++bad;
+          continue;
+        }
+        const store::ExpertView& v = (*l)->view();
+        const TensorView parts[store::kExpertParts] = {v.w1, v.w1_scale, v.w2, v.w2_scale, v.w3, v.w3_scale};
+        for (int p = 0; p < store::kExpertParts; ++p) {
+          const auto& w = want[static_cast<size_t>(id)][static_cast<size_t>(p)];
+          if (std::memcmp(parts[p].data, w.data(), w.size()) != 0) ++bad;
+        }
+      }
+  };
+  std::vector<std::thread> ts;
+  for (int k = 0; k < 4; ++k) ts.emplace_back(worker, k);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  store::PlacementStats st;
+  cache.add_stats(&st);
+  EXPECT_GT(st.expert_evictions, 0u);
+}
+
 }  // namespace strata::tools
