@@ -481,7 +481,7 @@ struct OpsEngine {
   static constexpr int64_t kAnyTileBytes = 16 * 1024;
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
-    const int64_t tile = nx <= 4 ? r1 - r0 : std::max<int64_t>(1, kAnyTileBytes / (2 * in));
+    const int64_t tile = nx <= 4 ? r1 - r0 : std::max<int64_t>(1, kAnyTileBytes / std::max<int64_t>(1, 2 * in));
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
       const int64_t t1 = std::min(r1, t0 + tile);
       for (int64_t i = 0; i < nx; i += 4) {

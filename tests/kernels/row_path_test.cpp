@@ -146,6 +146,12 @@ TEST_P(RowPathLevel, Bf16AnyOrderDecodeRowsAloneOverTilesAndSplits) {
       }
     }
   }
+  // in = 0 (an empty dot): zeros for a batch past four rows too (the row tile once divided by 2 * in).
+  std::vector<uint16_t> none(1);
+  const std::vector<float> x(8, 1.0f);
+  std::vector<float> y(15, 7.0f);
+  linear_bf16_any_order(x.data(), 5, Bf16Weight{none.data(), 3, 0}, y.data(), nullptr, GetParam(), RowPath::kDecode);
+  for (float v : y) EXPECT_EQ(v, 0.0f) << kernel_level_name(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, RowPathLevel, ::testing::ValuesIn(kAllKernelLevels),

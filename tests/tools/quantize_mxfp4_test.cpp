@@ -136,7 +136,7 @@ TEST(QuantizeMxfp4, StreamCacheRegroupsOnceUnderConcurrentAcquires) {
   const std::string g = quantize_mxfp4(d);
   auto q = io::Checkpoint::open(g);
   ASSERT_TRUE(q.ok()) << q.error().to_string();
-  auto src = io::Checkpoint::open(ckpt());
+  auto src = io::Checkpoint::open(testing::tiny_checkpoint());
   ASSERT_TRUE(src.ok());
   auto cat = store::ExpertCatalog::build(**q, /*n_layers=*/8, /*direct_io=*/false);
   ASSERT_TRUE(cat.ok()) << cat.error().to_string();
