@@ -319,6 +319,12 @@ void levels_and_threads(benchmark::internal::Benchmark* b) {
     for (int l : {1, 2, 3}) b->Args({t, l});
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
+// The any-order BF16 matvec also at KernelLevel::kAmx (4: the only op that level changes).
+void levels_and_threads_amx(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int l : {1, 2, 3, 4}) b->Args({t, l});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
 
 // Decode (n = 1).
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_1280x5120, 1, 1280, 5120)->Apply(levels_and_threads);
@@ -330,12 +336,12 @@ BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Appl
 // The 8 GB synth checkpoint's head (dim 1024) and one wo_a group (192 x 768), for the end-to-end profile.
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads_amx);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads_amx);
 // A batch of decode rows through the head (the demo's dim 512; RowPath::kDecode keeps them here).
-BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode1_head_129280x512, 1, 129280, 512)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x512, 4, 129280, 512)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode8_head_129280x512, 8, 129280, 512)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode1_head_129280x512, 1, 129280, 512)->Apply(levels_and_threads_amx);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x512, 4, 129280, 512)->Apply(levels_and_threads_amx);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode8_head_129280x512, 8, 129280, 512)->Apply(levels_and_threads_amx);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);

@@ -11,6 +11,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx512_vbmi = false;
+  bool amx_bf16 = false;   // AMX-TILE + AMX-BF16 (CPUID 7.0 EDX bits 24, 22); the OS must still grant the tile state
 
   // Reads the running CPU.
   static CpuFeatures detect();

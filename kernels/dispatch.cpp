@@ -8,13 +8,14 @@
 #include "core/cpu_features.h"
 #include "core/status.h"
 #include "kernels/detail/kernel_table.h"
+#include "kernels/detail/ops_table.h"
 #include "kernels/quant.h"
 
 namespace strata::kernels {
 namespace {
 
 struct Support {
-  bool level[4] = {true, false, false, false};
+  bool level[5] = {true, false, false, false, false};
   KernelLevel best = KernelLevel::kScalar;
 };
 
@@ -25,6 +26,10 @@ Support detect_support() {
   s.level[static_cast<int>(KernelLevel::kAvx2)] = f.avx2;
   s.level[static_cast<int>(KernelLevel::kAvx512)] = f.avx2 && f.avx512;
   s.level[static_cast<int>(KernelLevel::kAvx512Bf16)] = f.avx2 && f.avx512 && f.avx512_bf16 && f.avx512_vbmi;
+  // The permission request is the one side effect of detection: process-wide, once, and harmless when
+  // nothing uses tiles (the kernel then only reserves room for them in signal frames).
+  s.level[static_cast<int>(KernelLevel::kAmx)] =
+      s.level[static_cast<int>(KernelLevel::kAvx512Bf16)] && f.amx_bf16 && detail::amx_request_permission();
 #endif
   for (KernelLevel l : kAllKernelLevels)
     if (s.level[static_cast<int>(l)]) s.best = l;
@@ -44,7 +49,8 @@ const detail::LevelKernels* table(KernelLevel level) {
     case KernelLevel::kScalar: return nullptr;
     case KernelLevel::kAvx2: return &detail::avx2_kernels();
     case KernelLevel::kAvx512: return &detail::avx512_kernels();
-    case KernelLevel::kAvx512Bf16: return &detail::avx512bf16_kernels();
+    case KernelLevel::kAvx512Bf16:
+    case KernelLevel::kAmx: return &detail::avx512bf16_kernels();
   }
 #endif
   return nullptr;
@@ -76,6 +82,7 @@ const char* kernel_level_name(KernelLevel level) {
     case KernelLevel::kAvx2: return "avx2";
     case KernelLevel::kAvx512: return "avx512";
     case KernelLevel::kAvx512Bf16: return "avx512bf16";
+    case KernelLevel::kAmx: return "amx";
   }
   return "?";
 }

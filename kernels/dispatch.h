@@ -19,12 +19,13 @@ enum class KernelLevel : uint8_t {
   kAvx2,        // AVX2 + FMA + F16C, f32 arithmetic
   kAvx512,      // AVX-512 F/BW/VL/DQ, f32 arithmetic
   kAvx512Bf16,  // + AVX512_BF16 and AVX512_VBMI: FP8/FP4 products in VDPBF16PS (exact, f32 sums)
+  kAmx,         // + AMX-BF16 (and the OS's grant of tile state): the any-order BF16 matvec on tiles
 };
 
 inline constexpr KernelLevel kAllKernelLevels[] = {KernelLevel::kScalar, KernelLevel::kAvx2, KernelLevel::kAvx512,
-                                                   KernelLevel::kAvx512Bf16};
+                                                   KernelLevel::kAvx512Bf16, KernelLevel::kAmx};
 
-// "scalar", "avx2", "avx512", "avx512bf16".
+// "scalar", "avx2", "avx512", "avx512bf16", "amx".
 const char* kernel_level_name(KernelLevel level);
 // Whether the running CPU (and this build) can run `level`.
 bool kernel_level_supported(KernelLevel level);

@@ -28,6 +28,7 @@ const detail::OpsKernels* ops_of(KernelLevel level) {
     case KernelLevel::kAvx2: return &detail::avx2_ops();
     case KernelLevel::kAvx512:
     case KernelLevel::kAvx512Bf16: return &detail::avx512_ops();
+    case KernelLevel::kAmx: return &detail::amx_ops();
   }
 #endif
   return nullptr;
@@ -199,6 +200,20 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
   // Weight rows split over the pool in chunks of >= 64 KiB; each weight row is widened once per four
   // rows of x (the chunk stays in L2 for the next four).
   const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, 2 * w.in));
+  if (t->amx_matvec != nullptr && w.in > 0 && w.in % t->amx_chunk == 0) {
+    // AMX: x packed once per group of up to amx_max_rows rows (the tile columns), then the weight
+    // rows split over the pool. Whether this path runs depends on the weight's shape only, so a row's
+    // result is the same in any batch. Groups beyond the first re-read the weights (batches > 16).
+    for (int64_t i0 = 0; i0 < n; i0 += t->amx_max_rows) {
+      const int64_t nx = std::min(t->amx_max_rows, n - i0);
+      std::vector<uint16_t> packed(t->amx_pack_bytes(nx, w.in) / sizeof(uint16_t));
+      t->amx_pack(x + i0 * w.in, nx, w.in, w.in, packed.data());
+      run_range(pool, w.out, grain, [&](int64_t r0, int64_t r1) {
+        t->amx_matvec(packed.data(), nx, w.w, w.in, r0, r1, y + i0 * w.out, w.out);
+      });
+    }
+    return;
+  }
   run_range(pool, w.out, grain, [&](int64_t r0, int64_t r1) {
     t->bf16_matvec_any(x, n, w.in, w.w, w.in, r0, r1, y, w.out);
   });

@@ -5,6 +5,7 @@
 // Every function equals the corresponding kernels::ref loop bit for bit over its range.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/activation.h"
@@ -45,6 +46,17 @@ struct OpsKernels {
   void (*bf16_matvec_any)(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                           float* y, int64_t ldy) = nullptr;
 
+  // KernelLevel::kAmx only (null elsewhere): the same matvec on AMX tiles (kernels/x86/bf16_any_amx.cpp).
+  // amx_pack writes up to amx_max_rows x rows (in a multiple of amx_chunk) into amx_pack_bytes(nx, in)
+  // bytes; amx_matvec computes y rows [r0, r1) from them, each x row's values independent of nx and
+  // of the range.
+  int64_t amx_max_rows = 0;
+  int64_t amx_chunk = 0;
+  size_t (*amx_pack_bytes)(int64_t nx, int64_t in) = nullptr;
+  void (*amx_pack)(const float* x, int64_t nx, int64_t ldx, int64_t in, uint16_t* b) = nullptr;
+  void (*amx_matvec)(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y,
+                     int64_t ldy) = nullptr;
+
   // One packed FP4 index-key row decoded (kernels/indexer.h dequant_index_key).
   void (*dequant_fp4_e8m0_row)(const uint8_t* row, int64_t dim, float* out) = nullptr;
 
@@ -55,5 +67,11 @@ struct OpsKernels {
 
 const OpsKernels& avx2_ops();
 const OpsKernels& avx512_ops();
+const OpsKernels& amx_ops();  // avx512_ops() + the amx_* entries
+
+// Asks Linux for the AMX tile state of this process (arch_prctl); false: refused or unknown.
+bool amx_request_permission();
+// kernels/x86/bf16_any_amx.cpp's split of x into three bf16 parts (bits), for tests.
+void split_bf16x3_for_test(float x, uint16_t* parts);
 
 }  // namespace strata::kernels::detail

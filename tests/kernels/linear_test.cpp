@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/detail/ops_table.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 
@@ -237,29 +238,34 @@ TEST_P(LinearLevel, Bf16AndF32EqualReferenceBitForBit) {
 }
 
 // The any-order BF16 path (LM head): the FP8/FP4 bound against the reference, every level, decode
-// and prefill sizes, tails in out and in.
+// and prefill sizes, tails in out and in; forced decode rows up to 17 (the AMX level's one to three
+// packed column tiles and a second group of x rows).
 TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
   ThreadPool pool(3);
   std::mt19937 rng(450);
   for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 17, 33}, {1, 129, 1024}, {3, 40, 4096}, {1, 300, 5120},
-                                           {7, 9, 17001}, {8, 33, 96}, {20, 40, 1023}}) {
-    Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 1);
-    std::normal_distribution<float> normal(0.0f, 0.05f);
-    for (int64_t i = 0; i < s.out * s.in; ++i) wb[i] = f32_to_bf16(normal(rng));
-    Buf<float> x = make_x(s.n, s.in, 2, rng);
-    std::vector<float> y(static_cast<size_t>(s.n * s.out)), yref(y.size());
-    const Bf16Weight w{wb.data(), s.out, s.in};
-    linear_bf16_any_order(x.data(), s.n, w, y.data(), &pool, level());
-    ref::linear_bf16(x.data(), s.n, w, yref.data());
-    auto terms = [&](int64_t i, int64_t r) {
-      double t = 0;
-      for (int64_t k = 0; k < s.in; ++k)
-        t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
-      return t;
-    };
-    compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
-            std::string("bf16 any-order ") + kernel_level_name(level()) + " n=" + std::to_string(s.n) +
-                " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in));
+                                           {7, 9, 17001}, {8, 33, 96}, {20, 40, 1023}, {11, 77, 512}, {16, 50, 64},
+                                           {17, 49, 128}, {6, 100, 32}}) {
+    for (const RowPath path : {RowPath::kAuto, RowPath::kDecode}) {
+      Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 1);
+      std::normal_distribution<float> normal(0.0f, 0.05f);
+      for (int64_t i = 0; i < s.out * s.in; ++i) wb[i] = f32_to_bf16(normal(rng));
+      Buf<float> x = make_x(s.n, s.in, 2, rng);
+      std::vector<float> y(static_cast<size_t>(s.n * s.out)), yref(y.size());
+      const Bf16Weight w{wb.data(), s.out, s.in};
+      linear_bf16_any_order(x.data(), s.n, w, y.data(), &pool, level(), path);
+      ref::linear_bf16(x.data(), s.n, w, yref.data());
+      auto terms = [&](int64_t i, int64_t r) {
+        double t = 0;
+        for (int64_t k = 0; k < s.in; ++k)
+          t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
+        return t;
+      };
+      compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
+              std::string("bf16 any-order ") + kernel_level_name(level()) + " n=" + std::to_string(s.n) +
+                  " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in) +
+                  (path == RowPath::kDecode ? " decode" : " auto"));
+    }
   }
 }
 
@@ -441,6 +447,37 @@ TEST(Linear, DequantIsExact) {
   EXPECT_EQ(f[2], std::ldexp(1.0f, -133));
   EXPECT_EQ(f[3], std::ldexp(255.0f / 128.0f, 127));
 }
+
+#if defined(__x86_64__)
+// The AMX level's exactness rests on x = x1 + x2 + x3 with each part a bf16 (kernels/x86/bf16_any_amx.cpp):
+// every f32 of normal range splits without loss and the parts shrink. Values below about 2^-87 may
+// leave a subnormal third part, which the tile unit reads as zero: the bound test above covers that.
+TEST(AmxSplit, ThreePartsSumToTheValueExactly) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  int64_t checked = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const uint32_t u = bits(rng);
+    const uint32_t e = (u >> 23) & 0xFF;
+    if (e == 0xFF || e < 40) continue;  // inf/NaN, and values whose third part would be subnormal
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    uint16_t p[3];
+    detail::split_bf16x3_for_test(x, p);
+    const double a = bf16_to_f32(p[0]), b = bf16_to_f32(p[1]), c = bf16_to_f32(p[2]);
+    ASSERT_EQ(a + b + c, static_cast<double>(x)) << "x bits " << std::hex << u;
+    ASSERT_LE(std::fabs(b), std::fabs(a)) << std::hex << u;
+    ASSERT_LE(std::fabs(c), std::fabs(b)) << std::hex << u;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1500000);
+  for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 3.14159265f, 1e-20f, 3.4e38f, -3.4e38f}) {
+    uint16_t p[3];
+    detail::split_bf16x3_for_test(x, p);
+    EXPECT_EQ(static_cast<double>(bf16_to_f32(p[0])) + bf16_to_f32(p[1]) + bf16_to_f32(p[2]), static_cast<double>(x)) << x;
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace strata::kernels

@@ -115,26 +115,30 @@ TEST_P(RowPathLevel, BatchJobsFollowTheirPath) {
 // `in` not a multiple of 64 (a scalar tail after the vector main loop; `in` < 64: tail only), row
 // tiles that do not divide out (more than four x rows go over 16 KiB tiles of weight rows: 81, 15
 // and 1 row here), and pool chunks (>= 64 KiB of weight rows, about four per thread) that split out
-// elsewhere than the tiles do, and for 515 x 1000 differently at 2 and 3 threads (125, 84 rows). Every x row of a batch of 1..9 or 13 rows, at the start or
-// the end of 13, equals bit for bit that row alone with no pool.
+// elsewhere than the tiles do, and for 515 x 1000 differently at 2 and 3 threads (125, 84 rows). Every x row of a batch of 1..11, 13, 16
+// or 17 rows, at the start or the end of 17, equals bit for bit that row alone with no pool.
 TEST_P(RowPathLevel, Bf16AnyOrderDecodeRowsAloneOverTilesAndSplits) {
   struct Shape {
     int64_t in, out;
   };
   std::mt19937 rng(31);
   ThreadPool pool2(2), pool3(3);
-  for (const Shape s : {Shape{100, 700}, Shape{515, 1000}, Shape{8200, 24}, Shape{17, 9}, Shape{1, 5}}) {
+  // `in` a multiple of 32 (512, 96) takes the AMX tiles at that level: 700 rows are 14 blocks of 48
+  // and a rest of 28 (a full 16 and a 12-row tile), 33 rows end in a 1-row tile; 10, 11, 16 and 17 x
+  // rows change the packed columns (1, 2, 3 tiles; a second group of 16).
+  for (const Shape s : {Shape{100, 700}, Shape{515, 1000}, Shape{8200, 24}, Shape{17, 9}, Shape{1, 5}, Shape{512, 700},
+                        Shape{96, 33}}) {
     std::normal_distribution<float> normal(0.0f, 0.05f);
     std::vector<uint16_t> wb(static_cast<size_t>(s.out * s.in));
     for (auto& v : wb) v = f32_to_bf16(normal(rng));
     const Bf16Weight w{wb.data(), s.out, s.in};
-    constexpr int64_t kRows = 13;
+    constexpr int64_t kRows = 17;
     const std::vector<float> x = random_rows(kRows, s.in, rng);
     std::vector<float> alone(static_cast<size_t>(kRows * s.out));
     for (int64_t i = 0; i < kRows; ++i)
       linear_bf16_any_order(x.data() + i * s.in, 1, w, alone.data() + i * s.out, nullptr, GetParam(), RowPath::kDecode);
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 17}) {
         for (int64_t first : {int64_t{0}, kRows - n}) {
           std::vector<float> y(static_cast<size_t>(n * s.out));
           linear_bf16_any_order(x.data() + first * s.in, n, w, y.data(), pool, GetParam(), RowPath::kDecode);
