@@ -115,7 +115,10 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 // y[n, out] = x[n, in] . W^T like linear_bf16, but with the summation order free (several FMA
 // accumulators per output, as the FP8/FP4 paths): for outputs that feed no rounding point, such as
 // the LM head's logits, where the bit-exact order of linear_bf16 costs about half the bandwidth.
-// Within (in/16 + 64) * 2^-24 * sum_k |x_k w_k| of ref::linear_bf16 (tests/kernels/linear_test.cpp).
+// Within (in/16 + 64) * 2^-24 * sum_k |x_k w_k| of ref::linear_bf16 (tests/kernels/linear_test.cpp);
+// at KernelLevel::kAmx (AMX tiles, `in` a multiple of 32) products below 2^-110 of a row's largest
+// |x| and subnormal weights count as zero, and an infinite weight can give NaN where the others
+// give inf (kernels/x86/bf16_any_amx.cpp). A row's result does not depend on n or its place in x.
 // n >= 8 and the scalar level run linear_bf16 itself (its GEMM is already compute-efficient).
 // kDecode rows always take the free-order matvec, kPrompt rows linear_bf16 (RowPath).
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,

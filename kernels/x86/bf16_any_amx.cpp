@@ -6,12 +6,17 @@
 // TDPBF16PS does 16 x 16 x 32 multiply-adds per instruction, so a batch of up to 16 rows costs
 // about what one row's bytes cost.
 //
-// Exactness: TDPBF16PS multiplies bf16 by bf16. The weights are bf16; each x value is split into
-// three bf16 parts x = x1 + x2 + x3 exactly (x1 = the top 16 bits of x, x2 = those of x - x1,
-// x3 = x - x1 - x2, which has at most 8 significant bits: split_bf16x3 below). Every product
-// w * x_p is exact in f32, and the sums are f32 sums in the tile unit's order, so a row's result
-// is an f32 dot product in another summation order, like bf16_rows_any's. (Inputs the tile unit
-// treats as zero: bf16 subnormals, i.e. |x_p| or |w| below 2^-126.)
+// Exactness: TDPBF16PS multiplies bf16 by bf16. The weights are bf16; each x row is first scaled
+// by a power of two that brings its largest finite |value| into [1, 2) (exact; undone on the
+// result, also exact), then each value is split into three bf16 parts x = x1 + x2 + x3 exactly
+// (x1 = the top 16 bits of x, x2 = those of x - x1, x3 = x - x1 - x2, which has at most 8
+// significant bits: split_bf16x3 below). The products w * x_p are exact in f32 and the sums are
+// f32 sums in the tile unit's order, so a row's result is an f32 dot product in another summation
+// order, like bf16_rows_any's. Except: the tile unit flushes subnormal inputs and products to zero,
+// so after the scaling a product below 2^-126 (|w x_k| below about 2^-110 of the row's largest
+// |x|, or a subnormal weight) counts as zero; an infinite x value goes in whole (x, 0, 0), and an
+// infinite weight gives NaN where x's lower parts are zero (0 * inf). The model refuses non-finite
+// logits either way.
 //
 // Batch invariance (RowPath::kDecode): each element of a C tile is computed from its own A row
 // and B column only, in K order; the three parts of one x row sit in three columns and are
@@ -64,6 +69,11 @@ int64_t tiles_of(int64_t nx) { return nx <= 5 ? 1 : nx <= 10 ? 2 : 3; }
 // x = x1 + x2 + x3 exactly, each a bf16 (bits returned). Truncation keeps every remainder exact: x - x1
 // has at most 16 significant bits, (x - x1) - x2 at most 8.
 inline void split_bf16x3(float x, uint16_t* p) {
+  if ((f32_bits(x) & 0x7F800000u) == 0x7F800000u) {  // inf / NaN whole (not inf - inf = NaN); NaN stays NaN
+    p[0] = static_cast<uint16_t>(f32_bits(x) >> 16 | ((f32_bits(x) & 0x7FFFFFu) != 0 ? 0x40u : 0u));
+    p[1] = p[2] = 0;
+    return;
+  }
   float r = x;
   for (int i = 0; i < 3; ++i) {
     const uint32_t hi = f32_bits(r) & 0xFFFF0000u;
@@ -72,20 +82,40 @@ inline void split_bf16x3(float x, uint16_t* p) {
   }
 }
 
+// The packed x: 64 bytes of per-row factors that undo the scaling (16 floats), then the tiles.
+constexpr int64_t kHeadBytes = 64;
 size_t amx_pack_bytes(int64_t nx, int64_t in) {
-  return static_cast<size_t>(in / kChunk * tiles_of(imin(nx, kMaxRows)) * kTileBytes);
+  return static_cast<size_t>(kHeadBytes + in / kChunk * tiles_of(imin(nx, kMaxRows)) * kTileBytes);
 }
 
-// x [nx <= 16, in] (ldx floats apart) -> b: per chunk c, NB tiles; tile row kk holds, for each of its 16
-// columns, the pair (k = 32 c + 2 kk, k + 1) of that column's x part. Unused columns are zero.
+// 2^e with e in [-126, 126] chosen so that amax * 2^e lies in [1, 2) where it can; 1 for amax = 0.
+inline float row_scale(float amax) {
+  const int64_t ex = static_cast<int64_t>(f32_bits(amax) >> 23 & 0xFFu);
+  if (amax == 0.0f) return 1.0f;
+  const int64_t e = ex == 0 ? 126 : 127 - ex;
+  return bits_f32(static_cast<uint32_t>(127 + (e > 126 ? 126 : e < -126 ? -126 : e)) << 23);
+}
+
+// x [nx <= 16, in] (ldx floats apart) -> b: the factors, then per chunk c, NB tiles; tile row kk
+// holds, for each of its 16 columns, the pair (k = 32 c + 2 kk, k + 1) of that column's x part.
+// Unused columns are zero.
 void amx_pack(const float* x, int64_t nx, int64_t ldx, int64_t in, uint16_t* b) {
   const int64_t nb = tiles_of(nx), s = stride_of(nx), nc = in / kChunk;
-  std::memset(b, 0, static_cast<size_t>(nc * nb * kTileBytes));
+  std::memset(b, 0, static_cast<size_t>(kHeadBytes + nc * nb * kTileBytes));
+  float* unscale = reinterpret_cast<float*>(b);
+  b += kHeadBytes / 2;
   for (int64_t m = 0; m < nx; ++m) {
     const float* xm = x + m * ldx;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < in; ++k) {
+      const float a = bits_f32(f32_bits(xm[k]) & 0x7FFFFFFFu);
+      if (a > amax && a <= 3.40282347e38f) amax = a;  // the largest finite |value| (NaN compares false)
+    }
+    const float scale = row_scale(amax);
+    unscale[m] = bits_f32((254u << 23) - f32_bits(scale));  // 1 / scale, a power of two in [2^-126, 2^126]
     for (int64_t k = 0; k < in; ++k) {
       uint16_t part[3];
-      split_bf16x3(xm[k], part);
+      split_bf16x3(xm[k] * scale, part);
       const int64_t c = k / kChunk, kk = (k % kChunk) / 2, e = k % 2;
       for (int p = 0; p < 3; ++p) {
         const int64_t col = p * s + m;
@@ -97,8 +127,9 @@ void amx_pack(const float* x, int64_t nx, int64_t ldx, int64_t in, uint16_t* b) 
 
 // The 16 C rows of one A tile (c[j] = tile j of the NB, 16 x 16 f32 each) -> y[m, r + i] for i < h.
 template <int NB>
-void finish_rows(const float* c, int64_t nx, int64_t h, float* y, int64_t ldy, int64_t r) {
+void finish_rows(const float* c, const float* unscale, int64_t nx, int64_t h, float* y, int64_t ldy, int64_t r) {
   const int64_t s = stride_of(nx);
+  const __m512 u = _mm512_loadu_ps(unscale);
   __m512 v[16];
   for (int i = 0; i < 16; ++i) {
     const __m512 c0 = _mm512_load_ps(c + i * 16);
@@ -114,7 +145,7 @@ void finish_rows(const float* c, int64_t nx, int64_t h, float* y, int64_t ldy, i
       p1 = _mm512_permutex2var_ps(c0, _mm512_and_si512(i1, _mm512_set1_epi32(31)), c1);
       p2 = _mm512_permutex2var_ps(c0, _mm512_and_si512(i2, _mm512_set1_epi32(31)), c1);
     }
-    v[i] = _mm512_add_ps(_mm512_add_ps(p2, p1), c0);  // (x3 part + x2 part) + x1 part, lane m
+    v[i] = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(p2, p1), c0), u);  // (x3 + x2 + x1 parts) / scale, lane m
   }
   x86::VF16::transpose(v);  // v[m] lane i = row r + i of x row m
   const __mmask16 keep = static_cast<__mmask16>((1u << h) - 1u);
@@ -143,7 +174,7 @@ inline void prefetch_rows(const uint16_t* a, int64_t rows, int64_t in, int64_t n
 // (NA * NB + NA + NB <= 8). Rows past the last full block of 16 run with a tile config of that height.
 #define STRATA_AMX_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 template <int NB>
-void amx_rows(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y,
+void amx_rows(const float* unscale, const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y,
               int64_t ldy) {
   const int64_t nc = in / kChunk, lda = in * 2;
   constexpr int NA = NB == 1 ? 3 : NB == 2 ? 2 : 1;
@@ -209,7 +240,7 @@ void amx_rows(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int6
       _tile_stored(1, c[0] + 256, 64);
       _tile_stored(2, c[0] + 512, 64);
     }
-    for (int ia = 0; ia < NA; ++ia) finish_rows<NB>(c[ia], nx, 16, y, ldy, r + ia * 16);
+    for (int ia = 0; ia < NA; ++ia) finish_rows<NB>(c[ia], unscale, nx, 16, y, ldy, r + ia * 16);
   }
   // The rest, one A tile of up to 16 rows at a time (C rows beyond h are not read).
   for (; r < r1; r += 16) {
@@ -239,7 +270,7 @@ void amx_rows(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int6
     _tile_stored(0, c[0], 64);
     if constexpr (NB >= 2) _tile_stored(1, c[0] + 256, 64);
     if constexpr (NB == 3) _tile_stored(2, c[0] + 512, 64);
-    finish_rows<NB>(c[0], nx, h, y, ldy, r);
+    finish_rows<NB>(c[0], unscale, nx, h, y, ldy, r);
   }
   _tile_release();
 }
@@ -247,16 +278,12 @@ void amx_rows(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int6
 
 void amx_matvec(const uint16_t* b, int64_t nx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y,
                 int64_t ldy) {
+  const float* unscale = reinterpret_cast<const float*>(b);
+  b += kHeadBytes / 2;
   switch (tiles_of(nx)) {
-    case 1:
-      amx_rows<1>(b, nx, w, in, r0, r1, y, ldy);
-      break;
-    case 2:
-      amx_rows<2>(b, nx, w, in, r0, r1, y, ldy);
-      break;
-    default:
-      amx_rows<3>(b, nx, w, in, r0, r1, y, ldy);
-      break;
+    case 1: amx_rows<1>(unscale, b, nx, w, in, r0, r1, y, ldy); break;
+    case 2: amx_rows<2>(unscale, b, nx, w, in, r0, r1, y, ldy); break;
+    default: amx_rows<3>(unscale, b, nx, w, in, r0, r1, y, ldy); break;
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -269,6 +270,51 @@ TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
   }
 }
 
+// The any-order path is scale-free like an f32 dot product: x rows of 2^-60 and 2^60 times the usual
+// magnitude (and weights of 2^-40 times it) stay within the bound; the AMX level scales each x row
+// to a largest |value| in [1, 2) before splitting it, since its tile unit flushes products below
+// 2^-126 (found by a break test: 1e-18-scaled rows were off by 1e-3 before). An infinite x value
+// gives an infinite logit at every level, not NaN (the AMX split once made inf - inf).
+TEST_P(LinearLevel, Bf16AnyOrderScaleFreeAndInfinite) {
+  ThreadPool pool(2);
+  std::mt19937 rng(470);
+  for (const Shape& s : std::vector<Shape>{{1, 70, 512}, {5, 33, 96}, {9, 40, 1024}}) {
+    for (const double xs : {std::ldexp(1.0, -60), std::ldexp(1.0, 60)}) {
+      for (const double ws : {1.0, std::ldexp(1.0, -40)}) {
+        Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 0);
+        std::normal_distribution<float> normal(0.0f, 0.05f);
+        for (int64_t i = 0; i < s.out * s.in; ++i) wb[i] = f32_to_bf16(static_cast<float>(normal(rng) * ws));
+        Buf<float> x = make_x(s.n, s.in, 0, rng);
+        for (int64_t i = 0; i < s.n * s.in; ++i) x[i] = static_cast<float>(x[i] * xs);
+        std::vector<float> y(static_cast<size_t>(s.n * s.out)), yref(y.size());
+        const Bf16Weight w{wb.data(), s.out, s.in};
+        linear_bf16_any_order(x.data(), s.n, w, y.data(), &pool, level(), RowPath::kDecode);
+        ref::linear_bf16(x.data(), s.n, w, yref.data());
+        auto terms = [&](int64_t i, int64_t r) {
+          double t = 0;
+          for (int64_t k = 0; k < s.in; ++k)
+            t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
+          return t;
+        };
+        compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
+                std::string("bf16 any-order scaled ") + kernel_level_name(level()) + " n=" + std::to_string(s.n) +
+                    " in=" + std::to_string(s.in) + " x*" + std::to_string(std::ilogb(xs)) + " w*" +
+                    std::to_string(std::ilogb(ws)));
+      }
+    }
+  }
+  // One infinite value in a row of ones, positive weights: +inf (not NaN) for that row only.
+  const int64_t in = 64, out = 3;
+  std::vector<uint16_t> wb(static_cast<size_t>(out * in), f32_to_bf16(0.5f));
+  std::vector<float> x(static_cast<size_t>(2 * in), 1.0f), y(static_cast<size_t>(2 * out));
+  x[5] = std::numeric_limits<float>::infinity();
+  linear_bf16_any_order(x.data(), 2, Bf16Weight{wb.data(), out, in}, y.data(), nullptr, level(), RowPath::kDecode);
+  for (int64_t r = 0; r < out; ++r) {
+    EXPECT_EQ(y[r], std::numeric_limits<float>::infinity()) << kernel_level_name(level()) << " r=" << r;
+    EXPECT_EQ(y[out + r], 32.0f) << kernel_level_name(level()) << " r=" << r;
+  }
+}
+
 // Results do not depend on the thread count (each output is computed by one thread, same order).
 TEST_P(LinearLevel, ThreadCountDoesNotChangeResults) {
   std::mt19937 rng(500);
@@ -450,9 +496,12 @@ TEST(Linear, DequantIsExact) {
 
 #if defined(__x86_64__)
 // The AMX level's exactness rests on x = x1 + x2 + x3 with each part a bf16 (kernels/x86/bf16_any_amx.cpp):
-// every f32 of normal range splits without loss and the parts shrink. Values below about 2^-87 may
-// leave a subnormal third part, which the tile unit reads as zero: the bound test above covers that.
+// every f32 of normal range splits without loss and the parts shrink (the kernel scales each x row
+// to a largest |value| in [1, 2) first, so its parts are far from the subnormals the tile unit
+// flushes); an infinite value goes in whole.
 TEST(AmxSplit, ThreePartsSumToTheValueExactly) {
+  // The split is compiled with the AMX file's flags: run it only where that level runs.
+  if (!kernel_level_supported(KernelLevel::kAmx)) GTEST_SKIP() << "amx not supported here (1 test skipped)";
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
   int64_t checked = 0;
@@ -471,6 +520,13 @@ TEST(AmxSplit, ThreePartsSumToTheValueExactly) {
     ++checked;
   }
   EXPECT_GT(checked, 1500000);
+  for (const float x : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    uint16_t p[3];
+    detail::split_bf16x3_for_test(x, p);
+    EXPECT_EQ(bf16_to_f32(p[0]), x);
+    EXPECT_EQ(p[1], 0);
+    EXPECT_EQ(p[2], 0);
+  }
   for (float x : {0.0f, -0.0f, 1.0f, -1.0f, 3.14159265f, 1e-20f, 3.4e38f, -3.4e38f}) {
     uint16_t p[3];
     detail::split_bf16x3_for_test(x, p);
