@@ -231,17 +231,54 @@ struct F32Engine {
     for (; r < r1; r += kW) bf16_block(x, in, w.w + r * in, y + r, static_cast<int>(imin(kW, r1 - r)));
   }
 
-  static void f32_matvec1(const void* act, const F32Weight& w, int64_t r0, int64_t r1, float* y) {
+  // F32 weights, NX rows of x at once: each kW x kW weight tile is transposed once for all of them
+  // and each x row keeps its own chain of adds, in the order ordered_block uses (the same bits as
+  // one row at a time). The mHC projection (24 x 4 dim, model/mhc) is latency-bound on one chain:
+  // eight decode rows took 8x one row's time through ordered_block.
+  template <int NX>
+  static void f32_ordered_rows(const float* x, size_t xstride, int64_t in, const float* wr, float* y, int64_t ldy,
+                               int rows) {
+    F acc[NX];
+    for (int j = 0; j < NX; ++j) acc[j] = V::zero();
+    const int64_t main = in / kW * kW;
+    for (int64_t k0 = 0; k0 < main; k0 += kW) {
+      F t[kW];
+      for (int i = 0; i < kW; ++i) t[i] = V::loadu(wr + (i < rows ? i : rows - 1) * in + k0);
+      V::transpose(t);
+      for (int m = 0; m < kW; ++m)
+        for (int j = 0; j < NX; ++j) acc[j] = V::add(acc[j], V::mul(t[m], V::set1(x[j * xstride + k0 + m])));
+    }
+    for (int j = 0; j < NX; ++j) {
+      alignas(64) float s[kW];
+      V::store(s, acc[j]);
+      const float* xj = x + j * xstride;
+      for (int i = 0; i < rows; ++i) {
+        float a = s[i];
+        for (int64_t k = main; k < in; ++k) a += xj[k] * wr[i * in + k];
+        y[j * ldy + i] = a;
+      }
+    }
+  }
+  static void f32_matvec(const void* act, int64_t nx, size_t stride, const F32Weight& w, int64_t r0, int64_t r1,
+                         float* y, int64_t ldy) {
     const float* x = static_cast<const float*>(act);
+    const size_t xs = stride / sizeof(float);
     const int64_t in = w.in;
-    int64_t r = r0;
     // A tail of fewer than kW rows runs as one short block, not row by row: the mHC projection
     // (24 rows) at AVX-512 went from 543 to 285 us (bench/ops_bench HcMixes/decode, loaded VM).
-    for (; r < r1; r += kW) {
-      const float* wr = w.w + r * in;
-      ordered_block(
-          x, in, y + r, [&](int i, int64_t k) { return V::loadu(wr + i * in + k); },
-          [&](int i, int64_t k) { return wr[i * in + k]; }, static_cast<int>(imin(kW, r1 - r)));
+    for (int64_t i = 0; i < nx; i += 4) {
+      const float* xi = x + i * xs;
+      float* yi = y + i * ldy;
+      for (int64_t r = r0; r < r1; r += kW) {
+        const int rows = static_cast<int>(imin(kW, r1 - r));
+        const float* wr = w.w + r * in;
+        switch (imin(4, nx - i)) {
+          case 1: f32_ordered_rows<1>(xi, xs, in, wr, yi + r, ldy, rows); break;
+          case 2: f32_ordered_rows<2>(xi, xs, in, wr, yi + r, ldy, rows); break;
+          case 3: f32_ordered_rows<3>(xi, xs, in, wr, yi + r, ldy, rows); break;
+          default: f32_ordered_rows<4>(xi, xs, in, wr, yi + r, ldy, rows); break;
+        }
+      }
     }
   }
 
@@ -255,7 +292,6 @@ struct F32Engine {
   static constexpr auto fp8_matvec = &rows<Fp8Weight, &fp8_matvec1>;
   static constexpr auto fp4_matvec = &rows<Fp4Weight, &fp4_matvec1>;
   static constexpr auto bf16_matvec = &rows<Bf16Weight, &bf16_matvec1>;
-  static constexpr auto f32_matvec = &rows<F32Weight, &f32_matvec1>;
 
   // ---------------------------------------------------------------- prefill: packing
   // Panel of kXg rows of x, transposed: panel[k * kXg + i] = x[i, k] (missing rows zero).

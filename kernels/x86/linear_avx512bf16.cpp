@@ -228,7 +228,12 @@ void fp8_rows(const uint16_t* xs, int64_t xstride, const Fp8Weight& w, int64_t r
   for (; r < hi; ++r) fp8_dot<NX>(xs, xstride, w.w + r * w.in, w.in, y + r, ldy);
 }
 
-constexpr int kMaxNx = 4;
+// Up to eight x rows share one pass over a weight row: eight decode rows (eight streams of a batch)
+// decode each weight vector once instead of twice. Rows wider than kWideNxMaxIn go four at a time
+// (eight rows of x would no longer fit L1 beside the weight stream). A row's sum is the same at any
+// NX (own accumulators, same order), so the grouping never changes bits.
+constexpr int kMaxNx = 8;
+constexpr int64_t kWideNxMaxIn = 2048;
 
 void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight& w, int64_t r0, int64_t r1, float* y,
                 int64_t ldy) {
@@ -253,11 +258,20 @@ void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight&
       }
     }
     const int64_t lo = imax(r0, rb * 32), hi = imin(r1, rb * 32 + 32);
-    switch (nx) {
-      case 1: fp8_rows<1>(xs, xstride, w, lo, hi, y, ldy); break;
-      case 2: fp8_rows<2>(xs, xstride, w, lo, hi, y, ldy); break;
-      case 3: fp8_rows<3>(xs, xstride, w, lo, hi, y, ldy); break;
-      default: fp8_rows<4>(xs, xstride, w, lo, hi, y, ldy); break;
+    const int64_t group = in > kWideNxMaxIn ? 4 : kMaxNx;
+    for (int64_t j0 = 0; j0 < nx; j0 += group) {
+      const uint16_t* xj = xs + j0 * xstride;
+      float* yj = y + j0 * ldy;
+      switch (imin(group, nx - j0)) {
+        case 1: fp8_rows<1>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 2: fp8_rows<2>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 3: fp8_rows<3>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 4: fp8_rows<4>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 5: fp8_rows<5>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 6: fp8_rows<6>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 7: fp8_rows<7>(xj, xstride, w, lo, hi, yj, ldy); break;
+        default: fp8_rows<8>(xj, xstride, w, lo, hi, yj, ldy); break;
+      }
     }
   }
 }
@@ -352,11 +366,20 @@ void fp4_matvec(const void* act, int64_t nx, size_t act_stride, const Fp4Weight&
   const size_t xstride = act_stride / 2;
   Scratch buf(static_cast<size_t>(round_up(w.in / 32, 16)) * sizeof(float));
   float* sf = buf.as<float>();
-  switch (nx) {
-    case 1: fp4_rows<1>(xa, xstride, w, r0, r1, sf, y, ldy); break;
-    case 2: fp4_rows<2>(xa, xstride, w, r0, r1, sf, y, ldy); break;
-    case 3: fp4_rows<3>(xa, xstride, w, r0, r1, sf, y, ldy); break;
-    default: fp4_rows<4>(xa, xstride, w, r0, r1, sf, y, ldy); break;
+  const int64_t group = w.in > kWideNxMaxIn ? 4 : kMaxNx;
+  for (int64_t j0 = 0; j0 < nx; j0 += group) {
+    const uint16_t* xj = xa + j0 * xstride;
+    float* yj = y + j0 * ldy;
+    switch (imin(group, nx - j0)) {
+      case 1: fp4_rows<1>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 2: fp4_rows<2>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 3: fp4_rows<3>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 4: fp4_rows<4>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 5: fp4_rows<5>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 6: fp4_rows<6>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 7: fp4_rows<7>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      default: fp4_rows<8>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+    }
   }
 }
 
@@ -463,7 +486,7 @@ const detail::GemmEngine kEngine = {kXg, kTileRows, 2, 2, &x_panel_bytes, &pack_
 
 detail::LevelKernels make_table() {
   detail::LevelKernels t = detail::avx512_kernels();
-  // n < 8: the decode kernels, up to four x rows per weight pass (faster than the GEMM's 16-row
+  // n < 8: the decode kernels, up to eight x rows per weight pass (faster than the GEMM's 16-row
   // minimum tile below 8 rows, measured on Zen4).
   t.fp8 = {&fp8_act_bytes, &fp8_prep, &fp8_matvec, 32, kMaxNx, kGemmMinRows, &kEngine, true, &fp8_pack_w, &fp8_supports};
   t.fp4 = {&fp4_act_bytes, &fp4_prep, &fp4_matvec, 4, kMaxNx, kGemmMinRows, &kEngine, true, &fp4_pack_w, &fp4_supports};

@@ -73,7 +73,7 @@ TEST_P(RowPathLevel, ForcedPathRowsEqualTheRowAlone) {
   std::mt19937 rng(7);
   const Weights w(rng);
   ThreadPool pool(3);
-  const int64_t sizes[] = {1, 2, 5, 8, 13, 40};
+  const int64_t sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 13, 40};  // every matvec width 1..8; groups of 8 + 5
   for (int fmt = 0; fmt < 5; ++fmt) {
     for (RowPath path : {RowPath::kDecode, RowPath::kPrompt}) {
       const std::vector<float> x = random_rows(40, kIn, rng);
