@@ -19,8 +19,9 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   EXPECT_EQ(argmax(l), 1);
 }
 
-// argmax against the plain scan over a vocabulary-sized vector: every length mod 8, the maximum in
-// the tail, ties (first wins), NaNs (never win) and an all -inf vector.
+// argmax against the plain scan over a vocabulary-sized vector: lengths around its 16 lanes, the
+// maximum in the tail, ties (first wins, also when a later lane holds the earlier index), NaNs
+// (never win), an all -inf vector and NaN mixed with -inf.
 TEST(Sampler, ArgmaxMatchesPlainScan) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -32,7 +33,8 @@ TEST(Sampler, ArgmaxMatchesPlainScan) {
       if (v[i] > v[best]) best = i;
     return best;
   };
-  for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{1000}, size_t{129280}}) {
+  for (size_t n : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{15}, size_t{16}, size_t{17}, size_t{33},
+                   size_t{1000}, size_t{129280}}) {
     std::vector<float> v(n);
     for (float& x : v) x = normal(rng);
     EXPECT_EQ(static_cast<size_t>(argmax(v)), plain(v)) << n;
@@ -46,6 +48,16 @@ TEST(Sampler, ArgmaxMatchesPlainScan) {
   }
   const std::vector<float> inf(20, -INFINITY);
   EXPECT_EQ(argmax(inf), 0);
+  std::vector<float> mix(40, NAN);
+  mix[21] = mix[37] = -INFINITY;
+  EXPECT_EQ(argmax(mix), 21);
+  EXPECT_EQ(argmax(std::vector<float>(5, NAN)), 0);
+  // Lane 1 sees the maximum first at index 17, lane 3 at index 3: index 3 is the answer.
+  std::vector<float> lanes(64, 0.0f);
+  lanes[17] = lanes[3] = lanes[50] = 9.0f;
+  EXPECT_EQ(argmax(lanes), 3);
+  lanes[3] = 8.0f;
+  EXPECT_EQ(argmax(lanes), 17);
 }
 
 TEST(Sampler, SeedReproducesAndDistributionFollowsSoftmax) {
