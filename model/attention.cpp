@@ -306,20 +306,38 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     w.idx_weights_proj.apply(x, rows, sc.idx_w.data(), b.pool);
   }
   const int K = c.index_topk;
-  for (const AttentionEntry& e : b.entries) {
+  // One entry's compressor state and indexer selection, against its own caches only; `pool` for
+  // its own parallelism (null: serial, the same bits: kernels/indexer.h, the matvec regime).
+  auto select_entry = [&](const AttentionEntry& e, ThreadPool* pool) {
     LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
     STRATA_CHECK(static_cast<int64_t>(lc.window_pos.size()) == win, "KvCache was not shaped for this config");
-    if (ratio <= 0) continue;
+    if (ratio <= 0) return;
     // A KV source compresses its rows unless bounded replay already did (Model::forward runs the
     // first decoder layer's compressor over every prompt token, then the decoder over the tail).
     if (compress && lc.comp_pos == e.start)
       update_compressed(c, b.rope, lc, layer, w, sc.comp_kv.data() + e.row0 * D,
-                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, b.pool, b.obs, e.undo, e.path);
+                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, pool, b.obs, e.undo, e.path);
     STRATA_CHECK(!compress || lc.comp_pos == e.start + e.n, "compressor frontier is not at the chunk end");
     if (index)
       run_indexer(c, b.rope, *e.cache, *e.shared, layer, sc.idx_q.data() + e.row0 * iw,
-                  sc.idx_w.data() + e.row0 * c.index_n_heads, e.n, e.start, b.pool, b.obs);
+                  sc.idx_w.data() + e.row0 * c.index_n_heads, e.n, e.start, pool, b.obs);
     STRATA_CHECK(e.shared->have_topk, "compressed layer without an index source before it");
+  };
+  // Decode entries (one row each) side by side over the pool, each serial inside: a lone row's
+  // selection is too small to split (a pool pass per entry and layer left the other thread idle
+  // between them); prompt chunks one after another, each split over the pool. An observer sees
+  // the entries in order, so with one they all run in order.
+  std::vector<const AttentionEntry*> one_row;
+  for (const AttentionEntry& e : b.entries) {
+    if (e.n == 1 && b.pool && !b.obs) one_row.push_back(&e);
+    else select_entry(e, b.pool);
+  }
+  if (one_row.size() > 1) {
+    b.pool->parallel_for(static_cast<int64_t>(one_row.size()), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) select_entry(*one_row[static_cast<size_t>(i)], nullptr);
+    });
+  } else {
+    for (const AttentionEntry* e : one_row) select_entry(*e, b.pool);
   }
 
   // Sparse attention with sinks, one query at a time (sparse_attn shim): entries are the window

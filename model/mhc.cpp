@@ -32,12 +32,12 @@ void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t 
   kernels::hc_split_sinkhorn(m.data(), n, p, out->pre.data(), out->post.data(), out->comb.data(), pool);
 }
 
-void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y) {
-  kernels::hc_pre(x, pre, n, c.hc_mult, c.dim, y, nullptr);
+void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y, ThreadPool* pool) {
+  kernels::hc_pre(x, pre, n, c.hc_mult, c.dim, y, pool);
 }
 
-void hc_post(const ModelConfig& c, const float* f, const HcMix& mix, int64_t n, float* x) {
-  kernels::hc_post(x, f, mix.post.data(), mix.comb.data(), n, c.hc_mult, c.dim, nullptr);
+void hc_post(const ModelConfig& c, const float* f, const HcMix& mix, int64_t n, float* x, ThreadPool* pool) {
+  kernels::hc_post(x, f, mix.post.data(), mix.comb.data(), n, c.hc_mult, c.dim, pool);
 }
 
 }  // namespace strata::model

@@ -32,10 +32,10 @@ struct HcMix {
 void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
               kernels::RowPath path = kernels::RowPath::kAuto);
 
-// y[t] = sum_j pre[t, j] * X[t, j]   ([n, dim])
-void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y);
+// y[t] = sum_j pre[t, j] * X[t, j]   ([n, dim]); rows split over `pool` (may be null; the same bits).
+void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y, ThreadPool* pool = nullptr);
 
-// X'[t, k] = post[t, k] * f[t] + sum_j comb[t, j, k] * X[t, j], in place on x.
-void hc_post(const ModelConfig& c, const float* f, const HcMix& mix, int64_t n, float* x);
+// X'[t, k] = post[t, k] * f[t] + sum_j comb[t, j, k] * X[t, j], in place on x; rows over `pool`.
+void hc_post(const ModelConfig& c, const float* f, const HcMix& mix, int64_t n, float* x, ThreadPool* pool = nullptr);
 
 }  // namespace strata::model

@@ -56,9 +56,10 @@ namespace {
 
 // SwiGLU with the training clamps: up in [-limit, limit], gate <= limit; act = silu(gate) * up * scale
 // (kernels/swiglu: vectorised, bit for bit the scalar definition, since act feeds w2's FP4 path).
+// Rows split over `pool` (row-wise: the same bits).
 void swiglu(const ModelConfig& c, const float* gate, const float* up, const float* row_scale, int64_t n, int64_t inter,
-            float* act) {
-  kernels::swiglu(kernels::SwigluArgs{gate, up, row_scale, n, inter, static_cast<float>(c.swiglu_limit), act}, nullptr);
+            float* act, ThreadPool* pool) {
+  kernels::swiglu(kernels::SwigluArgs{gate, up, row_scale, n, inter, static_cast<float>(c.swiglu_limit), act}, pool);
 }
 
 // Scores the prediction made for this layer, then predicts the next layer's experts from this
@@ -103,7 +104,7 @@ struct Batched {
 };
 
 // The regime of an expert's rows: how many of its slots (token-ordered) are decode rows.
-Rows regime_of(const std::vector<int64_t>& slots, int k, Rows rows) {
+Rows regime_of(std::span<const int64_t> slots, int k, Rows rows) {
   const int64_t m = static_cast<int64_t>(slots.size());
   Rows regime{m, -1};
   if (!rows.by_size()) {
@@ -155,7 +156,7 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
       Linear::apply_quant_fp8_act(b.x, b.m, kernels::QuantWeight{t1, ev.w1.data, inter, dim}, sc.g.data() + b.row * inter, pool);
       Linear::apply_quant_fp8_act(b.x, b.m, kernels::QuantWeight{t3, ev.w3.data, inter, dim}, sc.u.data() + b.row * inter, pool);
     }
-    swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+    swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data(), pool);
     observe_w2();
     for (const Batched& b : batch) {
       const store::ExpertView& ev = b.lease->view();
@@ -176,7 +177,7 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
   }
   kernels::linear_fp4_batch(jobs, pool);
   // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
-  swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data());
+  swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data(), pool);
   observe_w2();
   jobs.clear();
   for (const Batched& b : batch) {
@@ -190,7 +191,7 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
 }
 
 // out[token of slot i] += y row i, for an expert's slots in token order.
-void add_expert_rows(const std::vector<int64_t>& slots, int k, const float* y, int64_t dim, float* out) {
+void add_expert_rows(std::span<const int64_t> slots, int k, const float* y, int64_t dim, float* out) {
   for (size_t i = 0; i < slots.size(); ++i) {
     float* o = out + (slots[i] / k) * dim;
     const float* yi = y + static_cast<int64_t>(i) * dim;
@@ -260,19 +261,29 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   }
   std::fill(out, out + n * dim, 0.0f);
 
-  // Group (token, slot) pairs by expert so each expert runs once over all its tokens.
-  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(w.n_experts));
-  for (int64_t t = 0; t < n; ++t)
-    for (int i = 0; i < k; ++i) by_expert[static_cast<size_t>(r.ids[static_cast<size_t>(t * k + i)])].push_back(t * k + i);
-
   MoeScratch local;
   MoeScratch& sc = scratch ? *scratch : local;
+  // Group (token, slot) pairs by expert so each expert runs once over all its tokens: a counting
+  // sort into one buffer (tokens stay ascending within an expert), no allocation per expert.
+  std::vector<int32_t>& first = sc.slot_first;
+  first.assign(static_cast<size_t>(w.n_experts) + 1, 0);
+  for (int64_t s = 0; s < n * k; ++s) ++first[static_cast<size_t>(r.ids[static_cast<size_t>(s)]) + 1];
+  for (int e = 0; e < w.n_experts; ++e) first[static_cast<size_t>(e) + 1] += first[static_cast<size_t>(e)];
+  sc.slots.resize(static_cast<size_t>(n * k));
+  {
+    std::vector<int32_t> fill(first.begin(), first.end() - 1);
+    for (int64_t s = 0; s < n * k; ++s) sc.slots[static_cast<size_t>(fill[static_cast<size_t>(r.ids[static_cast<size_t>(s)])]++)] = s;
+  }
+  auto by_expert = [&](int e) {
+    return std::span<const int64_t>(sc.slots.data() + first[static_cast<size_t>(e)],
+                                    static_cast<size_t>(first[static_cast<size_t>(e) + 1] - first[static_cast<size_t>(e)]));
+  };
   std::vector<int32_t> used;
   std::vector<uint32_t> uses;  // tokens per expert: a frequency-based cache weighs by them
   for (int e = 0; e < w.n_experts; ++e) {
-    if (by_expert[static_cast<size_t>(e)].empty()) continue;
+    if (by_expert(e).empty()) continue;
     used.push_back(e);
-    uses.push_back(static_cast<uint32_t>(by_expert[static_cast<size_t>(e)].size()));
+    uses.push_back(static_cast<uint32_t>(by_expert(e).size()));
   }
 
   // Experts other processes own (model/expert_peers.h) go out first, one message per peer, so they
@@ -287,7 +298,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
       if (p == 0) continue;
       if (static_cast<size_t>(p) >= sc.peers.size()) sc.peers.resize(static_cast<size_t>(p) + 1);
       PeerBuffers& pb = sc.peers[static_cast<size_t>(p)];
-      const auto& slots = by_expert[static_cast<size_t>(used[i])];
+      const auto slots = by_expert(used[i]);
       const Rows regime = regime_of(slots, k, rows);
       pb.tasks.push_back({used[i], regime.n, regime.n_decode});
       remote_row[i] = pb.rows;
@@ -318,10 +329,14 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   if (ahead) lookahead(c, w, store, x, n, r, ahead, pool, path, peers);
 
   // Routed experts in batches of consecutive own experts (compute_batch). A batch holds at most
-  // top-k leases (the store guarantees one layer's working set) and at most max(n, 64) token rows
-  // (prefill keeps the buffers of one expert at a time). Every expert's rows, own or a peer's, are
-  // added to `out` in ascending expert id, as one process without batching would: bit-identical.
+  // max(n, 64) token rows (prefill keeps the buffers of one expert at a time) and, on a store that
+  // streams experts, at most top-k leases (its cache guarantees one layer's working set); where
+  // every expert is in RAM or mapped, a decode step's distinct experts (~25 of 32 for 8 demo rows)
+  // share one pool pass for w1/w3 and one for w2 instead of one pair per top-k of them. Every
+  // expert's rows, own or a peer's, are added to `out` in ascending expert id, as one process
+  // without batching would: bit-identical.
   const int64_t cap_rows = std::max<int64_t>(n, 64);
+  const size_t cap_leases = store.expert_reads() == store::ExpertReads::kNotStreamed ? used.size() : static_cast<size_t>(k);
   std::vector<Batched> batch;
   size_t next = 0;
   while (next < used.size()) {
@@ -332,15 +347,15 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
         STRATA_RETURN_IF_ERROR(peers->collect(owner[next], pb.y));
         pb.collected = true;
       }
-      add_expert_rows(by_expert[static_cast<size_t>(used[next])], k, pb.y.data() + remote_row[next] * dim, dim, out);
+      add_expert_rows(by_expert(used[next]), k, pb.y.data() + remote_row[next] * dim, dim, out);
       ++next;
       continue;
     }
     // Take own experts while they fit.
     batch.clear();
     int64_t rows_taken = 0, gathered = 0;
-    for (; next < used.size() && owner[next] == 0 && static_cast<int>(batch.size()) < k; ++next) {
-      const auto& slots = by_expert[static_cast<size_t>(used[next])];
+    for (; next < used.size() && owner[next] == 0 && batch.size() < cap_leases; ++next) {
+      const auto slots = by_expert(used[next]);
       const int64_t m = static_cast<int64_t>(slots.size());
       if (!batch.empty() && rows_taken + m > cap_rows) break;
       bool in_order = m == n;
@@ -353,7 +368,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     sc.scale.resize(static_cast<size_t>(rows_taken));
     int64_t xs_row = 0;
     for (Batched& b : batch) {
-      const auto& slots = by_expert[static_cast<size_t>(b.e)];
+      const auto slots = by_expert(b.e);
       if (b.x == nullptr) {
         float* dst = sc.xs.data() + xs_row * dim;
         for (int64_t i = 0; i < b.m; ++i) std::copy_n(x + (slots[static_cast<size_t>(i)] / k) * dim, dim, dst + i * dim);
@@ -365,7 +380,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     }
     STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool, obs));
     for (const Batched& b : batch)
-      add_expert_rows(by_expert[static_cast<size_t>(b.e)], k, sc.y.data() + b.row * dim, dim, out);
+      add_expert_rows(by_expert(b.e), k, sc.y.data() + b.row * dim, dim, out);
   }
 
   // Shared expert: every token, no routing weight.
@@ -384,7 +399,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
     w.shared_w1.apply(x, rows, g.data(), pool);
     w.shared_w3.apply(x, rows, u.data(), pool);
   }
-  swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data());
+  swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data(), pool);
   if (obs) {
     const std::span<const float> xs(x, static_cast<size_t>(n * dim));
     obs->linear_input("ffn.shared_experts.w1", w.layer, -1, xs, dim);

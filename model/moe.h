@@ -70,6 +70,8 @@ struct PeerBuffers {
 // Reused buffers of the MoE sublayer (owned by model::Activations).
 struct MoeScratch {
   std::vector<float> xs, g, u, act, y, scale;
+  std::vector<int64_t> slots;       // (token, slot) pairs grouped by expert, tokens ascending
+  std::vector<int32_t> slot_first;  // [n_experts + 1]: expert e's pairs are slots[slot_first[e] ..)
   std::vector<PeerBuffers> peers;  // [peer]: expert parallelism only (index 0 unused)
 };
 
