@@ -232,9 +232,15 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   if (n_entries > 1 && r.obs) return InvalidArgument("forward: an observer needs a request of one entry");
   for (size_t i = 0; i < n_entries; ++i) {
     STRATA_RETURN_IF_ERROR(check_entry(r.entries[i], i, n_entries == 1));
-    for (size_t j = 0; j < i; ++j)
+    for (size_t j = 0; j < i; ++j) {
       if (r.entries[j].cache == r.entries[i].cache)
         return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) + " share a KvCache");
+      // Entries' logits are written side by side (over the pool): one buffer for two would race.
+      const auto wants = [](const ForwardEntry& e) { return e.logits.kind != LogitsRequest::Kind::kNone; };
+      if (wants(r.entries[j]) && wants(r.entries[i]) && r.entries[j].logits_out == r.entries[i].logits_out)
+        return InvalidArgument("forward: entries " + std::to_string(j) + " and " + std::to_string(i) +
+                               " share a logits buffer");
+    }
   }
   if (layer_lo_ > 0) {  // a pipeline stage after the first: the streams entering its first layer
     int64_t n_all = 0;

@@ -199,6 +199,16 @@ TEST_F(BatchTiny, BadRequestsChangeNoCache) {
   EXPECT_EQ(try_pair(good, bad, &b).code(), StatusCode::kInvalidArgument);  // token out of range in entry 1
   EXPECT_EQ(try_pair(good, good, &a).code(), StatusCode::kInvalidArgument);  // one cache twice
   EXPECT_EQ(try_pair(good, {}, &b).code(), StatusCode::kInvalidArgument);    // an entry without tokens
+  {  // two entries, one logits buffer
+    ForwardEntry e[2];
+    e[0].cache = &a;
+    e[0].tokens = good;
+    e[0].logits_out = la.data();
+    e[1].cache = &b;
+    e[1].tokens = good;
+    e[1].logits_out = la.data();
+    EXPECT_EQ(model_->forward(ForwardRequest{e}, act).code(), StatusCode::kInvalidArgument);
+  }
   EXPECT_EQ(a.n_past, 0);
   EXPECT_EQ(b.n_past, 0);
   EXPECT_EQ(model_->forward(ForwardRequest{}, act).code(), StatusCode::kInvalidArgument);
