@@ -445,37 +445,48 @@ struct OpsEngine {
   }
 
   // ------------------------------------------------------------------ BF16 matvec, any order
-  // One x row: one weight row at a time (a single sequential stream), four accumulators of kW lanes,
-  // FMA; the accumulator of lane class j takes k = 4kW m + kW j + lane for m = 0, 1, ... in order,
-  // then ((a0 + a1) + (a2 + a3)) is summed across lanes and the scalar tail added. Every x row of a
-  // batch gets exactly this arithmetic (bf16_block_any below), so a row's result does not depend on
-  // the batch it came in (RowPath::kDecode). Each 64 weight bytes prefetch the bytes 2 KiB ahead: LM
-  // head time -6% in decode on a Sapphire Rapids VM (strata run --stats), BM_LinearBf16AnyOrder
-  // decode_head_* 7.4 -> 8.4 GB/s at 2 threads.
+  // One weight row at a time (a single sequential stream), four accumulators of kW lanes per row of
+  // x, FMA: the accumulator of lane class j takes k = 4kW m + kW j + lane for m = 0, 1, ... in order,
+  // then ((a0 + a1) + (a2 + a3)) is summed across lanes and the scalar tail added. NX (1-3) rows of
+  // x share each widened weight vector; every row's arithmetic is the same as with NX = 1 (and in
+  // bf16_block_any below), so a row's result does not depend on the batch it came in
+  // (RowPath::kDecode). Each 64 weight bytes prefetch the bytes 2 KiB ahead: LM head time -6% in
+  // decode on a Sapphire Rapids VM (strata run --stats), BM_LinearBf16AnyOrder decode_head_* 7.4 ->
+  // 8.4 GB/s at 2 threads.
   static constexpr int64_t kBf16AnyPrefetchBytes = 2048;
-  static void bf16_row_any(const float* x, const uint16_t* w, int64_t in, int64_t r0, int64_t r1, float* y) {
+  template <int NX>
+  static void bf16_rows_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
+                            float* y, int64_t ldy) {
     const int64_t main = in / (4 * kW) * (4 * kW);
     for (int64_t r = r0; r < r1; ++r) {
       const uint16_t* wr = w + r * in;
-      F acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+      F acc[NX][4];
+      for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = V::zero();
       for (int64_t k = 0; k < main; k += 4 * kW) {
         for (int b = 0; b < 4 * kW * 2; b += 64)
           _mm_prefetch(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes, _MM_HINT_T0);
-        for (int j = 0; j < 4; ++j) acc[j] = V::fmadd(V::bf16(wr + k + j * kW), V::loadu(x + k + j * kW), acc[j]);
+        for (int j = 0; j < 4; ++j) {
+          const F wv = V::bf16(wr + k + j * kW);
+          for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, V::loadu(x + i * ldx + k + j * kW), acc[i][j]);
+        }
       }
-      float t = V::hsum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
-      for (int64_t k = main; k < in; ++k) t += x[k] * bits_f32(static_cast<uint32_t>(wr[k]) << 16);
-      y[r] = t;
+      for (int i = 0; i < NX; ++i) {
+        const float* xi = x + i * ldx;
+        float t = V::hsum(V::add(V::add(acc[i][0], acc[i][1]), V::add(acc[i][2], acc[i][3])));
+        for (int64_t k = main; k < in; ++k) t += xi[k] * bits_f32(static_cast<uint32_t>(wr[k]) << 16);
+        y[i * ldy + r] = t;
+      }
     }
   }
-  // Two or more x rows: blocks of kAnyR weight rows x up to four x rows, with bf16_row_any's four
+  // Four x rows: blocks of kAnyR weight rows x four x rows, with bf16_rows_any's four
   // accumulators per (weight row, x row) run as four separate passes (one per lane class j), each a
-  // chain over m in the same order as bf16_row_any's. The passes are independent, so every x row's
-  // result is bit for bit bf16_row_any's, but each widened weight
-  // vector now feeds up to four x rows and each x vector kAnyR weight rows from registers (8 loads
-  // per 16 FMAs; was 5 per 4, which bound the loop once the head is compute-bound at 4-8 x rows
-  // without AMX). kernels_bench BM_LinearBf16AnyOrder decode{4,8}_head_129280x512 at 2 threads on a
-  // Zen 5 VM (2026-12-04): 4.9 -> 2.4 ms and 8.6 -> 4.5 ms (one row 2.0 ms, at the memory's rate).
+  // chain over m in the same order as bf16_rows_any's. The passes are independent, so every x row's
+  // result is bit for bit bf16_rows_any's, but each widened weight vector feeds four x rows and
+  // each x vector kAnyR weight rows from registers (8 loads per 16 FMAs; bf16_rows_any<4> has 5 per
+  // 4 and spills, which bound it once the head is compute-bound at 4-8 x rows without AMX; at 2-3
+  // rows bf16_rows_any stays faster: batch_bench head 2.1-2.5 ms against 2.3-2.7). kernels_bench
+  // BM_LinearBf16AnyOrder decode{4,8}_head_129280x512 at 2 threads on a Zen 5 VM (2026-12-04):
+  // 4.9 -> 2.4 ms and 8.6 -> 4.5 ms (one row 2.0 ms, at the memory's rate).
   // More than four x rows go in groups of four over a tile of weight rows at a time, so the tile is
   // read from DRAM once and from L1 for the other groups (one pass over the LM head per step, not
   // one per group of four). Eight x rows per pass (2 weight rows per block) measured 1.7x slower.
@@ -513,7 +524,6 @@ struct OpsEngine {
       }
     }
   }
-  template <int X>
   static void bf16_rows_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                                   float* y, int64_t ldy) {
     constexpr int R = kAnyR;
@@ -524,16 +534,12 @@ struct OpsEngine {
     for (; r + R <= r1; r += R) {
       const char* next = reinterpret_cast<const char*>(w + r * in) + ahead;
       for (int64_t b = 0; b < block_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-      bf16_block_any<R, X>(x, ldx, w, in, r, y, ldy);
+      bf16_block_any<R, 4>(x, ldx, w, in, r, y, ldy);
     }
-    for (; r < r1; ++r) bf16_block_any<1, X>(x, ldx, w, in, r, y, ldy);
+    for (; r < r1; ++r) bf16_block_any<1, 4>(x, ldx, w, in, r, y, ldy);
   }
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
-    if (nx == 1) {  // one stream of weights, memory-bound: the plain loop
-      bf16_row_any(x, w, in, r0, r1, y);
-      return;
-    }
     const int64_t tile = nx <= kAnyX ? r1 - r0 : std::max<int64_t>(1, kAnyTileBytes / std::max<int64_t>(1, 2 * in));
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
       const int64_t t1 = std::min(r1, t0 + tile);
@@ -541,10 +547,10 @@ struct OpsEngine {
         const float* xi = x + i * ldx;
         float* yi = y + i * ldy;
         switch (nx - i) {
-          case 1: bf16_rows_block_any<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 2: bf16_rows_block_any<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 3: bf16_rows_block_any<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          default: bf16_rows_block_any<4>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 1: bf16_rows_any<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 2: bf16_rows_any<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 3: bf16_rows_any<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          default: bf16_rows_block_any(xi, ldx, w, in, t0, t1, yi, ldy); break;
         }
       }
     }
