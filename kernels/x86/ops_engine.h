@@ -484,7 +484,7 @@ struct OpsEngine {
   // result is bit for bit bf16_rows_any's, but each widened weight vector feeds four x rows and
   // each x vector kAnyR weight rows from registers (8 loads per 16 FMAs; bf16_rows_any<4> has 5 per
   // 4 and spills, which bound it once the head is compute-bound at 4-8 x rows without AMX; at 2-3
-  // rows bf16_rows_any stays faster: batch_bench head 2.1-2.5 ms against 2.3-2.7). kernels_bench
+  // rows bf16_rows_any stays faster: batch_bench head 2.1-3.2 ms against 2.3-4.3). kernels_bench
   // BM_LinearBf16AnyOrder decode{4,8}_head_129280x512 at 2 threads on a Zen 5 VM (2026-12-04):
   // 4.9 -> 2.4 ms and 8.6 -> 4.5 ms (one row 2.0 ms, at the memory's rate).
   // More than four x rows go in groups of four over a tile of weight rows at a time, so the tile is
@@ -494,9 +494,10 @@ struct OpsEngine {
   // Registers: 4 x 4 accumulators + 4 x + 1 w of 32 zmm; 2 x 4 + 4 + 1 of 16 ymm.
   static constexpr int kAnyR = kW >= 16 ? 4 : 2;
   static constexpr int kAnyX = 4;
-  template <int R, int X>
+  template <int R>
   static void bf16_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r, float* y,
                              int64_t ldy) {
+    constexpr int X = kAnyX;
     const int64_t main = in / (4 * kW) * (4 * kW);
     F part[4][R][X];
     for (int j = 0; j < 4; ++j) {
@@ -527,16 +528,17 @@ struct OpsEngine {
   static void bf16_rows_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                                   float* y, int64_t ldy) {
     constexpr int R = kAnyR;
-    // Prefetch, per block, the bytes of the next block (at most 16 KiB ahead): 4 x rows of the
-    // 129280 x 512 head at 2 threads 4.0 -> 2.4 ms on the Zen 5 VM; two blocks ahead 2.6 ms.
+    // Each block prefetches a block's worth of bytes starting min(block, 16 KiB) ahead: the whole
+    // next block while a block is at most 16 KiB (in <= 2048). 4 x rows of the 129280 x 512 head at
+    // 2 threads: 4.0 -> 2.4 ms on the Zen 5 VM; two blocks ahead 2.6 ms.
     const int64_t block_bytes = R * 2 * in, ahead = std::min<int64_t>(block_bytes, 16 * 1024);
     int64_t r = r0;
     for (; r + R <= r1; r += R) {
       const char* next = reinterpret_cast<const char*>(w + r * in) + ahead;
       for (int64_t b = 0; b < block_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-      bf16_block_any<R, 4>(x, ldx, w, in, r, y, ldy);
+      bf16_block_any<R>(x, ldx, w, in, r, y, ldy);
     }
-    for (; r < r1; ++r) bf16_block_any<1, 4>(x, ldx, w, in, r, y, ldy);
+    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy);
   }
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
