@@ -330,6 +330,10 @@ void levels_and_threads_amx(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_1280x5120, 1, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_attn_5120x1024, 1, 5120, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply(levels_and_threads);
+// The 8 GB synth checkpoint's small decode shapes (dim 1024): attention wq_b and wo_b, one expert's w1.
+BENCHMARK_CAPTURE(BM_LinearFp8, decode_wq_b_6144x256, 1, 6144, 256)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, decode_wo_b_1024x1536, 1, 1024, 1536)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_448x1024, 1, 448, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);

@@ -198,7 +198,13 @@ struct E4m3Decoder {
 // 14.8-16.4; two rows 16.2-19.3; four 16.1-18.4; eight 15.9-18.0 (bench/kernels_bench
 // BM_LinearFp8/decode_attn_*, level avx512bf16, medians of 3). On Zen 4 a fixed 1 KiB prefetch
 // made this loop slower (see fp4_dot); the two-row distance was not measured there.
+// Short rows (in < 2048: the 8 GB scaled checkpoint's wq_b 6144 x 256, wo_b 1024 x 1536) prefetch
+// at least kFp8PrefetchMinBytes ahead: two rows of 256 bytes were 512 bytes, too close to hide DRAM
+// latency. Zen 5 VM, 2 threads, before -> after (BM_LinearFp8/decode_*/2/3, alternated twice):
+// 6144 x 256 26.4-27.8 -> 34.2-40.2 GB/s, 5120 x 1024 37.1-42.0 -> 41.7-45.3, 1024 x 1536 33.6-38.1
+// -> 35.3-43.0; 8 KiB ahead measured no better than 4.
 constexpr int64_t kFp8PrefetchRows = 2;
+constexpr int64_t kFp8PrefetchMinBytes = 4096;
 
 template <int NX>
 void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, float* y, int64_t ldy) {
@@ -215,7 +221,7 @@ void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, 
   };
   const int64_t full = in / 64;
   for (int64_t c = 0; c < full; ++c) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 64 * c + kFp8PrefetchRows * in), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(w + 64 * c + std::max(kFp8PrefetchRows * in, kFp8PrefetchMinBytes)), _MM_HINT_T0);
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   // A half chunk at the end: the missing bytes load as code 0 (value 0) and meet zero x.
