@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -169,15 +170,17 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool, KernelLeve
   // Scratch: q transposed [D, hp], sinks padded [hp], scores/probabilities [m, hp]. Padding heads
   // are zero queries with zero sinks: finite, never written out.
   std::vector<float> qt(static_cast<size_t>(D * hp), 0.0f), sinks(static_cast<size_t>(hp), 0.0f);
-  std::vector<float> s(static_cast<size_t>(m * hp));
+  // Every score is written (attn_scores covers all nv vectors) before it is read: no zero fill,
+  // which was a memset of m x hp floats per query and layer on the main thread.
+  std::unique_ptr<float[]> s(new float[static_cast<size_t>(m * hp)]);
   for (int64_t h = 0; h < H; ++h) {
     sinks[static_cast<size_t>(h)] = a.sinks[h];
     for (int64_t d = 0; d < D; ++d) qt[static_cast<size_t>(d * hp + h)] = a.q[h * D + d];
   }
   auto body = [&](int64_t v0, int64_t v1) {
-    t->attn_scores(qt.data(), hp, D, a.entries, m, a.scale, v0, v1, s.data());
-    t->attn_softmax(s.data(), m, hp, sinks.data(), v0, v1);
-    t->attn_out(s.data(), hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
+    t->attn_scores(qt.data(), hp, D, a.entries, m, a.scale, v0, v1, s.get());
+    t->attn_softmax(s.get(), m, hp, sinks.data(), v0, v1);
+    t->attn_out(s.get(), hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
   };
   // Split heads only when each thread gets real work (decode at full size: 64 heads x 640 entries).
   const bool split = pool != nullptr && nv > 1 && m * D * H >= 4 * kMinChunkElements;

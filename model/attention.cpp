@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "kernels/attention.h"
@@ -12,6 +13,11 @@
 namespace strata::model {
 
 namespace {
+
+// Rows that are written before they are read, without a vector's zero fill: a lone query's
+// selection (index_topk x head_dim floats, 256 KiB on the 8 GB scaled checkpoint) was a memset per
+// layer and token.
+std::unique_ptr<float[]> uninit_floats(int64_t n) { return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]); }
 
 void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, double eps) {
   for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, d, w.data(), eps, x + t * d);
@@ -141,9 +147,14 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
 
   const int64_t max_vis = (start + n) / ratio;
   STRATA_CHECK(key_cache.index_keys.size() >= max_vis, "indexer: index keys behind the queries");
-  // The owner's keys decoded once for the chunk (exact: the stored FP4 values).
+  // The owner's keys decoded once for the chunk (exact: the stored FP4 values); over the pool, as
+  // the scores below are (a lone decode query's keys were serial work between pool passes).
   std::vector<float> keys(static_cast<size_t>(max_vis * id));
-  for (int64_t g = 0; g < max_vis; ++g) key_cache.index_key(g, id, keys.data() + g * id);
+  auto decode_keys = [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) key_cache.index_key(g, id, keys.data() + g * id);
+  };
+  if (pool) pool->parallel_for(max_vis, decode_keys, 64);
+  else decode_keys(0, max_vis);
   sh.topk.assign(static_cast<size_t>(n * K), -1);
   sh.have_topk = true;
   const bool cand_source = c.is_candidate_source(layer);
@@ -353,15 +364,34 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     const LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
     const int64_t n = e.n, start = e.start;
     const float* kv = sc.kv.data() + e.row0 * D;
-    const int64_t ring_first = std::max<int64_t>(0, start - win + 1);
-    std::vector<float> ring(static_cast<size_t>((start - ring_first) * D));
-    for (int64_t p = ring_first; p < start; ++p)
-      if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.data() + (p - ring_first) * D);
+    const int64_t ring_first = std::max<int64_t>(0, start - win + 1), n_ring = start - ring_first;
+    std::unique_ptr<float[]> ring = uninit_floats(n_ring * D);
+    auto decode_ring = [&](int64_t i0, int64_t i1) {
+      for (int64_t p = ring_first + i0; p < ring_first + i1; ++p)
+        if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.get() + (p - ring_first) * D);
+    };
     const LayerKvCache* comp = ratio > 0 ? &e.cache->layers[static_cast<size_t>(src)] : nullptr;
     const int32_t* sel = ratio > 0 ? e.shared->topk.data() : nullptr;
     std::vector<int32_t> slot;
     std::vector<float> union_rows;
-    if (sel && n > 1) {
+    // The ring and the selected groups (a chunk's union, or a lone query's own selection) are
+    // decoded once, over the pool: a lone decode query's ~100-640 rows, decoded on the main thread
+    // while the pool's worker waited, were 2.8% of the main thread's decode samples on the 8 GB
+    // scaled checkpoint at 2 threads (perf, dwarf call graphs).
+    bool ring_done = false;
+    std::unique_ptr<float[]> own_rows;  // n == 1 with a pool: row k is the query's k-th selected group
+    if (sel && n == 1 && pool != nullptr) {
+      own_rows = uninit_floats(int64_t{K} * D);
+      pool->parallel_for(
+          n_ring + K,
+          [&](int64_t i0, int64_t i1) {
+            decode_ring(std::min(i0, n_ring), std::min(i1, n_ring));
+            for (int64_t k = std::max(i0, n_ring) - n_ring; k < i1 - n_ring; ++k)
+              if (sel[k] >= 0) comp->compressed_row(sel[k], D, own_rows.get() + k * D);
+          },
+          16);
+      ring_done = true;
+    } else if (sel && n > 1) {
       const int64_t n_groups = comp->compressed.size();
       const int64_t cap = std::max<int64_t>(4096, (int64_t{64} << 20) / (D * static_cast<int64_t>(sizeof(float))));
       slot.assign(static_cast<size_t>(n_groups), -1);
@@ -377,23 +407,29 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
         slot.clear();
       } else {
         union_rows.resize(groups.size() * static_cast<size_t>(D));
+        const int64_t n_groups_sel = static_cast<int64_t>(groups.size());
+        // Items [0, n_ring) are ring positions, the rest union groups.
         auto dec = [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
+          decode_ring(std::min(i0, n_ring), std::min(i1, n_ring));
+          for (int64_t i = std::max(i0, n_ring) - n_ring; i < i1 - n_ring; ++i)
+            comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
         };
-        if (pool) pool->parallel_for(static_cast<int64_t>(groups.size()), dec);
-        else dec(0, static_cast<int64_t>(groups.size()));
+        if (pool) pool->parallel_for(n_ring + n_groups_sel, dec, 16);
+        else dec(0, n_ring + n_groups_sel);
+        ring_done = true;
       }
     }
+    if (!ring_done) decode_ring(0, n_ring);
     auto body = [&](int64_t t0, int64_t t1) {
       std::vector<const float*> ent;
       // This query's compressed entries, decoded here when there is no chunk-wide union.
-      std::vector<float> sel_rows(sel && slot.empty() ? static_cast<size_t>(K * D) : 0);
+      std::unique_ptr<float[]> sel_rows = sel && slot.empty() && !own_rows ? uninit_floats(int64_t{K} * D) : nullptr;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t p_q = start + t;
         ent.clear();
         for (int64_t p = std::max<int64_t>(0, p_q - win + 1); p <= p_q; ++p) {
           if (p >= start) ent.push_back(kv + (p - start) * D);
-          else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.data() + (p - ring_first) * D);
+          else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.get() + (p - ring_first) * D);
         }
         if (sel)
           for (int k = 0; k < K; ++k) {
@@ -403,7 +439,11 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
               ent.push_back(union_rows.data() + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
               continue;
             }
-            float* row = sel_rows.data() + static_cast<int64_t>(k) * D;
+            if (own_rows) {
+              ent.push_back(own_rows.get() + static_cast<int64_t>(k) * D);
+              continue;
+            }
+            float* row = sel_rows.get() + static_cast<int64_t>(k) * D;
             comp->compressed_row(g, D, row);
             ent.push_back(row);
           }
