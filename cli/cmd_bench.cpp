@@ -190,8 +190,13 @@ int run_bench_cmd(BenchCliOptions& o) {
                 b.model_dir.c_str(), o.probe.c_str());
 
   nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
+  bool out_of_band = false;
   if (!predicted.empty()) {
-    std::printf("  predicted by strata plan (%s), warm medians:\n", o.probe.c_str());
+    // The profile's date: a VM's speed moves over hours, and a profile probed at a faster hour puts
+    // every ratio low (the 8 GB checkpoint on a Zen 5 VM: prefill 0.72 against a morning profile,
+    // 1.00 against one probed just before).
+    std::printf("  predicted by strata plan (%s, probed %s), warm medians:\n", o.probe.c_str(),
+                machine_used && !machine_used->date.empty() ? machine_used->date.c_str() : "at an unknown time");
     std::printf("  %8s %14s %14s %7s %14s %14s %7s\n", "prompt", "prefill pred", "measured", "ratio", "decode pred",
                 "measured", "ratio");
     for (const tools::PredictedSpeed& p : predicted)
@@ -207,7 +212,11 @@ int run_bench_cmd(BenchCliOptions& o) {
                        {"decode_predicted", p.decode_tok_s},
                        {"decode_measured", m.decode_tok_s.median},
                        {"decode_ratio", rd}});
+        if (rp < 0.85 || rp > 1.15 || rd < 0.85 || rd > 1.15) out_of_band = true;
       }
+    if (out_of_band)
+      std::printf("  note: a ratio is outside 0.85-1.15; if the machine's speed has moved since the profile was "
+                  "probed, run strata probe --cache %s and bench again\n", o.probe.c_str());
   }
   // The cold load against the plan's load model (load_cold_s of the plan's placement).
   nlohmann::ordered_json load_cmp;

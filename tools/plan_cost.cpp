@@ -141,7 +141,8 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
   if (index_queries > 0) {
     const double key_ns = many ? r1.index_key_ns : r.index_key_ns;
     t["indexer"] += (index_queries * index_call + index_flops / index_rate + index_key_elems * key_ns * 1e-9) / par;
-    t["indexer"] += decoded_key_elems * r1.key_decode_ns * 1e-9;  // serial, before the queries
+    // Before the queries, split over the pool (model/attention.cpp run_indexer).
+    t["indexer"] += decoded_key_elems * r1.key_decode_ns * 1e-9 / threads;
   }
   if (topk_elems > 0) t["top-k"] += topk_elems * m.topk_ns_per_elem * 1e-9 / topk_div;
   // Elementwise work per token and layer: two mHC sublayers over the hc x dim residual streams,

@@ -302,7 +302,8 @@ void measure_attention(ThreadRates* r, ThreadPool* pool, double budget) {
   const double few = index_seconds(2, 128, 4096, pool, budget / 4);
   const double flops_s = 2.0 * 2 * 128 * 4096 / (r->index_gflops * 1e9);
   r->index_key_ns = std::max(0.0, few - flops_s - r->index_call_us * 1e-6) / (4096.0 * 128) * 1e9;
-  // Packed key decode (kernels::dequant_index_key), serial as the model runs it.
+  // Packed key decode (kernels::dequant_index_key) on one thread; the plan divides it by the
+  // threads the model splits the keys over.
   const int64_t keys = 4096, dim = 128, row = dim / 2 + dim / 32;
   std::vector<uint8_t> packed(static_cast<size_t>(keys * row));
   fill_bytes(packed.data(), packed.size(), 31, [](uint8_t c) { return c; });
