@@ -15,10 +15,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/function_ref.h"
 
 namespace strata {
 
@@ -33,7 +34,8 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n); chunks are at least `grain` long.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+  // fn is a FunctionRef (two pointers, no allocation): a lambda passed here lives until the call returns.
+  void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 1);
 
   // Physical cores of this machine (1 if unknown).
   static int hardware_cores();
@@ -54,7 +56,7 @@ class ThreadPool {
   std::atomic<bool> busy_{false};        // a parallel_for is running (nested calls go inline)
 
   // The job being run (valid while generation_ is even and unchanged).
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int64_t chunk_ = 1;
   int64_t n_chunks_ = 0;

@@ -15,7 +15,10 @@
 #include <type_traits>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "core/status.h"
+#include "kernels/detail/inline_scratch.h"
 #include "kernels/detail/kernel_table.h"
 
 namespace strata::kernels::detail {
@@ -39,6 +42,15 @@ Scratch make_scratch(size_t bytes) {
   return Scratch(static_cast<unsigned char*>(p));
 }
 
+// Decode-sized scratch: a decode step's prepared rows (8 rows of a 5120-wide FP8 input: 80 KiB)
+// stay on the stack, so a decode matvec allocates nothing.
+using DecodeScratch = InlineScratch<96 * 1024>;
+
+// The per-job bookkeeping of a batched pass: inline up to a decode step's job count (8 rows pick
+// at most 48 experts x 2 matrices), so the pass allocates nothing.
+template <class T>
+using JobVector = boost::container::small_vector<T, 96>;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <class W>
@@ -49,7 +61,7 @@ int64_t weight_row_bytes(const W& w) {
   else return 4 * w.in;
 }
 
-void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void run_range(ThreadPool* pool, int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (pool != nullptr) pool->parallel_for(n, fn, grain);
   else fn(0, n);
@@ -58,7 +70,7 @@ void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<v
 template <class W>
 void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
   const size_t act_bytes = f.vec_act_bytes ? (f.vec_act_bytes(w.in) + 63) / 64 * 64 : 0;
-  Scratch act = make_scratch(act_bytes * static_cast<size_t>(n));
+  DecodeScratch act(act_bytes * static_cast<size_t>(n));
   for (int64_t i = 0; i < n && act_bytes != 0; ++i) f.vec_prep(x + i * w.in, w.in, act.get() + i * act_bytes);
   const void* a = act_bytes != 0 ? static_cast<const void*>(act.get()) : static_cast<const void*>(x);
   const size_t stride = act_bytes != 0 ? act_bytes : static_cast<size_t>(w.in) * sizeof(float);
@@ -192,7 +204,7 @@ template <class W>
 void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, ThreadPool* pool) {
   const FormatKernels<W>& f = format_of<W>(level);
   // Decode-sized jobs this level computes itself share the pass; the rest run one by one.
-  std::vector<size_t> vec;
+  JobVector<size_t> vec;
   int64_t total_bytes = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     const LinearJob<W>& job = jobs[j];
@@ -219,8 +231,8 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
   auto stride_of = [&](const LinearJob<W>& job) {
     return prep ? (f.vec_act_bytes(job.w.in) + 63) / 64 * 64 : static_cast<size_t>(job.w.in) * sizeof(float);
   };
-  std::vector<size_t> act_offset(vec.size());
-  std::vector<size_t> owner(vec.size());  // index into vec of the job whose preparation is used
+  JobVector<size_t> act_offset(vec.size());
+  JobVector<size_t> owner(vec.size());  // index into vec of the job whose preparation is used
   size_t act_total = 0;
   for (size_t i = 0; i < vec.size() && prep; ++i) {
     const LinearJob<W>& job = jobs[vec[i]];
@@ -237,7 +249,7 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
       act_total += stride_of(job) * static_cast<size_t>(job.n);
     }
   }
-  Scratch act = make_scratch(act_total);
+  DecodeScratch act(act_total);
   for (size_t i = 0; i < vec.size() && prep; ++i) {
     if (owner[i] != i) continue;
     const LinearJob<W>& job = jobs[vec[i]];
@@ -249,7 +261,7 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
   // (unless a job is smaller), each a whole number of the level's row units.
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
   const int64_t chunk_bytes = std::max(kMinChunkBytes, total_bytes / (4 * n_threads));
-  std::vector<BatchChunk> chunks;
+  JobVector<BatchChunk> chunks;
   for (size_t i = 0; i < vec.size(); ++i) {
     const LinearJob<W>& job = jobs[vec[i]];
     const int64_t unit = f.vec_row_unit;

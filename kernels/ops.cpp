@@ -9,8 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "core/status.h"
 #include "kernels/attention.h"
+#include "kernels/detail/inline_scratch.h"
 #include "kernels/detail/ops_table.h"
 #include "kernels/indexer.h"
 #include "kernels/linear.h"
@@ -41,7 +44,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // a thread-pool hand-off costs about a microsecond).
 constexpr int64_t kMinChunkElements = 16 * 1024;
 
-void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void run_range(ThreadPool* pool, int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (pool != nullptr && n > grain) pool->parallel_for(n, fn, grain);
   else fn(0, n);
@@ -169,18 +172,23 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool, KernelLeve
   const int64_t w = t->lanes, nv = ceil_div(H, w), hp = nv * w;
   // Scratch: q transposed [D, hp], sinks padded [hp], scores/probabilities [m, hp]. Padding heads
   // are zero queries with zero sinks: finite, never written out.
-  std::vector<float> qt(static_cast<size_t>(D * hp), 0.0f), sinks(static_cast<size_t>(hp), 0.0f);
+  // One stack block at decode sizes (64 heads x 512 dims + 640 entries x 64 heads: 293 KiB).
   // Every score is written (attn_scores covers all nv vectors) before it is read: no zero fill,
   // which was a memset of m x hp floats per query and layer on the main thread.
-  std::unique_ptr<float[]> s(new float[static_cast<size_t>(m * hp)]);
+  const size_t qt_n = static_cast<size_t>(D * hp), s_n = static_cast<size_t>(m * hp);
+  detail::InlineScratch<320 * 1024> buf((qt_n + static_cast<size_t>(hp) + s_n) * sizeof(float));
+  float* qt = buf.as<float>();
+  float* sinks = qt + qt_n;
+  float* s = sinks + hp;
+  std::fill(qt, qt + qt_n + hp, 0.0f);
   for (int64_t h = 0; h < H; ++h) {
-    sinks[static_cast<size_t>(h)] = a.sinks[h];
-    for (int64_t d = 0; d < D; ++d) qt[static_cast<size_t>(d * hp + h)] = a.q[h * D + d];
+    sinks[h] = a.sinks[h];
+    for (int64_t d = 0; d < D; ++d) qt[d * hp + h] = a.q[h * D + d];
   }
   auto body = [&](int64_t v0, int64_t v1) {
-    t->attn_scores(qt.data(), hp, D, a.entries, m, a.scale, v0, v1, s.get());
-    t->attn_softmax(s.get(), m, hp, sinks.data(), v0, v1);
-    t->attn_out(s.get(), hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
+    t->attn_scores(qt, hp, D, a.entries, m, a.scale, v0, v1, s);
+    t->attn_softmax(s, m, hp, sinks, v0, v1);
+    t->attn_out(s, hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
   };
   // Split heads only when each thread gets real work (decode at full size: 64 heads x 640 entries).
   const bool split = pool != nullptr && nv > 1 && m * D * H >= 4 * kMinChunkElements;
@@ -275,14 +283,15 @@ int topk_ascending(const float* scores, int64_t n, int k, int32_t* out) {
   uint32_t lower = kNegInfKey + 1;
   if (n > 4 * static_cast<int64_t>(k) && n > 4096) {
     constexpr int64_t kSample = 2048;
-    std::vector<uint32_t> sample(static_cast<size_t>(kSample));
+    boost::container::small_vector<uint32_t, kSample> sample(static_cast<size_t>(kSample));
     for (int64_t i = 0; i < kSample; ++i) sample[static_cast<size_t>(i)] = score_key(scores[i * (n / kSample)]);
     const double expect = static_cast<double>(k) * kSample / static_cast<double>(n);
     const int64_t idx = std::min<int64_t>(kSample - 1, static_cast<int64_t>(expect + 4.0 * std::sqrt(expect) + 8.0));
     std::nth_element(sample.begin(), sample.begin() + idx, sample.end(), std::greater<uint32_t>());
     lower = std::max(lower, sample[static_cast<size_t>(idx)]);
   }
-  std::vector<Cand> cand;
+  // Inline up to the selections of a decode step's indexer (top 512 of a few thousand keys).
+  boost::container::small_vector<Cand, 2048> cand;
   for (;;) {
     cand.clear();
     for (int64_t i = 0; i < n; ++i) {
@@ -297,7 +306,7 @@ int topk_ascending(const float* scores, int64_t n, int k, int32_t* out) {
     for (const Cand& c : cand) out[m++] = c.second;
   } else {
     // The k-th best by (key desc, id asc) is the exact threshold of the selection.
-    std::vector<Cand> sel = cand;
+    boost::container::small_vector<Cand, 2048> sel(cand.begin(), cand.end());
     std::nth_element(sel.begin(), sel.begin() + (k - 1), sel.end(), [](const Cand& a, const Cand& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     });

@@ -13,7 +13,10 @@
 #include <memory>
 #include <vector>
 
+#include "model/attention.h"
 #include "model/config.h"
+#include "model/engram.h"
+#include "model/forward_request.h"
 #include "model/mhc.h"
 #include "model/moe.h"
 #include "model/profile.h"
@@ -21,14 +24,30 @@
 
 namespace strata::model {
 
-struct AttentionScratch;
-
 // The buffers of one block (model::Model::block_forward): u/f [rows, dim] sublayer input/output,
 // the two mHC sites' coefficients, the MoE's buffers.
 struct BlockScratch {
   std::vector<float> u, f;
   HcMix attn_mix, ffn_mix;
   MoeScratch moe;
+};
+
+// Model::forward's per-step bookkeeping, reused: with it a decode step allocates nothing per layer
+// and, beyond the store's Engram fetch handles (one per Engram layer), nothing per step.
+struct ForwardScratch {
+  struct Span {
+    ForwardEntry* e;
+    int64_t row0, n, start;  // rows in the batch; position of the first
+  };
+  std::vector<Span> spans;                    // the batch's entries, decode entries first
+  std::vector<int64_t> erows, erows_part, engram_layer_rows;  // Engram row ids
+  std::vector<std::vector<uint32_t>> classes;  // [entry] Engram token classes to append
+  std::vector<std::unique_ptr<store::EngramFetch>> efetch;
+  std::vector<AttentionShared> shared;         // [entry] index selections down the stack
+  std::vector<AttentionEntry> aentries;
+  std::vector<int> first_nonfinite;
+  std::vector<int64_t> want, first_want;       // head rows, entry by entry
+  std::vector<char> finite;
 };
 
 class Activations {
@@ -51,6 +70,8 @@ class Activations {
   std::vector<float> x, pre_mix, head_x, head_pm, h, logits;
   BlockScratch block;
   std::unique_ptr<AttentionScratch> attn;
+  EngramScratch engram;
+  ForwardScratch fwd;
 };
 
 }  // namespace strata::model

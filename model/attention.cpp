@@ -14,10 +14,22 @@ namespace strata::model {
 
 namespace {
 
-// Rows that are written before they are read, without a vector's zero fill: a lone query's
-// selection (index_topk x head_dim floats, 256 KiB on the 8 GB scaled checkpoint) was a memset per
-// layer and token.
-std::unique_ptr<float[]> uninit_floats(int64_t n) { return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]); }
+// Room for n values in a scratch vector that only grows: filled where it grows (once), never
+// again, so the rows written before they are read cost no memset per layer and token (a lone
+// query's selection is index_topk x head_dim floats, 256 KiB on the 8 GB scaled checkpoint).
+template <class T>
+T* room(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+// v = n copies of `value`, its capacity grown geometrically: buffers that grow with the context by
+// one group every few tokens (assign alone would reallocate at each new group).
+template <class T>
+void assign_grow(std::vector<T>& v, size_t n, T value) {
+  if (v.capacity() < n) v.reserve(std::max(n, 2 * v.capacity()));
+  v.assign(n, value);
+}
 
 void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, double eps) {
   for (int64_t t = 0; t < n; ++t) rms_norm(x + t * d, d, w.data(), eps, x + t * d);
@@ -26,18 +38,22 @@ void rms_norm_rows(float* x, int64_t n, int64_t d, const std::vector<float>& w, 
 }  // namespace
 
 void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
-                             uint8_t* keep) {
+                             uint8_t* keep, std::vector<float>* block_max, std::vector<int32_t>* order_buf) {
   std::fill(keep, keep + width, 0);
   if (n_visible <= 0) return;
   const int64_t nb = (n_visible + block_size - 1) / block_size;
-  std::vector<float> bs(static_cast<size_t>(nb), -INFINITY);
+  std::vector<float> bs_local;
+  std::vector<float>& bs = block_max ? *block_max : bs_local;
+  assign_grow(bs, static_cast<size_t>(nb), -INFINITY);
   for (int64_t i = 0; i < n_visible; ++i) {
     float& b = bs[static_cast<size_t>(i / block_size)];
     b = std::max(b, scores[i]);
   }
   // The block holding the newest position is only partly filled: always keep it.
   bs[static_cast<size_t>((n_visible - 1) / block_size)] = INFINITY;
-  std::vector<int32_t> order(static_cast<size_t>(nb));
+  std::vector<int32_t> order_local;
+  std::vector<int32_t>& order = order_buf ? *order_buf : order_local;
+  order.resize(static_cast<size_t>(nb));
   std::iota(order.begin(), order.end(), 0);
   const int64_t m = std::min<int64_t>(topk_blocks, nb);
   std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](int32_t a, int32_t b) {
@@ -80,7 +96,6 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
     lc.kv_state.assign(static_cast<size_t>(ratio * D), 0.0f);
     lc.score_state.assign(static_cast<size_t>(ratio * D), -INFINITY);
   }
-  std::vector<float> pooled(static_cast<size_t>(D));
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = start + t;
     const int slot = static_cast<int>(pos % ratio);
@@ -88,7 +103,11 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
     std::copy(kv + t * D, kv + (t + 1) * D, lc.kv_state.begin() + slot * D);
     std::copy(score + t * D, score + (t + 1) * D, lc.score_state.begin() + slot * D);
     if (slot != ratio - 1) continue;
-    // Softmax over the group's tokens, per channel, then the gated sum (model.py Compressor.forward).
+    // Softmax over the group's tokens, per channel, then the gated sum (model.py Compressor.forward),
+    // pooled in place in the new latent row, then normed in place.
+    const size_t off = latents->size();
+    latents->resize(off + static_cast<size_t>(D));
+    float* pooled = latents->data() + off;
     for (int64_t d = 0; d < D; ++d) {
       float mx = -INFINITY;
       for (int s = 0; s < ratio; ++s) mx = std::max(mx, lc.score_state[static_cast<size_t>(s * D + d)]);
@@ -97,11 +116,9 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
       float acc = 0.0f;
       for (int s = 0; s < ratio; ++s)
         acc += lc.kv_state[static_cast<size_t>(s * D + d)] * (std::exp(lc.score_state[static_cast<size_t>(s * D + d)] - mx) / den);
-      pooled[static_cast<size_t>(d)] = acc;
+      pooled[d] = acc;
     }
-    const size_t off = latents->size();
-    latents->resize(off + static_cast<size_t>(D));
-    rms_norm(pooled.data(), D, w.comp_norm.data(), c.norm_eps, latents->data() + off);
+    rms_norm(pooled, D, w.comp_norm.data(), c.norm_eps, pooled);
   }
   return first_group;
 }
@@ -114,13 +131,13 @@ namespace {
 // entries keep the by-count choice.
 void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const RopeTable& rope, const float* latents,
                        int64_t n_new, int64_t first_group, int ratio, LayerKvCache& lc, ThreadPool* pool,
-                       kernels::RowPath path) {
+                       kernels::RowPath path, std::vector<float>& k_buf) {
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
-  std::vector<float> k(static_cast<size_t>(n_new * id));
-  w.idx_wk.apply(latents, n_new, k.data(), pool,
+  float* k = room(k_buf, n_new * id);
+  w.idx_wk.apply(latents, n_new, k, pool,
                  path == kernels::RowPath::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kAuto);
   for (int64_t g = 0; g < n_new; ++g) {
-    float* kg = k.data() + g * id;
+    float* kg = k + g * id;
     rms_norm(kg, id, w.idx_k_norm.data(), c.norm_eps, kg);
     rope.apply(kg + id - rd, (first_group + g) * ratio);  // a latent sits at its group's first token
     // ROUNDING: FP4 E2M1 with a ue8m0 scale per 32 (model.py Indexer.forward, fp4_act_quant), stored
@@ -133,7 +150,8 @@ void append_index_keys(const ModelConfig& c, const AttentionWeights& w, const Ro
 // their index queries q [n, ih * id] (idx_wq_b(qr), before RoPE; rotated and quantised here in
 // place) and head weights wts [n, ih] (idx_weights_proj(x), unscaled; scaled here in place).
 void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cache, AttentionShared& sh, int layer,
-                 float* q, float* wts, int64_t n, int64_t start, ThreadPool* pool, Observer* obs) {
+                 float* q, float* wts, int64_t n, int64_t start, ThreadPool* pool, Observer* obs,
+                 AttentionEntryScratch& es) {
   const int ratio = c.compress_ratio(layer);
   const int ih = c.index_n_heads;
   const int64_t id = c.index_head_dim, rd = c.rope_head_dim;
@@ -149,9 +167,9 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
   STRATA_CHECK(key_cache.index_keys.size() >= max_vis, "indexer: index keys behind the queries");
   // The owner's keys decoded once for the chunk (exact: the stored FP4 values); over the pool, as
   // the scores below are (a lone decode query's keys were serial work between pool passes).
-  std::vector<float> keys(static_cast<size_t>(max_vis * id));
+  float* keys = room(es.keys, max_vis * id);
   auto decode_keys = [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) key_cache.index_key(g, id, keys.data() + g * id);
+    for (int64_t g = g0; g < g1; ++g) key_cache.index_key(g, id, keys + g * id);
   };
   if (pool) pool->parallel_for(max_vis, decode_keys, 64);
   else decode_keys(0, max_vis);
@@ -161,13 +179,14 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
   const bool use_cand = c.uses_candidates(layer);
   if (cand_source) {
     sh.cand_width = max_vis;
-    sh.candidates.assign(static_cast<size_t>(n * max_vis), 0);
+    assign_grow(sh.candidates, static_cast<size_t>(n * max_vis), uint8_t{0});
     sh.have_candidates = true;
   }
   STRATA_CHECK(!use_cand || sh.have_candidates, "indexer uses candidates but no candidate source ran");
 
-  auto body = [&](int64_t t0, int64_t t1) {
-    std::vector<float> score(static_cast<size_t>(std::max<int64_t>(max_vis, 1)));
+  // score [max_vis]: the entry's scratch when one thread runs the queries, a chunk's own otherwise.
+  // block_max/order: select_candidate_blocks' scratch (the entry's, or null in parallel chunks).
+  auto queries = [&](int64_t t0, int64_t t1, float* score, std::vector<float>* block_max, std::vector<int32_t>* order) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pos = start + t;
       float* qt = q + t * ih * id;
@@ -178,20 +197,26 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
       const float* wt = wts + t * ih;
       // score[g] = sum_h w_h * relu(q_h . k_g), heads and dims in order (kernels/indexer.h: bit for bit
       // the scalar loop at every level; keys split over the pool in decode).
-      kernels::index_scores(kernels::IndexScoreArgs{qt, wt, ih, id, keys.data(), id, n_vis, score.data()}, pool);
+      kernels::index_scores(kernels::IndexScoreArgs{qt, wt, ih, id, keys, id, n_vis, score}, pool);
       if (cand_source) {
-        select_candidate_blocks(score.data(), n_vis, sh.cand_width, c.candidate_topk_blocks, c.candidate_block_size,
-                                sh.candidates.data() + t * sh.cand_width);
+        select_candidate_blocks(score, n_vis, sh.cand_width, c.candidate_topk_blocks, c.candidate_block_size,
+                                sh.candidates.data() + t * sh.cand_width, block_max, order);
       } else if (use_cand) {
         const uint8_t* keep = sh.candidates.data() + t * sh.cand_width;
         for (int64_t g = 0; g < n_vis; ++g)
-          if (!keep[g]) score[static_cast<size_t>(g)] = -INFINITY;
+          if (!keep[g]) score[g] = -INFINITY;
       }
-      kernels::topk_ascending(score.data(), n_vis, K, sh.topk.data() + t * K);  // = topk_ascending, O(n)
+      kernels::topk_ascending(score, n_vis, K, sh.topk.data() + t * K);  // = topk_ascending, O(n)
     }
   };
-  if (pool && n > 1) pool->parallel_for(n, body);
-  else body(0, n);
+  if (pool && n > 1) {
+    pool->parallel_for(n, [&](int64_t t0, int64_t t1) {
+      std::vector<float> score(static_cast<size_t>(std::max<int64_t>(max_vis, 1)));
+      queries(t0, t1, score.data(), nullptr, nullptr);
+    });
+  } else {
+    queries(0, n, room(es.score, std::max<int64_t>(max_vis, 1)), &es.block_max, &es.block_order);
+  }
 
   if (obs) {
     std::vector<int64_t> ids(sh.topk.begin(), sh.topk.end());
@@ -208,17 +233,17 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
 // (RoPE'd, FP4) and, at index-key owners, their index keys. Advances the compressor frontier.
 void update_compressed(const ModelConfig& c, const RopeTable& rope, LayerKvCache& lc, int layer,
                        const AttentionWeights& w, const float* kv, const float* score, int64_t n, int64_t start,
-                       ThreadPool* pool, Observer* obs, KvUndoLog* undo = nullptr,
+                       ThreadPool* pool, Observer* obs, AttentionEntryScratch& es, KvUndoLog* undo = nullptr,
                        kernels::RowPath path = kernels::RowPath::kAuto) {
   const int64_t D = c.head_dim, rd = c.rope_head_dim;
   const int ratio = c.compress_ratio(layer);
   STRATA_CHECK(lc.comp_pos == start, "compressor frontier is not at the chunk start");
-  std::vector<float> latents;
+  std::vector<float>& latents = es.latents;
   const int64_t first = compress_rows(c, layer, w, kv, score, n, start, lc, &latents, undo);
   const int64_t n_new = static_cast<int64_t>(latents.size()) / D;
   if (obs && n_new > 0) obs->tensor("compressor_latent", layer, latents, {n_new, D});
   // The indexer needs the latent before RoPE, so index keys come first (model.py _compress_kv).
-  if (c.owns_index_keys(layer) && n_new > 0) append_index_keys(c, w, rope, latents.data(), n_new, first, ratio, lc, pool, path);
+  if (c.owns_index_keys(layer) && n_new > 0) append_index_keys(c, w, rope, latents.data(), n_new, first, ratio, lc, pool, path, es.index_k);
   for (int64_t g = 0; g < n_new; ++g) {
     float* lg = latents.data() + g * D;
     rope.apply(lg + D - rd, (first + g) * ratio);
@@ -242,8 +267,9 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
     score.resize(static_cast<size_t>(n * D));
     w.comp_wgate.apply(x, n, score.data(), ctx.pool);
   }
+  AttentionEntryScratch es;
   update_compressed(c, ctx.rope, ctx.cache.layers[static_cast<size_t>(layer)], layer, w, kv.data(), score.data(), n,
-                    start, ctx.pool, ctx.obs);
+                    start, ctx.pool, ctx.obs, es);
 }
 
 void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out) {
@@ -255,16 +281,21 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   const int64_t N = rows.n;
   AttentionScratch& sc = b.scratch;
   // The position of every row of the batch.
-  std::vector<int64_t> pos(static_cast<size_t>(N));
+  int64_t* pos = room(sc.pos, N);
   for (const AttentionEntry& e : b.entries)
-    for (int64_t t = 0; t < e.n; ++t) pos[static_cast<size_t>(e.row0 + t)] = e.start + t;
+    for (int64_t t = 0; t < e.n; ++t) pos[e.row0 + t] = e.start + t;
+  if (sc.entries.size() < b.entries.size()) sc.entries.resize(b.entries.size());
+  auto scratch_of = [&](const AttentionEntry& e) -> AttentionEntryScratch& {
+    return sc.entries[static_cast<size_t>(&e - b.entries.data())];
+  };
 
   // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
   sc.qr.resize(static_cast<size_t>(N * qrank));
   sc.kv.resize(static_cast<size_t>(N * D));
   if (w.wq_a.kind == Linear::Kind::kFp8 && w.wkv.kind == Linear::Kind::kFp8) {
     // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both.
-    std::vector<kernels::LinearJob<kernels::Fp8Weight>> first;
+    std::vector<kernels::LinearJob<kernels::Fp8Weight>>& first = sc.fp8_jobs;
+    first.clear();
     add_linear_jobs(&first, x, rows, w.wq_a.fp8, sc.qr.data());
     add_linear_jobs(&first, x, rows, w.wkv.fp8, sc.kv.data());
     kernels::linear_fp8_batch(first, b.pool);
@@ -283,7 +314,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   sc.q.resize(static_cast<size_t>(N * H * D));
   w.wq_b.apply(sc.qr.data(), rows, sc.q.data(), b.pool);
   for (int64_t t = 0; t < N; ++t)
-    for (int h = 0; h < H; ++h) b.rope.apply(sc.q.data() + (t * H + h) * D + D - rd, pos[static_cast<size_t>(t)]);
+    for (int h = 0; h < H; ++h) b.rope.apply(sc.q.data() + (t * H + h) * D + D - rd, pos[t]);
 
   // Window KV: kv_norm(wkv(x)), RoPE, then E4M3 over the whole post-RoPE vector. The rows attend to
   // the decoded codes, which are what the ring keeps.
@@ -291,7 +322,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   sc.kvq.resize(static_cast<size_t>(N * wrow));
   rms_norm_rows(sc.kv.data(), N, D, w.kv_norm, c.norm_eps);
   for (int64_t t = 0; t < N; ++t) {
-    b.rope.apply(sc.kv.data() + t * D + D - rd, pos[static_cast<size_t>(t)]);
+    b.rope.apply(sc.kv.data() + t * D + D - rd, pos[t]);
     // ROUNDING: FP8 E4M3, ue8m0 per 32 (model.py Attention._window_kv act_quant in place).
     encode_window_row(sc.kv.data() + t * D, D, sc.kvq.data() + t * wrow);
     decode_window_row(sc.kvq.data() + t * wrow, D, sc.kv.data() + t * D);
@@ -327,18 +358,20 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     // first decoder layer's compressor over every prompt token, then the decoder over the tail).
     if (compress && lc.comp_pos == e.start)
       update_compressed(c, b.rope, lc, layer, w, sc.comp_kv.data() + e.row0 * D,
-                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, pool, b.obs, e.undo, e.path);
+                        ratio > 1 ? sc.comp_score.data() + e.row0 * D : nullptr, e.n, e.start, pool, b.obs, scratch_of(e),
+                        e.undo, e.path);
     STRATA_CHECK(!compress || lc.comp_pos == e.start + e.n, "compressor frontier is not at the chunk end");
     if (index)
       run_indexer(c, b.rope, *e.cache, *e.shared, layer, sc.idx_q.data() + e.row0 * iw,
-                  sc.idx_w.data() + e.row0 * c.index_n_heads, e.n, e.start, pool, b.obs);
+                  sc.idx_w.data() + e.row0 * c.index_n_heads, e.n, e.start, pool, b.obs, scratch_of(e));
     STRATA_CHECK(e.shared->have_topk, "compressed layer without an index source before it");
   };
   // Decode entries (one row each) side by side over the pool, each serial inside: a lone row's
   // selection is too small to split (a pool pass per entry and layer left the other thread idle
   // between them); prompt chunks one after another, each split over the pool. An observer sees
   // the entries in order, so with one they all run in order.
-  std::vector<const AttentionEntry*> one_row;
+  std::vector<const AttentionEntry*>& one_row = sc.one_row;
+  one_row.clear();
   for (const AttentionEntry& e : b.entries) {
     if (e.n == 1 && b.pool && !b.obs) one_row.push_back(&e);
     else select_entry(e, b.pool);
@@ -361,41 +394,33 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   const int src = ratio > 0 ? c.kv_source_of(layer) : -1;
   // One entry's queries, with `pool` for its own parallelism (null: serial).
   auto attend_entry = [&](const AttentionEntry& e, ThreadPool* pool) {
+    AttentionEntryScratch& es = scratch_of(e);
     const LayerKvCache& lc = e.cache->layers[static_cast<size_t>(layer)];
     const int64_t n = e.n, start = e.start;
     const float* kv = sc.kv.data() + e.row0 * D;
     const int64_t ring_first = std::max<int64_t>(0, start - win + 1), n_ring = start - ring_first;
-    std::unique_ptr<float[]> ring = uninit_floats(n_ring * D);
-    auto decode_ring = [&](int64_t i0, int64_t i1) {
-      for (int64_t p = ring_first + i0; p < ring_first + i1; ++p)
-        if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring.get() + (p - ring_first) * D);
-    };
+    if (es.ring.empty()) es.ring.resize(static_cast<size_t>(win * D));  // the ring's most, at once
+    float* ring = room(es.ring, n_ring * D);
     const LayerKvCache* comp = ratio > 0 ? &e.cache->layers[static_cast<size_t>(src)] : nullptr;
     const int32_t* sel = ratio > 0 ? e.shared->topk.data() : nullptr;
-    std::vector<int32_t> slot;
-    std::vector<float> union_rows;
-    // The ring and the selected groups (a chunk's union, or a lone query's own selection) are
-    // decoded once, over the pool: a lone decode query's ~100-640 rows, decoded on the main thread
-    // while the pool's worker waited, were 2.8% of the main thread's decode samples on the 8 GB
-    // scaled checkpoint at 2 threads (perf, dwarf call graphs).
-    bool ring_done = false;
-    std::unique_ptr<float[]> own_rows;  // n == 1 with a pool: row k is the query's k-th selected group
-    if (sel && n == 1 && pool != nullptr) {
-      own_rows = uninit_floats(int64_t{K} * D);
-      pool->parallel_for(
-          n_ring + K,
-          [&](int64_t i0, int64_t i1) {
-            decode_ring(std::min(i0, n_ring), std::min(i1, n_ring));
-            for (int64_t k = std::max(i0, n_ring) - n_ring; k < i1 - n_ring; ++k)
-              if (sel[k] >= 0) comp->compressed_row(sel[k], D, own_rows.get() + k * D);
-          },
-          16);
-      ring_done = true;
-    } else if (sel && n > 1) {
+    // The compressed rows the queries read, decoded once each: a lone query's own selection (row k
+    // = its k-th pick), or a chunk's union of selections (row slot[g] = group g). Past a cap on the
+    // union's size (very long contexts) each query of a chunk decodes its own selection instead.
+    const bool lone = sel != nullptr && n == 1;
+    std::vector<int32_t>& slot = es.slot;
+    std::vector<int32_t>& groups = es.groups;
+    slot.clear();
+    groups.clear();
+    bool per_query = false;
+    const int32_t* to_decode = nullptr;
+    int64_t n_decode = 0;
+    if (lone) {
+      to_decode = sel;
+      n_decode = K;
+    } else if (sel) {
       const int64_t n_groups = comp->compressed.size();
       const int64_t cap = std::max<int64_t>(4096, (int64_t{64} << 20) / (D * static_cast<int64_t>(sizeof(float))));
       slot.assign(static_cast<size_t>(n_groups), -1);
-      std::vector<int32_t> groups;
       for (int64_t i = 0; i < n * K && static_cast<int64_t>(groups.size()) <= cap; ++i) {
         const int32_t g = sel[i];
         if (g >= 0 && slot[static_cast<size_t>(g)] < 0) {
@@ -403,49 +428,48 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
           groups.push_back(g);
         }
       }
-      if (static_cast<int64_t>(groups.size()) > cap) {
-        slot.clear();
-      } else {
-        union_rows.resize(groups.size() * static_cast<size_t>(D));
-        const int64_t n_groups_sel = static_cast<int64_t>(groups.size());
-        // Items [0, n_ring) are ring positions, the rest union groups.
-        auto dec = [&](int64_t i0, int64_t i1) {
-          decode_ring(std::min(i0, n_ring), std::min(i1, n_ring));
-          for (int64_t i = std::max(i0, n_ring) - n_ring; i < i1 - n_ring; ++i)
-            comp->compressed_row(groups[static_cast<size_t>(i)], D, union_rows.data() + i * D);
-        };
-        if (pool) pool->parallel_for(n_ring + n_groups_sel, dec, 16);
-        else dec(0, n_ring + n_groups_sel);
-        ring_done = true;
+      per_query = static_cast<int64_t>(groups.size()) > cap;
+      if (!per_query) {
+        to_decode = groups.data();
+        n_decode = static_cast<int64_t>(groups.size());
       }
     }
-    if (!ring_done) decode_ring(0, n_ring);
-    auto body = [&](int64_t t0, int64_t t1) {
-      std::vector<const float*> ent;
-      // This query's compressed entries, decoded here when there is no chunk-wide union.
-      std::unique_ptr<float[]> sel_rows = sel && slot.empty() && !own_rows ? uninit_floats(int64_t{K} * D) : nullptr;
+    float* comp_rows = room(es.comp_rows, n_decode * D);
+    // The ring and those rows in one pass over the pool (items [0, n_ring) are ring positions):
+    // a lone decode query's ~100-640 rows, decoded on the main thread while the pool's worker
+    // waited, were 2.8% of the main thread's decode samples on the 8 GB scaled checkpoint at 2
+    // threads (perf, dwarf call graphs).
+    auto decode = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < std::min(i1, n_ring); ++i) {
+        const int64_t p = ring_first + i;
+        if (lc.window_pos[static_cast<size_t>(p % win)] == p) lc.window_row(p % win, D, ring + i * D);
+      }
+      for (int64_t k = std::max(i0, n_ring) - n_ring; k < i1 - n_ring; ++k)
+        if (to_decode[k] >= 0) comp->compressed_row(to_decode[k], D, comp_rows + k * D);
+    };
+    if (pool) pool->parallel_for(n_ring + n_decode, decode, 16);
+    else decode(0, n_ring + n_decode);
+    // Queries [t0, t1): `ent` their entry list, `own` [K, D] rows for a per-query selection.
+    auto queries = [&](int64_t t0, int64_t t1, std::vector<const float*>& ent, float* own) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t p_q = start + t;
         ent.clear();
         for (int64_t p = std::max<int64_t>(0, p_q - win + 1); p <= p_q; ++p) {
           if (p >= start) ent.push_back(kv + (p - start) * D);
-          else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring.get() + (p - ring_first) * D);
+          else if (lc.window_pos[static_cast<size_t>(p % win)] == p) ent.push_back(ring + (p - ring_first) * D);
         }
         if (sel)
           for (int k = 0; k < K; ++k) {
             const int32_t g = sel[t * K + k];
             if (g < 0) continue;
-            if (!slot.empty()) {
-              ent.push_back(union_rows.data() + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
-              continue;
+            if (lone) {
+              ent.push_back(comp_rows + static_cast<int64_t>(k) * D);
+            } else if (!per_query) {
+              ent.push_back(comp_rows + static_cast<int64_t>(slot[static_cast<size_t>(g)]) * D);
+            } else {
+              comp->compressed_row(g, D, own + static_cast<int64_t>(k) * D);
+              ent.push_back(own + static_cast<int64_t>(k) * D);
             }
-            if (own_rows) {
-              ent.push_back(own_rows.get() + static_cast<int64_t>(k) * D);
-              continue;
-            }
-            float* row = sel_rows.get() + static_cast<int64_t>(k) * D;
-            comp->compressed_row(g, D, row);
-            ent.push_back(row);
           }
         const int64_t m = static_cast<int64_t>(ent.size());
         float* ot = sc.o.data() + (e.row0 + t) * H * D;
@@ -460,13 +484,22 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
         }
       }
     };
-    if (pool && n > 1) pool->parallel_for(n, body);
-    else body(0, n);
+    if (pool && n > 1) {
+      // Prompt chunks: query ranges over the pool, each with its own lists.
+      pool->parallel_for(n, [&](int64_t t0, int64_t t1) {
+        std::vector<const float*> ent;
+        std::unique_ptr<float[]> own = per_query ? std::make_unique_for_overwrite<float[]>(static_cast<size_t>(K * D)) : nullptr;
+        queries(t0, t1, ent, own.get());
+      });
+    } else {
+      queries(0, n, es.ent, per_query ? room(es.query_rows, int64_t{K} * D) : nullptr);
+    }
   };
   // Entries of one query (decode rows) run side by side over the pool, each serial inside; longer
   // entries (prompt chunks) one after another, each split over the pool. Either way a query's
   // result is the same (kernels/attention.h: bit for bit the scalar loop).
-  std::vector<const AttentionEntry*> singles;
+  std::vector<const AttentionEntry*>& singles = sc.singles;
+  singles.clear();
   for (const AttentionEntry& e : b.entries) {
     if (e.n == 1) singles.push_back(&e);
     else attend_entry(e, b.pool);
@@ -488,7 +521,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
       lc.window_pos[static_cast<size_t>(slot)] = e.start + t;
     }
   }
-  attention_output(c, w, sc.o.data(), rows, out, b.pool, sc.ocat);
+  attention_output(c, w, sc.o.data(), rows, out, b.pool, sc);
   if (b.obs) {
     // o [N, H * D] is [N * G, H * D / G]: row (t, g) is what group g of token t feeds wo_a.
     b.obs->linear_input("attn.wo_a", layer, -1, std::span<const float>(sc.o.data(), static_cast<size_t>(N * H * D)),
@@ -501,12 +534,13 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
                       ThreadPool* pool) {
-  std::vector<float> ocat;
-  attention_output(c, w, o, Rows{n, -1}, out, pool, ocat);
+  AttentionScratch sc;
+  attention_output(c, w, o, Rows{n, -1}, out, pool, sc);
 }
 
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, Rows rows, float* out,
-                      ThreadPool* pool, std::vector<float>& ocat) {
+                      ThreadPool* pool, AttentionScratch& sc) {
+  std::vector<float>& ocat = sc.ocat;
   // Grouped low-rank output: group g's heads through wo_a[g] (bf16, no activation quantisation),
   // then wo_b (FP8).
   const int H = c.n_heads;
@@ -518,17 +552,19 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
     // Decode-sized batches: every group's rows gathered ([G, n, gin]) and run as one job per group
     // in one pool pass, each group's weights read once for all rows. BF16 in the reference order:
     // the same bits as the loop below, in any regime.
-    std::vector<float> og(static_cast<size_t>(G * n * gin)), yg(static_cast<size_t>(G * n * R));
-    std::vector<kernels::LinearJob<kernels::Bf16Weight>> parts;
+    float* og = room(sc.og, G * n * gin);
+    float* yg = room(sc.yg, G * n * R);
+    std::vector<kernels::LinearJob<kernels::Bf16Weight>>& parts = sc.bf16_jobs;
+    parts.clear();
     for (int g = 0; g < G; ++g) {
-      for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og.data() + (g * n + t) * gin);
-      parts.push_back({og.data() + g * n * gin, n, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
-                       yg.data() + g * n * R,
+      for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og + (g * n + t) * gin);
+      parts.push_back({og + g * n * gin, n, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
+                       yg + g * n * R,
                        !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto});
     }
     kernels::linear_bf16_batch(parts, pool);
     for (int g = 0; g < G; ++g)
-      for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + (g * n + t) * R, R, ocat.data() + t * G * R + g * R);
+      for (int64_t t = 0; t < n; ++t) std::copy_n(yg + (g * n + t) * R, R, ocat.data() + t * G * R + g * R);
     w.wo_b.apply(ocat.data(), rows, out, pool);
     return;
   }

@@ -40,12 +40,6 @@ struct AttentionShared {
   bool have_topk = false, have_candidates = false;
 };
 
-// Reused buffers of the attention sublayer (owned by model::Activations).
-struct AttentionScratch {
-  std::vector<float> qr, kv, q, o, ocat, comp_kv, comp_score, idx_q, idx_w;
-  std::vector<uint8_t> kvq;
-};
-
 struct AttentionContext {
   const ModelConfig& c;
   const RopeTable& rope;     // this layer's table (compressed layers: YaRN / compress_rope_theta)
@@ -63,6 +57,31 @@ struct AttentionEntry {
   int64_t row0 = 0, n = 0, start = 0;
   kernels::RowPath path = kernels::RowPath::kAuto;  // its rows' regime (per-entry linears)
   KvUndoLog* undo = nullptr;  // saves the compressor slots this entry overwrites (may be null)
+};
+
+// Reused buffers of the attention sublayer (owned by model::Activations).
+// One entry's buffers: decode entries run side by side over the pool, so each has its own. They
+// grow to the largest use and never shrink (vectors are filled only where they grow), so a decode
+// step allocates nothing once one step of its size has run (issue: "no allocation per layer").
+struct AttentionEntryScratch {
+  std::vector<float> ring;        // [n_ring, head_dim] decoded window positions before the entry
+  std::vector<float> comp_rows;   // [index_topk or groups, head_dim] selected compressed rows, decoded
+  std::vector<float> query_rows;  // [index_topk, head_dim] one query's selection (very long contexts)
+  std::vector<int32_t> slot, groups;  // a chunk's union: group -> row, rows -> group
+  std::vector<const float*> ent;  // one query's attention entries
+  std::vector<float> latents, index_k, keys, score;  // compressor and indexer
+  std::vector<float> block_max;                      // candidate blocks (select_candidate_blocks)
+  std::vector<int32_t> block_order;
+};
+
+struct AttentionScratch {
+  std::vector<float> qr, kv, q, o, ocat, comp_kv, comp_score, idx_q, idx_w, og, yg;
+  std::vector<uint8_t> kvq;
+  std::vector<int64_t> pos;
+  std::vector<const AttentionEntry*> one_row, singles;
+  std::vector<kernels::LinearJob<kernels::Fp8Weight>> fp8_jobs;
+  std::vector<kernels::LinearJob<kernels::Bf16Weight>> bf16_jobs;
+  std::vector<AttentionEntryScratch> entries;  // [batch entries]
 };
 
 // A batch through one attention sublayer (model/forward_request.h). The projections (wq_a, wkv,
@@ -97,9 +116,10 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
 // Source: model.py Attention.forward (the einsum over o_groups, wo_b).
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, int64_t n, float* out,
                       ThreadPool* pool);
-// The same over the rows of a batch, wo_b in each part's regime; `ocat` is scratch.
+// The same over the rows of a batch, wo_b in each part's regime; sc.ocat holds the concatenated
+// groups (the observer reads them), sc.og/yg/bf16_jobs are scratch.
 void attention_output(const ModelConfig& c, const AttentionWeights& w, const float* o, Rows rows, float* out,
-                      ThreadPool* pool, std::vector<float>& ocat);
+                      ThreadPool* pool, AttentionScratch& sc);
 
 // ---- pieces (exposed for tests) -----------------------------------------------------------------
 
@@ -118,7 +138,9 @@ int64_t compress_rows(const ModelConfig& c, int layer, const AttentionWeights& w
 // positions), keeps the top `topk_blocks` blocks of `block_size` by their max, the newest block
 // always; writes keep[0..width) (width >= n_visible; whole kept blocks are marked, as the reference's
 // mask is).
+// `block_max`, `order` (may be null) are scratch.
 void select_candidate_blocks(const float* scores, int64_t n_visible, int64_t width, int topk_blocks, int block_size,
-                             uint8_t* keep);
+                             uint8_t* keep, std::vector<float>* block_max = nullptr,
+                             std::vector<int32_t>* order = nullptr);
 
 }  // namespace strata::model

@@ -11,12 +11,14 @@
 namespace strata::model {
 
 Status engram_start(const ModelConfig& c, std::span<const BlockWeights> layers, store::WeightStore& store,
-                    std::span<const int64_t> rows, int64_t n, std::vector<std::unique_ptr<store::EngramFetch>>* out) {
+                    std::span<const int64_t> rows, int64_t n, std::vector<std::unique_ptr<store::EngramFetch>>* out,
+                    std::vector<int64_t>* layer_rows_buf) {
   const int cols = c.engram_n_cols();
   const int ne = static_cast<int>(c.engram_layer_ids.size());
   out->clear();
   out->resize(static_cast<size_t>(ne));
-  std::vector<int64_t> layer_rows(static_cast<size_t>(n * cols));
+  std::vector<int64_t>& layer_rows = *layer_rows_buf;
+  layer_rows.resize(static_cast<size_t>(n * cols));
   // In layer order: the first Engram layer's rows are needed first.
   for (const BlockWeights& bw : layers) {
     if (!bw.has_engram) continue;
@@ -38,8 +40,11 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
 }
 
 Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::EngramFetch& fetch,
-                      int64_t n_fetched, Rows rows, float* x, ThreadPool* pool, Observer* obs, ForwardProfile* prof) {
+                      int64_t n_fetched, Rows rows, float* x, ThreadPool* pool, Observer* obs, ForwardProfile* prof,
+                      EngramScratch* scratch) {
   const int64_t n = rows.n;
+  EngramScratch local;
+  EngramScratch& sc = scratch ? *scratch : local;
   ScopedNs timer(prof ? &prof->engram_ns : nullptr);
   const int cols = c.engram_n_cols();
   const int64_t hd = c.engram_head_dim, dim = c.dim;
@@ -48,7 +53,10 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
   const int hc = c.hc_mult;
   const int64_t n_rows = n * cols;
   const int64_t skip = (n_fetched - n) * cols;  // rows of tokens that bounded replay dropped
-  std::vector<uint8_t> codes(static_cast<size_t>(n_fetched * cols * rb)), scales(static_cast<size_t>(n_fetched * cols * ns));
+  std::vector<uint8_t>& codes = sc.codes;
+  std::vector<uint8_t>& scales = sc.scales;
+  codes.resize(static_cast<size_t>(n_fetched * cols * rb));
+  scales.resize(static_cast<size_t>(n_fetched * cols * ns));
   Status s = fetch.wait(codes.data(), scales.data());
   if (!s.ok()) return s.with_context("Engram layer " + std::to_string(layer));
   if (skip > 0) {
@@ -57,7 +65,8 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
   }
 
   // Dequantise: e4m3 * 2^k per 32 values is exact in f32 (and in bf16, as the reference casts).
-  std::vector<float> emb(static_cast<size_t>(n_rows * hd));
+  std::vector<float>& emb = sc.emb;
+  emb.resize(static_cast<size_t>(n_rows * hd));
   kernels::QuantType qt;
   if (dtype_is_block_quant(w.table_dtype)) {
     // A re-quantised table (`strata quantize --engram T`): ggml's reference dequantiser per row.
@@ -75,10 +84,12 @@ Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, s
   }
 
   const int64_t kv_width = dim * (hc + 1);
-  std::vector<float> kv(static_cast<size_t>(n * kv_width));
+  std::vector<float>& kv = sc.kv;
+  kv.resize(static_cast<size_t>(n * kv_width));
   w.wkv.apply(emb.data(), rows, kv.data(), pool);
 
-  std::vector<float> prod(static_cast<size_t>(dim));
+  std::vector<float>& prod = sc.prod;
+  prod.resize(static_cast<size_t>(dim));
   const float inv_sqrt_dim = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
   for (int64_t t = 0; t < n; ++t) {
     const float* kvt = kv.data() + t * kv_width;

@@ -31,17 +31,27 @@ namespace strata::model {
 // Starts the row reads of every Engram layer in `layers` for a chunk of n tokens. `rows` is
 // [n, n_engram_layers, n_cols] (Model::engram_rows); (*out)[i] becomes the fetch of Engram layer
 // index i. Errors: row ids out of range, a shard that changed size (from the store).
+// `layer_rows` is scratch (one layer's row ids at a time).
 [[nodiscard]] Status engram_start(const ModelConfig& c, std::span<const BlockWeights> layers, store::WeightStore& store,
                                   std::span<const int64_t> rows, int64_t n,
-                                  std::vector<std::unique_ptr<store::EngramFetch>>* out);
+                                  std::vector<std::unique_ptr<store::EngramFetch>>* out,
+                                  std::vector<int64_t>* layer_rows);
+
+// Reused buffers of engram_forward (owned by model::Activations): the fetched codes and scales,
+// the dequantised rows, the projection, one product row.
+struct EngramScratch {
+  std::vector<uint8_t> codes, scales;
+  std::vector<float> emb, kv, prod;
+};
 
 // Waits for `fetch` (the rows of n_fetched tokens from engram_start) and applies the last rows.n
 // of them to x [rows.n, hc, dim] (fewer than n_fetched after bounded replay dropped the chunk's
 // first tokens); the projection runs each part of the batch in its regime (Rows).
 // `prof` (may be null) gets the time, waiting included.
+// `scratch` (may be null) holds the buffers between calls.
 [[nodiscard]] Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::EngramFetch& fetch,
                                     int64_t n_fetched, Rows rows, float* x, ThreadPool* pool, Observer* obs,
-                                    ForwardProfile* prof = nullptr);
+                                    ForwardProfile* prof = nullptr, EngramScratch* scratch = nullptr);
 
 // The same for rows given directly ([n, n_cols]): reads them through the store now.
 [[nodiscard]] Status engram_forward(const ModelConfig& c, const EngramWeights& w, int layer, store::WeightStore& store,

@@ -20,7 +20,8 @@ void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t 
   // projection (model.py hc_mixes). The projection is an f32 linear that adds k in order at every
   // kernel level (bit-exact with the scalar loop), so the pre weights that collapse the next
   // sublayer's input do not move by an ulp.
-  std::vector<float> m(static_cast<size_t>(n * mix));
+  std::vector<float>& m = out->mixes;
+  m.resize(static_cast<size_t>(n * mix));
   kernels::linear_f32(x, n, kernels::F32Weight{w.fn.data(), mix, width}, m.data(), pool, path);
   for (int64_t t = 0; t < n; ++t) {
     const float r = kernels::rms_rsqrt(x + t * width, width, static_cast<float>(c.norm_eps));

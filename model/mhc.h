@@ -24,6 +24,7 @@ struct HcMix {
   std::vector<float> pre;   // [n, hc]
   std::vector<float> post;  // [n, hc]
   std::vector<float> comb;  // [n, hc, hc]
+  std::vector<float> mixes;  // [n, (2 + hc) * hc] scratch of hc_mixes
 };
 
 // Computes the mixing coefficients of one site for every token of X [n, hc, dim].

@@ -131,7 +131,7 @@ void Model::engram_rows(const EngramHistory& history, std::span<const int32_t> t
 }
 
 Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, Rows rows,
-                            const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
+                            AttendFn attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
                             BlockScratch& s) const {
   const int64_t dim = c_.dim, n = rows.n;
   const int hc = c_.hc_mult;
@@ -257,12 +257,10 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   const int hc = c_.hc_mult;
 
   // ---- the batch's rows: decode entries first, each entry's rows contiguous --------------------
-  struct Span {
-    ForwardEntry* e;
-    int64_t row0, n, start;  // rows in the batch; position of the first
-  };
-  std::vector<Span> spans;
-  spans.reserve(n_entries);
+  using Span = ForwardScratch::Span;
+  ForwardScratch& fs = act.fwd;
+  std::vector<Span>& spans = fs.spans;
+  spans.clear();
   int64_t N = 0, n_decode = 0, max_end = 0;
   for (int pass = 0; pass < 2; ++pass)
     for (ForwardEntry& e : r.entries) {
@@ -286,19 +284,21 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   // the tokens); every Engram layer's reads for the whole batch start now as one sorted,
   // deduplicated set (the store's) and overlap the layers before their use. In decode this is the
   // moment the sampled tokens are known.
-  std::vector<int64_t> erows;
-  std::vector<std::vector<uint32_t>> classes(spans.size());
-  std::vector<std::unique_ptr<store::EngramFetch>> efetch;
+  std::vector<int64_t>& erows = fs.erows;
+  std::vector<std::vector<uint32_t>>& classes = fs.classes;
+  if (classes.size() < spans.size()) classes.resize(spans.size());
+  std::vector<std::unique_ptr<store::EngramFetch>>& efetch = fs.efetch;
+  efetch.clear();
   if (hasher_) {
     const int64_t per_row = static_cast<int64_t>(hasher_->n_layers()) * hasher_->n_cols();
     erows.resize(static_cast<size_t>(N * per_row));
-    std::vector<int64_t> part;
+    std::vector<int64_t>& part = fs.erows_part;
     for (size_t i = 0; i < spans.size(); ++i) {
       engram_rows(spans[i].e->cache->engram_history, spans[i].e->tokens, &part, &classes[i]);
       std::copy(part.begin(), part.end(), erows.begin() + spans[i].row0 * per_row);
     }
     if (obs) obs->ids("engram_row_ids", -1, erows, {N, hasher_->n_layers(), hasher_->n_cols()});
-    STRATA_RETURN_IF_ERROR(engram_start(c_, w_.layers, *store_, erows, N, &efetch));
+    STRATA_RETURN_IF_ERROR(engram_start(c_, w_.layers, *store_, erows, N, &efetch, &fs.engram_layer_rows));
   }
 
   // Embedding, copied into hc_mult streams; the first pre-mix is one-hot on stream 0.
@@ -315,12 +315,18 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
     for (int64_t t = 0; t < N; ++t) pre_mix[static_cast<size_t>(t * hc)] = 1.0f;
   }
 
-  std::vector<std::optional<DSparkFeatures>> features(spans.size());  // main_hidden for the DSpark draft
+  std::vector<std::optional<DSparkFeatures>> features;  // main_hidden for the DSpark draft (none: empty)
   for (size_t i = 0; i < spans.size(); ++i)
-    if (spans[i].e->dspark_features) features[i].emplace(c_);
+    if (spans[i].e->dspark_features) {
+      if (features.empty()) features.resize(spans.size());
+      features[i].emplace(c_);
+    }
 
-  std::vector<AttentionShared> shared(spans.size());
-  std::vector<AttentionEntry> aentries(spans.size());
+  std::vector<AttentionShared>& shared = fs.shared;
+  if (shared.size() < spans.size()) shared.resize(spans.size());
+  for (AttentionShared& sh : shared) sh.have_topk = sh.have_candidates = false;  // their buffers are kept
+  std::vector<AttentionEntry>& aentries = fs.aentries;
+  aentries.resize(spans.size());
   // CED bounded replay (a request of one entry): the decoder runs only the last `tail` rows.
   const int64_t tail = spans.size() == 1 ? spans[0].e->decoder_tail : -1;
   const bool replay = tail >= 0 && tail < N;
@@ -329,12 +335,13 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
     STRATA_ASSIGN_OR_RETURN(boundary, decoder_boundary());
   }
   Rows rows{N, n_decode};
-  std::vector<int> first_nonfinite(spans.size(), -1);  // the first layer after which an entry's last row held NaN/Inf
+  std::vector<int>& first_nonfinite = fs.first_nonfinite;
+  first_nonfinite.assign(spans.size(), -1);  // the first layer after which an entry's last row held NaN/Inf
   for (int l = layer_lo_; l < layer_hi_; ++l) {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
       STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], N, rows,
-                                            x.data(), pool_.get(), obs, &profile));
+                                            x.data(), pool_.get(), obs, &profile, &act.engram));
       if (obs) obs->tensor("after_engram", l, x, {rows.n, hc, dim});
     }
     if (l == boundary) {
@@ -345,7 +352,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
       rows = Rows{n_run, n_decode > 0 ? n_run : 0};
       if (n_run == 0) break;
     }
-    for (size_t i = 0; i < spans.size(); ++i)
+    for (size_t i = 0; i < features.size(); ++i)
       if (features[i]) features[i]->capture(l, x.data() + spans[i].row0 * hc * dim, spans[i].n);
     const RopeTable& rope = c_.compress_ratio(l) > 0 ? act.rope_compressed : act.rope_window;
     for (size_t i = 0; i < spans.size(); ++i)
@@ -361,7 +368,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
       if (first_nonfinite[i] < 0 && !all_finite(x.data() + (spans[i].row0 + spans[i].n - 1) * hc * dim, hc * dim))
         first_nonfinite[i] = l;
   }
-  for (size_t i = 0; i < spans.size(); ++i)
+  for (size_t i = 0; i < features.size(); ++i)
     if (features[i]) {
       std::vector<float>* out = spans[i].e->dspark_features;
       STRATA_RETURN_IF_ERROR(features[i]->assemble(spans[i].n, out));
@@ -380,8 +387,10 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
     }
   } else if (rows.n > 0) {
     ScopedNs head_timer(&profile.head_ns);
-    std::vector<int64_t> want;  // batch rows, entry by entry
-    std::vector<int64_t> first_want(spans.size() + 1, 0);
+    std::vector<int64_t>& want = fs.want;  // batch rows, entry by entry
+    std::vector<int64_t>& first_want = fs.first_want;
+    want.clear();
+    first_want.assign(spans.size() + 1, 0);
     int64_t m_decode = 0;
     for (size_t i = 0; i < spans.size(); ++i) {
       const ForwardEntry& e = *spans[i].e;
@@ -451,7 +460,8 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
       }
       // Each entry's rows out of the shared block and checked, entries over the pool: at V = 129280
       // a row is 0.5 MB to copy and scan, 8 decode rows ~1 ms of one thread per step.
-      std::vector<char> finite(spans.size(), 1);
+      std::vector<char>& finite = fs.finite;
+      finite.assign(spans.size(), 1);
       auto hand_out = [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t lo = first_want[static_cast<size_t>(i)], hi = first_want[static_cast<size_t>(i) + 1];

@@ -150,10 +150,11 @@ class Model {
  private:
   Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
   // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out)`, MoE) on x [n, hc, dim].
-  using AttendFn = std::function<void(const float* u, float* f)>;
+  // A FunctionRef (no allocation per layer, as a std::function of the caller's lambda was).
+  using AttendFn = FunctionRef<void(const float* u, float* f)>;
   // x [rows.n, hc, dim]; `s` holds the block's buffers.
   [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, Rows rows,
-                                     const AttendFn& attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
+                                     AttendFn attend, MoeLookahead* ahead, Observer* obs, ForwardProfile* prof,
                                      BlockScratch& s) const;
   // The checks of one entry of a request (forward()'s errors), before anything changes.
   [[nodiscard]] Status check_entry(const ForwardEntry& e, size_t index, bool single) const;

@@ -12,13 +12,18 @@ namespace strata::model {
 void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool,
            kernels::RowPath path) {
   const int E = w.n_experts, k = w.n_active;
-  std::vector<float> logits(static_cast<size_t>(n * E));
+  std::vector<float>& logits = out->logits;
+  logits.resize(static_cast<size_t>(n * E));
   w.gate.apply(x, n, logits.data(), pool, path);
   out->ids.resize(static_cast<size_t>(n * k));
   out->weights.resize(static_cast<size_t>(n * k));
   const float temp = static_cast<float>(c.gate_temp);
-  std::vector<float> score(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
-  std::vector<int32_t> order(static_cast<size_t>(E));
+  std::vector<float>& score = out->score;
+  std::vector<float>& biased = out->biased;
+  std::vector<int32_t>& order = out->order;
+  score.resize(static_cast<size_t>(E));
+  biased.resize(static_cast<size_t>(E));
+  order.resize(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     const float* lt = logits.data() + t * E;
     if (c.score_func == ScoreFunc::kSoftmax) {
@@ -94,15 +99,6 @@ void lookahead(const ModelConfig& c, const MoeWeights& w, store::WeightStore& st
   ahead->ids = std::move(pr.ids);
 }
 
-// One expert of a batch: its rows (gathered, or `x` itself when they are all tokens in order).
-struct Batched {
-  int e;
-  std::unique_ptr<store::ExpertLease> lease;
-  const float* x;  // the expert's token rows
-  int64_t row, m;  // first row in the batch buffers, rows
-  Rows regime;     // its rows' regimes: the decode rows come first (slots are in token order)
-};
-
 // The regime of an expert's rows: how many of its slots (token-ordered) are decode rows.
 Rows regime_of(std::span<const int64_t> slots, int k, Rows rows) {
   const int64_t m = static_cast<int64_t>(slots.size());
@@ -119,17 +115,17 @@ Rows regime_of(std::span<const int64_t> slots, int k, Rows rows) {
 // instead of three per expert. sc.scale rows [b.row, b.row + b.m) hold the routing weights; the
 // outputs land in sc.y rows [b.row, b.row + b.m). Each job's rows are computed independently of
 // the other jobs, so a row's bits do not depend on the batch it is in.
-Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store, std::vector<Batched>& batch,
+Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store, std::vector<BatchedExpert>& batch,
                      int64_t rows_taken, MoeScratch& sc, ThreadPool* pool, Observer* obs = nullptr) {
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
   if (obs)
-    for (const Batched& b : batch)
+    for (const BatchedExpert& b : batch)
       for (const char* name : {"ffn.experts.w1", "ffn.experts.w3"})
         obs->linear_input(name, layer, b.e, std::span<const float>(b.x, static_cast<size_t>(b.m * dim)), dim);
   // w2 reads the rows after SwiGLU (and the routing weight): sc.act rows [b.row, b.row + b.m).
   auto observe_w2 = [&] {
     if (obs)
-      for (const Batched& b : batch)
+      for (const BatchedExpert& b : batch)
         obs->linear_input("ffn.experts.w2", layer, b.e,
                           std::span<const float>(sc.act.data() + b.row * inter, static_cast<size_t>(b.m * inter)), inter);
   };
@@ -137,18 +133,25 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
   sc.u.resize(static_cast<size_t>(rows_taken * inter));
   sc.act.resize(static_cast<size_t>(rows_taken * inter));
   sc.y.resize(static_cast<size_t>(rows_taken * dim));
-  for (Batched& b : batch) {
+  for (BatchedExpert& b : batch) {
+    auto held = store.held_expert(layer, b.e);
+    if (!held.ok()) return held.error().with_context("layer " + std::to_string(layer) + " expert " + std::to_string(b.e));
+    if (held->has_value()) {
+      b.view = **held;
+      continue;
+    }
     auto lease = store.acquire_expert(layer, b.e);
     if (!lease.ok()) return lease.error().with_context("layer " + std::to_string(layer) + " expert " + std::to_string(b.e));
     b.lease = std::move(*lease);
+    b.view = b.lease->view();
   }
   // Block-quantised experts (a quantised GGUF): each expert's matrices through the ggml-format
   // matvec (kernels/kquant_linear.h), expert by expert, after the E4M3 activation rounding the
   // official MXFP4 path applies; rows are computed independently, so the regimes need no split.
   kernels::QuantType qt;
-  if (!batch.empty() && quant_type_of(batch.front().lease->view().w1.dtype, &qt)) {
-    for (const Batched& b : batch) {
-      const store::ExpertView& ev = b.lease->view();
+  if (!batch.empty() && quant_type_of(batch.front().view.w1.dtype, &qt)) {
+    for (const BatchedExpert& b : batch) {
+      const store::ExpertView& ev = b.view;
       kernels::QuantType t1, t2, t3;
       if (!quant_type_of(ev.w1.dtype, &t1) || !quant_type_of(ev.w2.dtype, &t2) || !quant_type_of(ev.w3.dtype, &t3))
         return Internal("layer " + std::to_string(layer) + " expert " + std::to_string(b.e) +
@@ -158,8 +161,8 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
     }
     swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data(), pool);
     observe_w2();
-    for (const Batched& b : batch) {
-      const store::ExpertView& ev = b.lease->view();
+    for (const BatchedExpert& b : batch) {
+      const store::ExpertView& ev = b.view;
       kernels::QuantType t2;
       (void)quant_type_of(ev.w2.dtype, &t2);
       Linear::apply_quant_fp8_act(sc.act.data() + b.row * inter, b.m, kernels::QuantWeight{t2, ev.w2.data, dim, inter},
@@ -167,9 +170,10 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
     }
     return Status();
   }
-  std::vector<kernels::LinearJob<kernels::Fp4Weight>> jobs;
-  for (const Batched& b : batch) {
-    const store::ExpertView& ev = b.lease->view();
+  std::vector<kernels::LinearJob<kernels::Fp4Weight>>& jobs = sc.fp4_jobs;
+  jobs.clear();
+  for (const BatchedExpert& b : batch) {
+    const store::ExpertView& ev = b.view;
     add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w1.as<uint8_t>(), ev.w1_scale.as<uint8_t>(), inter, dim},
                     sc.g.data() + b.row * inter);
     add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim},
@@ -180,8 +184,8 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
   swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data(), pool);
   observe_w2();
   jobs.clear();
-  for (const Batched& b : batch) {
-    const store::ExpertView& ev = b.lease->view();
+  for (const BatchedExpert& b : batch) {
+    const store::ExpertView& ev = b.view;
     add_linear_jobs(&jobs, sc.act.data() + b.row * inter, b.regime,
                     kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter},
                     sc.y.data() + b.row * dim);
@@ -223,7 +227,7 @@ Status run_expert_tasks(const ModelConfig& c, int layer, store::WeightStore& sto
   MoeScratch& sc = scratch ? *scratch : local;
   const int k = std::max(1, c.n_activated_experts);
   const int64_t cap_rows = std::max<int64_t>(total, 64);
-  std::vector<Batched> batch;
+  std::vector<BatchedExpert> batch;
   size_t next = 0;
   int64_t row0 = 0;
   while (next < tasks.size()) {
@@ -232,7 +236,7 @@ Status run_expert_tasks(const ModelConfig& c, int layer, store::WeightStore& sto
     for (; next < tasks.size() && static_cast<int>(batch.size()) < k; ++next) {
       const ExpertTask& t = tasks[next];
       if (!batch.empty() && rows_taken + t.m > cap_rows) break;
-      batch.push_back({t.expert, nullptr, x + (row0 + rows_taken) * dim, rows_taken, t.m, Rows{t.m, t.n_decode}});
+      batch.push_back({t.expert, {}, nullptr, x + (row0 + rows_taken) * dim, rows_taken, t.m, Rows{t.m, t.n_decode}});
       rows_taken += t.m;
     }
     sc.scale.assign(scale + row0, scale + row0 + rows_taken);
@@ -250,7 +254,9 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   const int64_t n = rows.n;
   const int64_t dim = c.dim;
   const int k = w.n_active;
-  RouterOutput r;
+  MoeScratch local;
+  MoeScratch& sc = scratch ? *scratch : local;
+  RouterOutput& r = sc.router;
   // A decode-only batch takes the matvec for the bit-exact gate too (faster at these sizes).
   const kernels::RowPath path = !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto;
   route(c, w, x, n, &r, pool, path);
@@ -261,8 +267,6 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   }
   std::fill(out, out + n * dim, 0.0f);
 
-  MoeScratch local;
-  MoeScratch& sc = scratch ? *scratch : local;
   // Group (token, slot) pairs by expert so each expert runs once over all its tokens: a counting
   // sort into one buffer (tokens stay ascending within an expert), no allocation per expert.
   std::vector<int32_t>& first = sc.slot_first;
@@ -271,15 +275,18 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   for (int e = 0; e < w.n_experts; ++e) first[static_cast<size_t>(e) + 1] += first[static_cast<size_t>(e)];
   sc.slots.resize(static_cast<size_t>(n * k));
   {
-    std::vector<int32_t> fill(first.begin(), first.end() - 1);
+    std::vector<int32_t>& fill = sc.slot_fill;
+    fill.assign(first.begin(), first.end() - 1);
     for (int64_t s = 0; s < n * k; ++s) sc.slots[static_cast<size_t>(fill[static_cast<size_t>(r.ids[static_cast<size_t>(s)])]++)] = s;
   }
   auto by_expert = [&](int e) {
     return std::span<const int64_t>(sc.slots.data() + first[static_cast<size_t>(e)],
                                     static_cast<size_t>(first[static_cast<size_t>(e) + 1] - first[static_cast<size_t>(e)]));
   };
-  std::vector<int32_t> used;
-  std::vector<uint32_t> uses;  // tokens per expert: a frequency-based cache weighs by them
+  std::vector<int32_t>& used = sc.used;
+  std::vector<uint32_t>& uses = sc.uses;  // tokens per expert: a frequency-based cache weighs by them
+  used.clear();
+  uses.clear();
   for (int e = 0; e < w.n_experts; ++e) {
     if (by_expert(e).empty()) continue;
     used.push_back(e);
@@ -289,8 +296,10 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   // Experts other processes own (model/expert_peers.h) go out first, one message per peer, so they
   // compute while this process computes its own; `remote_row` is each such expert's first row in
   // its peer's answer.
-  std::vector<int> owner(used.size(), 0);
-  std::vector<int64_t> remote_row(used.size(), 0);
+  std::vector<int>& owner = sc.owner;
+  std::vector<int64_t>& remote_row = sc.remote_row;
+  owner.assign(used.size(), 0);
+  remote_row.assign(used.size(), 0);
   if (peers) {
     for (PeerBuffers& pb : sc.peers) pb.clear();
     for (size_t i = 0; i < used.size(); ++i) {
@@ -317,8 +326,10 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
 
   // Name the layer's (own) experts before computing any, so the store reads every miss at queue depth.
   {
-    std::vector<int32_t> mine;
-    std::vector<uint32_t> mine_uses;
+    std::vector<int32_t>& mine = sc.mine;
+    std::vector<uint32_t>& mine_uses = sc.mine_uses;
+    mine.clear();
+    mine_uses.clear();
     for (size_t i = 0; i < used.size(); ++i)
       if (owner[i] == 0) {
         mine.push_back(used[i]);
@@ -337,7 +348,12 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   // without batching would: bit-identical.
   const int64_t cap_rows = std::max<int64_t>(n, 64);
   const size_t cap_leases = store.expert_reads() == store::ExpertReads::kNotStreamed ? used.size() : static_cast<size_t>(k);
-  std::vector<Batched> batch;
+  std::vector<BatchedExpert>& batch = sc.batch;
+  // The leases end with this call (a streaming store's cache holds one layer's working set).
+  struct ReleaseLeases {
+    std::vector<BatchedExpert>& b;
+    ~ReleaseLeases() { b.clear(); }
+  } release{batch};
   size_t next = 0;
   while (next < used.size()) {
     if (owner[next] != 0) {
@@ -360,14 +376,14 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
       if (!batch.empty() && rows_taken + m > cap_rows) break;
       bool in_order = m == n;
       for (int64_t i = 0; in_order && i < m; ++i) in_order = slots[static_cast<size_t>(i)] / k == i;
-      batch.push_back({used[next], nullptr, in_order ? x : nullptr, rows_taken, m, regime_of(slots, k, rows)});
+      batch.push_back({used[next], {}, nullptr, in_order ? x : nullptr, rows_taken, m, regime_of(slots, k, rows)});
       if (!in_order) gathered += m;
       rows_taken += m;
     }
     sc.xs.resize(static_cast<size_t>(gathered * dim));
     sc.scale.resize(static_cast<size_t>(rows_taken));
     int64_t xs_row = 0;
-    for (Batched& b : batch) {
+    for (BatchedExpert& b : batch) {
       const auto slots = by_expert(b.e);
       if (b.x == nullptr) {
         float* dst = sc.xs.data() + xs_row * dim;
@@ -379,7 +395,7 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
         sc.scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
     }
     STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool, obs));
-    for (const Batched& b : batch)
+    for (const BatchedExpert& b : batch)
       add_expert_rows(by_expert(b.e), k, sc.y.data() + b.row * dim, dim, out);
   }
 
@@ -391,7 +407,8 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   act.resize(static_cast<size_t>(n * inter));
   y.resize(static_cast<size_t>(n * dim));
   if (w.shared_w1.kind == Linear::Kind::kFp8 && w.shared_w3.kind == Linear::Kind::kFp8) {
-    std::vector<kernels::LinearJob<kernels::Fp8Weight>> shared;
+    std::vector<kernels::LinearJob<kernels::Fp8Weight>>& shared = sc.fp8_jobs;
+    shared.clear();
     add_linear_jobs(&shared, x, rows, w.shared_w1.fp8, g.data());
     add_linear_jobs(&shared, x, rows, w.shared_w3.fp8, u.data());
     kernels::linear_fp8_batch(shared, pool);

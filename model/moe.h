@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,9 @@ namespace strata::model {
 struct RouterOutput {
   std::vector<int32_t> ids;     // [n, top_k] by biased score, descending
   std::vector<float> weights;   // [n, top_k] normalised * route_scale
+  // route()'s working buffers, kept so that a reused RouterOutput allocates nothing.
+  std::vector<float> logits, score, biased;
+  std::vector<int32_t> order;
 };
 
 // Router only (exposed for tests and for the layer-ahead prediction).
@@ -67,12 +71,33 @@ struct PeerBuffers {
   }
 };
 
-// Reused buffers of the MoE sublayer (owned by model::Activations).
+// One expert of a batch of routed experts: its lease, its rows (gathered, or the sublayer input
+// itself when they are all its tokens in order), where they sit in the batch buffers.
+struct BatchedExpert {
+  int e;
+  store::ExpertView view;                     // its matrices
+  std::unique_ptr<store::ExpertLease> lease;  // pins them (null where the store holds them for good)
+  const float* x;  // the expert's token rows
+  int64_t row, m;  // first row in the batch buffers, rows
+  Rows regime;     // its rows' regimes: the decode rows come first (slots are in token order)
+};
+
+// Reused buffers of the MoE sublayer (owned by model::Activations): a decode step allocates
+// nothing in them once a step of its size has run (beyond the store's expert leases).
 struct MoeScratch {
   std::vector<float> xs, g, u, act, y, scale;
   std::vector<int64_t> slots;       // (token, slot) pairs grouped by expert, tokens ascending
   std::vector<int32_t> slot_first;  // [n_experts + 1]: expert e's pairs are slots[slot_first[e] ..)
+  std::vector<int32_t> slot_fill;   // [n_experts] the counting sort's cursors
   std::vector<PeerBuffers> peers;  // [peer]: expert parallelism only (index 0 unused)
+  RouterOutput router;
+  std::vector<int32_t> used, mine;    // the layer's experts (ascending), those this process computes
+  std::vector<uint32_t> uses, mine_uses;  // their token counts
+  std::vector<int> owner;             // [used] the process computing each (0: this one)
+  std::vector<int64_t> remote_row;    // [used] its first row in its peer's answer
+  std::vector<BatchedExpert> batch;
+  std::vector<kernels::LinearJob<kernels::Fp4Weight>> fp4_jobs;
+  std::vector<kernels::LinearJob<kernels::Fp8Weight>> fp8_jobs;
 };
 
 // `ahead` (may be null) enables the layer-ahead prefetch when the store wants it and scores the

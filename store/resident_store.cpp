@@ -20,6 +20,11 @@ Status ResidentStore::load_resident(const std::function<bool(const io::TensorInf
 }
 
 Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, int expert) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<ExpertView> v, held_expert(layer, expert));
+  return std::make_unique<ExpertLease>(*v);
+}
+
+Result<std::optional<ExpertView>> ResidentStore::held_expert(int layer, int expert) {
   const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
   std::lock_guard<std::mutex> lock(experts_mu_);
   auto it = experts_.find(key);
@@ -34,7 +39,7 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
     STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
     it = experts_.emplace(key, v).first;
   }
-  return std::make_unique<ExpertLease>(it->second);
+  return std::optional<ExpertView>(it->second);
 }
 
 Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep, bool engram_table) {
@@ -50,17 +55,35 @@ Status ResidentStore::preload_layer(int layer, int n_experts, const std::functio
 
 Status ResidentStore::read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                                        uint8_t* scale_out) {
-  const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
-  STRATA_ASSIGN_OR_RETURN(TensorView w, resident(p + "weight"));
-  int64_t hd = 0, ns = 0;
-  if (engram_interleaved(*ck_->find(p + "weight"), &hd, &ns))  // ds4 / ik_llama.cpp rows of 264 bytes
-    return gather_engram_rows_interleaved(p + "weight", w.as<uint8_t>(), w.shape[0], hd, ns, rows, weight_out, scale_out);
-  if (dtype_is_block_quant(w.dtype)) {  // `strata quantize --engram T`: no scale tensor
-    const int64_t rb = static_cast<int64_t>(dtype_nbytes(w.dtype, w.shape[1]));
-    return gather_engram_rows(p + "weight", w.as<uint8_t>(), nullptr, w.shape[0], rb, 0, rows, weight_out, scale_out);
+  const EngramTable* t = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(engram_mu_);
+    auto it = engram_.find(layer);
+    if (it == engram_.end()) {
+      const std::string p = layer_prefix(layer, n_layers_) + ".engram.embed.";
+      EngramTable e;
+      e.name = p + "weight";
+      STRATA_ASSIGN_OR_RETURN(e.w, resident(e.name));
+      if (!engram_interleaved(*ck_->find(e.name), &e.head_dim, &e.n_scales)) {  // ds4 / ik_llama.cpp: 264-byte rows
+        e.head_dim = e.n_scales = 0;
+        e.block = dtype_is_block_quant(e.w.dtype);  // `strata quantize --engram T`: no scale tensor
+        if (!e.block) {
+          STRATA_ASSIGN_OR_RETURN(e.s, resident(p + "scale"));
+        }
+      }
+      it = engram_.emplace(layer, std::move(e)).first;
+    }
+    t = &it->second;  // unordered_map nodes stay put
   }
-  STRATA_ASSIGN_OR_RETURN(TensorView s, resident(p + "scale"));
-  return gather_engram_rows(p + "weight", w.as<uint8_t>(), s.as<uint8_t>(), w.shape[0], w.shape[1], s.shape[1], rows,
+  const TensorView& w = t->w;
+  if (t->head_dim > 0)
+    return gather_engram_rows_interleaved(t->name, w.as<uint8_t>(), w.shape[0], t->head_dim, t->n_scales, rows,
+                                          weight_out, scale_out);
+  if (t->block) {
+    const int64_t rb = static_cast<int64_t>(dtype_nbytes(w.dtype, w.shape[1]));
+    return gather_engram_rows(t->name, w.as<uint8_t>(), nullptr, w.shape[0], rb, 0, rows, weight_out, scale_out);
+  }
+  return gather_engram_rows(t->name, w.as<uint8_t>(), t->s.as<uint8_t>(), w.shape[0], w.shape[1], t->s.shape[1], rows,
                             weight_out, scale_out);
 }
 

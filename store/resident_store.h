@@ -30,6 +30,7 @@ class ResidentStore final : public WeightStore {
   io::Checkpoint& mutable_checkpoint() { return *ck_; }
   Result<TensorView> resident(const std::string& name) override;
   Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
+  Result<std::optional<ExpertView>> held_expert(int layer, int expert) override;
   Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {},
                        bool engram_table = true) override;
   Status load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) override;
@@ -47,6 +48,16 @@ class ResidentStore final : public WeightStore {
   // per token, and building six tensor names and looking them up each time cost ~4% of a demo step.
   std::mutex experts_mu_;
   std::unordered_map<uint64_t, ExpertView> experts_;
+  // Each Engram layer's table as read_engram_rows gathers from it, memoised for the same reason
+  // (a decode step asks twice per token; the names alone were heap strings).
+  struct EngramTable {
+    std::string name;                  // "<prefix>.engram.embed.weight", for errors
+    TensorView w, s;                   // weights; scales (none: interleaved or block format)
+    int64_t head_dim = 0, n_scales = 0;  // interleaved rows (ds4 / ik_llama.cpp): > 0
+    bool block = false;                // `strata quantize --engram T`: block-format rows, no scales
+  };
+  std::mutex engram_mu_;
+  std::unordered_map<int, EngramTable> engram_;
 };
 
 }  // namespace strata::store

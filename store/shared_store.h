@@ -31,6 +31,9 @@ class SharedStore : public WeightStore {
   [[nodiscard]] Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override {
     return own_->acquire_expert(layer, expert);
   }
+  [[nodiscard]] Result<std::optional<ExpertView>> held_expert(int layer, int expert) override {
+    return own_->held_expert(layer, expert);
+  }
   [[nodiscard]] Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                                         uint8_t* scale_out) override;
   [[nodiscard]] Result<std::unique_ptr<EngramFetch>> start_engram_rows(int layer,

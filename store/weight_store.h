@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -77,6 +78,15 @@ class WeightStore {
 
   // Routed expert `expert` of layer `layer`, pinned while the lease lives.
   [[nodiscard]] virtual Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) = 0;
+
+  // The view of an expert this store holds for its whole lifetime (in RAM from binding to the
+  // end: no lease to pin it, and none to allocate per layer and token), or nullopt where experts
+  // come and go (the default: tiered stores), which are then acquired. Errors as acquire_expert.
+  [[nodiscard]] virtual Result<std::optional<ExpertView>> held_expert(int layer, int expert) {
+    (void)layer;
+    (void)expert;
+    return std::optional<ExpertView>();
+  }
 
   // Copies Engram table rows of `layer` (the model layer id): for each row id, head_dim e4m3 codes
   // into weight_out[i * head_dim ...] and head_dim/32 e8m0 codes into scale_out[i * head_dim/32 ...].

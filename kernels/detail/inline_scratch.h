@@ -1,0 +1,42 @@
+// InlineScratch: uninitialised, 64-byte aligned scratch on the stack up to N bytes and on the heap
+// beyond, for kernel drivers whose decode-sized temporaries (prepared activation rows, attention
+// scores) must not cost an allocation per call: a decode token makes ~500 such calls (docs/
+// performance.md, "Where a lone decode step's time goes"). Prefill-sized requests take the heap.
+// The caller writes before it reads (no zero fill).
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+
+#include "core/status.h"
+
+namespace strata::kernels::detail {
+
+template <size_t N>
+class InlineScratch {
+ public:
+  explicit InlineScratch(size_t bytes) {
+    if (bytes <= N) return;
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    STRATA_CHECK(p != nullptr, "kernels: out of memory for scratch");
+    heap_.reset(static_cast<unsigned char*>(p));
+  }
+  InlineScratch(const InlineScratch&) = delete;
+  InlineScratch& operator=(const InlineScratch&) = delete;
+
+  unsigned char* get() { return heap_ ? heap_.get() : inline_; }
+  template <class T>
+  T* as() {
+    return reinterpret_cast<T*>(get());
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, FreeDeleter> heap_;
+  alignas(64) unsigned char inline_[N];
+};
+
+}  // namespace strata::kernels::detail
