@@ -68,6 +68,9 @@ class DecodeAllocTiny : public testing::TinyModelSuite<DecodeAllocTiny> {
     EXPECT_TRUE(st.ok()) << st.to_string();
     return g_allocs.load();
   }
+  // kSteps decode steps of n_seqs entries after two warm-up steps (the buffers grow to a step's
+  // size), checked against `allowed` on average.
+  void expect_no_per_layer_allocs(int n_seqs);
   std::vector<Seq> prefilled(int n_seqs, Activations& act) {
     std::vector<Seq> seqs(static_cast<size_t>(n_seqs));
     for (int i = 0; i < n_seqs; ++i) {
@@ -98,36 +101,26 @@ int64_t allowed(const ModelConfig& c) { return 2 * static_cast<int64_t>(c.engram
 // in all.
 constexpr int kSteps = 32;
 
-void expect_no_per_layer_allocs(const std::vector<int64_t>& per_step, const ModelConfig& c, const char* what) {
+void DecodeAllocTiny::expect_no_per_layer_allocs(int n_seqs) {
+  const ModelConfig& c = model_->config();
+  Activations act = model_->new_activations();
+  std::vector<Seq> seqs = prefilled(n_seqs, act);
+  decode_step(seqs, act);
+  decode_step(seqs, act);
   int64_t total = 0;
   std::string steps;
-  for (int64_t n : per_step) {
+  for (int step = 0; step < kSteps; ++step) {
+    const int64_t n = decode_step(seqs, act);
     total += n;
     steps += std::to_string(n) + " ";
   }
-  EXPECT_LE(total, (allowed(c) + 1) * static_cast<int64_t>(per_step.size()))
-      << what << ": heap allocations per decode step (" << c.n_layers << " layers): " << steps;
+  EXPECT_LE(total, (allowed(c) + 1) * kSteps)
+      << n_seqs << " entries: heap allocations per decode step (" << c.n_layers << " layers): " << steps;
 }
 
-TEST_F(DecodeAllocTiny, LoneDecodeStepAllocatesNothingPerLayer) {
-  Activations act = model_->new_activations();
-  std::vector<Seq> seqs = prefilled(1, act);
-  decode_step(seqs, act);  // warm-up: the buffers grow to a decode step's size
-  decode_step(seqs, act);
-  std::vector<int64_t> per_step;
-  for (int step = 0; step < kSteps; ++step) per_step.push_back(decode_step(seqs, act));
-  expect_no_per_layer_allocs(per_step, model_->config(), "one entry");
-}
+TEST_F(DecodeAllocTiny, LoneDecodeStepAllocatesNothingPerLayer) { expect_no_per_layer_allocs(1); }
 
-TEST_F(DecodeAllocTiny, BatchedDecodeStepAllocatesNothingPerLayer) {
-  Activations act = model_->new_activations();
-  std::vector<Seq> seqs = prefilled(4, act);
-  decode_step(seqs, act);
-  decode_step(seqs, act);
-  std::vector<int64_t> per_step;
-  for (int step = 0; step < kSteps; ++step) per_step.push_back(decode_step(seqs, act));
-  expect_no_per_layer_allocs(per_step, model_->config(), "four entries");
-}
+TEST_F(DecodeAllocTiny, BatchedDecodeStepAllocatesNothingPerLayer) { expect_no_per_layer_allocs(4); }
 
 // The counter counts: a forward with a fresh activations object allocates its buffers.
 TEST_F(DecodeAllocTiny, CounterSeesAFreshActivationsObjectGrow) {
