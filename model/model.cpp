@@ -289,6 +289,12 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
   if (classes.size() < spans.size()) classes.resize(spans.size());
   std::vector<std::unique_ptr<store::EngramFetch>>& efetch = fs.efetch;
   efetch.clear();
+  // The fetches end with this call, as the store's reads do (an abandoned one, after an error,
+  // waits for its reads and reports to its store in its destructor); the vector keeps its room.
+  struct EndFetches {
+    std::vector<std::unique_ptr<store::EngramFetch>>& f;
+    ~EndFetches() { f.clear(); }
+  } end_fetches{efetch};
   if (hasher_) {
     const int64_t per_row = static_cast<int64_t>(hasher_->n_layers()) * hasher_->n_cols();
     erows.resize(static_cast<size_t>(N * per_row));
