@@ -342,10 +342,13 @@ BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Appl
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads_amx);
-// A batch of decode rows through the head (the demo's dim 512; RowPath::kDecode keeps them here).
+// A batch of decode rows through the head (the demo's dim 512, the 8 GB scaled checkpoint's 1024, the
+// release's 5120; RowPath::kDecode keeps them here).
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode1_head_129280x512, 1, 129280, 512)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x512, 4, 129280, 512)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode8_head_129280x512, 8, 129280, 512)->Apply(levels_and_threads_amx);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x1024, 4, 129280, 1024)->Apply(levels_and_threads_amx);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x5120, 4, 129280, 5120)->Apply(levels_and_threads_amx);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);

@@ -494,9 +494,10 @@ struct OpsEngine {
   // Registers: 4 x 4 accumulators + 4 x + 1 w of 32 zmm; 2 x 4 + 4 + 1 of 16 ymm.
   static constexpr int kAnyR = kW >= 16 ? 4 : 2;
   static constexpr int kAnyX = 4;
+  // pf: where this block's prefetches start (2 R kW bytes per step, a block's bytes in all).
   template <int R>
   static void bf16_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r, float* y,
-                             int64_t ldy) {
+                             int64_t ldy, const char* pf) {
     constexpr int X = kAnyX;
     const int64_t main = in / (4 * kW) * (4 * kW);
     F part[4][R][X];
@@ -505,6 +506,9 @@ struct OpsEngine {
       for (int a = 0; a < R; ++a)
         for (int i = 0; i < X; ++i) acc[a][i] = V::zero();
       for (int64_t k = j * kW; k < main; k += 4 * kW) {
+        _mm_prefetch(pf, _MM_HINT_T0);
+        if constexpr (2 * R * kW >= 128) _mm_prefetch(pf + 64, _MM_HINT_T0);
+        pf += 2 * R * kW;
         F xv[X];
         for (int i = 0; i < X; ++i) xv[i] = V::loadu(x + i * ldx + k);
         for (int a = 0; a < R; ++a) {
@@ -528,17 +532,19 @@ struct OpsEngine {
   static void bf16_rows_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                                   float* y, int64_t ldy) {
     constexpr int R = kAnyR;
-    // Each block prefetches a block's worth of bytes starting min(block, 16 KiB) ahead: the whole
-    // next block while a block is at most 16 KiB (in <= 2048). 4 x rows of the 129280 x 512 head at
-    // 2 threads: 4.0 -> 2.4 ms on the Zen 5 VM; two blocks ahead 2.6 ms.
-    const int64_t block_bytes = R * 2 * in, ahead = std::min<int64_t>(block_bytes, 16 * 1024);
+    // Each block prefetches a block's worth of bytes starting min(2 blocks, 16 KiB) ahead, spread
+    // over its iterations (bf16_block_any's pf: 2 R kW bytes per step). The first version issued the
+    // next block's prefetches in one burst at the start of a block: fine while a block was 4 KiB
+    // (in = 512: 4 x rows 4.0 -> 2.4 ms), but at in = 1024 (the 8 GB scaled checkpoint's head, 8 KiB
+    // blocks) 4 x rows took 10.7-11.5 ms against 4.5-5.0 for one, most of a burst apparently lost
+    // beyond the core's outstanding misses. Spread, two blocks ahead: 4.6-5.6 ms (median of 3 x 3
+    // runs, 2 threads, Zen 5 VM, 2026-12-04); in = 512 and in = 5120 unchanged. One block ahead
+    // spread: 7.7-8.9 ms; four: no better than two. Splitting k into segments that stay in L1: no gain.
+    const int64_t block_bytes = R * 2 * in, ahead = std::min<int64_t>(2 * block_bytes, 16 * 1024);
     int64_t r = r0;
-    for (; r + R <= r1; r += R) {
-      const char* next = reinterpret_cast<const char*>(w + r * in) + ahead;
-      for (int64_t b = 0; b < block_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-      bf16_block_any<R>(x, ldx, w, in, r, y, ldy);
-    }
-    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy);
+    for (; r + R <= r1; r += R)
+      bf16_block_any<R>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in) + ahead);
+    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in));
   }
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {

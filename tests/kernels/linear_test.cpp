@@ -406,8 +406,10 @@ TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
 TEST_P(LinearLevel, Bf16BlockedEqualsRowMajor) {
   std::mt19937 rng(800);
   ThreadPool pool(3);
+  // 2-7 rows: several decode rows share the blocked weights (bf16_blocked_rows_nx), with tails of
+  // weight rows (out not a multiple of 64) and of x rows (n not a multiple of 4).
   for (const Shape s : {Shape{1, 16, 40}, Shape{1, 64, 768}, Shape{3, 48, 96}, Shape{1, 192, 128}, Shape{20, 32, 64},
-                        Shape{300, 80, 48}}) {
+                        Shape{300, 80, 48}, Shape{4, 192, 768}, Shape{7, 80, 40}, Shape{2, 144, 64}, Shape{5, 64, 33}}) {
     std::vector<uint16_t> wr(static_cast<size_t>(s.out * s.in)), wb(wr.size());
     for (auto& b : wr) b = f32_to_bf16(std::normal_distribution<float>(0.0f, 1.0f)(rng));
     block_bf16_rows(wr.data(), s.out, s.in, wb.data());
