@@ -29,19 +29,6 @@ constexpr int64_t kMinChunkBytes = 64 * 1024;
 // Rows of x packed at a time in prefill: 256 rows x 5120 inputs x 2 B (bf16) = 2.5 MiB, L3-resident.
 constexpr int64_t kRowChunk = 256;
 
-// Uninitialised 64-byte aligned scratch (the kernels write before they read).
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Scratch = std::unique_ptr<unsigned char, FreeDeleter>;
-Scratch make_scratch(size_t bytes) {
-  if (bytes == 0) return Scratch();
-  bytes = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  STRATA_CHECK(p != nullptr, "kernels: out of memory for linear scratch");
-  return Scratch(static_cast<unsigned char*>(p));
-}
-
 // Decode-sized scratch: a decode step's prepared rows (8 rows of a 5120-wide FP8 input: 80 KiB)
 // stay on the stack, so a decode matvec allocates nothing.
 using DecodeScratch = InlineScratch<96 * 1024>;
@@ -98,7 +85,7 @@ void run_gemm(const LevelKernels& level, const FormatKernels<W>& f, const float*
   const int64_t row_chunk = std::max(xg, kRowChunk / xg * xg);
   const int64_t n_tiles = ceil_div(out, tile_rows);
   const size_t panel_bytes = e.x_panel_bytes(in);
-  Scratch panels = make_scratch(static_cast<size_t>(ceil_div(std::min(n, row_chunk), xg)) * panel_bytes);
+  HeapScratch panels(static_cast<size_t>(ceil_div(std::min(n, row_chunk), xg)) * panel_bytes);
 
   for (int64_t i0 = 0; i0 < n; i0 += row_chunk) {
     const int64_t rows = std::min(row_chunk, n - i0);
@@ -106,7 +93,7 @@ void run_gemm(const LevelKernels& level, const FormatKernels<W>& f, const float*
 
     // Quantise and pack the groups of this chunk.
     run_range(pool, n_groups, 1, [&](int64_t g0, int64_t g1) {
-      Scratch tmp = f.quantise_x ? make_scratch(static_cast<size_t>(xg * in) * sizeof(float)) : Scratch();
+      HeapScratch tmp(f.quantise_x ? static_cast<size_t>(xg * in) * sizeof(float) : 0);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t grows = std::min(xg, rows - g * xg);
         const float* src = x + (i0 + g * xg) * in;
@@ -126,7 +113,7 @@ void run_gemm(const LevelKernels& level, const FormatKernels<W>& f, const float*
     const int64_t groups_per_split = ceil_div(n_groups, splits);
     splits = ceil_div(n_groups, groups_per_split);
     run_range(pool, n_tiles * splits, 1, [&](int64_t t0, int64_t t1) {
-      Scratch tile = f.pack_w ? make_scratch(static_cast<size_t>(tile_rows * ldw * e.w_elem_bytes)) : Scratch();
+      HeapScratch tile(f.pack_w ? static_cast<size_t>(tile_rows * ldw * e.w_elem_bytes) : 0);
       int64_t packed = -1;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t tile_index = t / splits, split = t % splits;

@@ -13,10 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/attention.h"
 #include "model/config.h"
-#include "model/engram.h"
-#include "model/forward_request.h"
 #include "model/mhc.h"
 #include "model/moe.h"
 #include "model/profile.h"
@@ -32,23 +29,9 @@ struct BlockScratch {
   MoeScratch moe;
 };
 
-// Model::forward's per-step bookkeeping, reused: with it a decode step allocates nothing per layer
-// and, beyond the store's Engram fetch handles (one per Engram layer), nothing per step.
-struct ForwardScratch {
-  struct Span {
-    ForwardEntry* e;
-    int64_t row0, n, start;  // rows in the batch; position of the first
-  };
-  std::vector<Span> spans;                    // the batch's entries, decode entries first
-  std::vector<int64_t> erows, erows_part, engram_layer_rows;  // Engram row ids
-  std::vector<std::vector<uint32_t>> classes;  // [entry] Engram token classes to append
-  std::vector<std::unique_ptr<store::EngramFetch>> efetch;
-  std::vector<AttentionShared> shared;         // [entry] index selections down the stack
-  std::vector<AttentionEntry> aentries;
-  std::vector<int> first_nonfinite;
-  std::vector<int64_t> want, first_want;       // head rows, entry by entry
-  std::vector<char> finite;
-};
+struct AttentionScratch;  // model/attention.h
+struct EngramScratch;     // model/engram.h
+struct ForwardScratch;    // model/forward_scratch.h
 
 class Activations {
  public:
@@ -69,9 +52,10 @@ class Activations {
   // head's normed rows h [rows, dim] and logits [rows, vocab] (when several entries want logits).
   std::vector<float> x, pre_mix, head_x, head_pm, h, logits;
   BlockScratch block;
+  // Behind pointers so that this header stays narrow (their headers: see the declarations above).
   std::unique_ptr<AttentionScratch> attn;
-  EngramScratch engram;
-  ForwardScratch fwd;
+  std::unique_ptr<EngramScratch> engram;
+  std::unique_ptr<ForwardScratch> fwd;
 };
 
 }  // namespace strata::model

@@ -11,6 +11,7 @@
 #include "model/attention.h"
 #include "model/engram.h"
 #include "model/engram_gguf_check.h"
+#include "model/forward_scratch.h"
 #include "model/mhc.h"
 #include "model/moe.h"
 #include "model/ops.h"
@@ -258,7 +259,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
 
   // ---- the batch's rows: decode entries first, each entry's rows contiguous --------------------
   using Span = ForwardScratch::Span;
-  ForwardScratch& fs = act.fwd;
+  ForwardScratch& fs = *act.fwd;
   std::vector<Span>& spans = fs.spans;
   spans.clear();
   int64_t N = 0, n_decode = 0, max_end = 0;
@@ -347,7 +348,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
     const BlockWeights& bw = w_.layers[static_cast<size_t>(l)];
     if (bw.has_engram) {
       STRATA_RETURN_IF_ERROR(engram_forward(c_, bw.engram, l, *efetch[static_cast<size_t>(bw.engram.index)], N, rows,
-                                            x.data(), pool_.get(), obs, &profile, &act.engram));
+                                            x.data(), pool_.get(), obs, &profile, act.engram.get()));
       if (obs) obs->tensor("after_engram", l, x, {rows.n, hc, dim});
     }
     if (l == boundary) {

@@ -2,9 +2,12 @@
 // beyond, for kernel drivers whose decode-sized temporaries (prepared activation rows, attention
 // scores) must not cost an allocation per call: a decode token makes ~500 such calls (docs/
 // performance.md, "Where a lone decode step's time goes"). Prefill-sized requests take the heap.
-// The caller writes before it reads (no zero fill).
+// The caller writes before it reads (no zero fill). HeapScratch (N = 0) is the prefill drivers'
+// heap-only form. The ISA files of kernels/x86 keep their own copy (x86/common.h `Scratch`): a
+// template shared with them would be compiled under each file's -m flags and merged by the linker.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
@@ -25,7 +28,7 @@ class InlineScratch {
   InlineScratch(const InlineScratch&) = delete;
   InlineScratch& operator=(const InlineScratch&) = delete;
 
-  unsigned char* get() { return heap_ ? heap_.get() : inline_; }
+  unsigned char* get() { return heap_ ? heap_.get() : inline_.data(); }
   template <class T>
   T* as() {
     return reinterpret_cast<T*>(get());
@@ -36,7 +39,9 @@ class InlineScratch {
     void operator()(void* p) const { std::free(p); }
   };
   std::unique_ptr<unsigned char, FreeDeleter> heap_;
-  alignas(64) unsigned char inline_[N];
+  alignas(64) std::array<unsigned char, N> inline_;
 };
+
+using HeapScratch = InlineScratch<0>;
 
 }  // namespace strata::kernels::detail

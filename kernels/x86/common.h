@@ -50,7 +50,9 @@ inline float fp8_scale(float amax) {
   return bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23);
 }
 
-// Scratch that lives on the stack up to kStackBytes and on the heap beyond (64-byte aligned).
+// Scratch that lives on the stack up to kStackBytes and on the heap beyond (64-byte aligned): the
+// ISA files' own copy of kernels/detail/inline_scratch.h (a shared template would break the rule
+// above).
 constexpr size_t kStackBytes = 64 * 1024;
 class Scratch {
  public:
