@@ -97,6 +97,12 @@ void act_quant_fp8_inplace(float* x, int64_t n, int block, KernelLevel level) {
   else t->act_quant_fp8(x, n);
 }
 
+void fp4_quant_e8m0_inplace(float* x, int64_t n, int block, KernelLevel level) {
+  const detail::LevelKernels* t = table(level);
+  if (t == nullptr || t->fp4_quant_e8m0 == nullptr || block != 32) ref::fp4_quant_e8m0_inplace(x, n, block);
+  else t->fp4_quant_e8m0(x, n);
+}
+
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level,
                 RowPath path) {
   linear_at(level, x, n, w, y, pool, path, [](const float* a, int64_t m, const Fp8Weight& b, float* c) { ref::linear_fp8(a, m, b, c); });
@@ -125,6 +131,9 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 }
 
 void act_quant_fp8_inplace(float* x, int64_t n, int block) { act_quant_fp8_inplace(x, n, block, best_kernel_level()); }
+void fp4_quant_e8m0_inplace(float* x, int64_t n, int block) {
+  fp4_quant_e8m0_inplace(x, n, block, best_kernel_level());
+}
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, RowPath path) {
   linear_fp8(x, n, w, y, pool, best_kernel_level(), path);
 }

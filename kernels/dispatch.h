@@ -35,6 +35,7 @@ KernelLevel best_kernel_level();
 // Forced-level versions of the dispatched entry points. REQUIRES: kernel_level_supported(level).
 // kScalar runs the references in kernels::ref (serial; `pool` is ignored).
 void act_quant_fp8_inplace(float* x, int64_t n, int block, KernelLevel level);
+void fp4_quant_e8m0_inplace(float* x, int64_t n, int block, KernelLevel level);
 void linear_fp8(const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool, KernelLevel level,
                 RowPath path = RowPath::kAuto);
 void linear_fp4(const float* x, int64_t n, const Fp4Weight& w, float* y, ThreadPool* pool, KernelLevel level,

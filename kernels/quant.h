@@ -27,6 +27,8 @@ void act_quant_fp8(const float* x, int64_t n, uint8_t* q, float* s, int block = 
 // FP4 E2M1 fake quantisation with a ue8m0 (power of two) scale per block of 32:
 //   s = 2^ceil(log2(max(amax, 6*2^-126) * fp32(1/6))),  x <- RNE_e2m1(clamp(x/s, +-6)) * s.
 // ROUNDING: model.py Indexer.forward, fp4_act_quant on index queries and index keys.
+// Dispatched to the best kernel level (AVX-512: bit for bit the reference; blocks other than 32
+// and levels without a vector version run the reference).
 void fp4_quant_e8m0_inplace(float* x, int64_t n, int block = 32);
 
 // FP4 E2M1 fake quantisation with an E4M3 scale per block of 16:
@@ -35,9 +37,11 @@ void fp4_quant_e8m0_inplace(float* x, int64_t n, int block = 32);
 void fp4_quant_e4m3_inplace(float* x, int64_t n, int block = 16);
 
 namespace ref {
-// Scalar definitions of the functions above (the dispatched act_quant_fp8_inplace must match it bit
-// for bit; the others have no vector version yet and are these functions).
+// Scalar definitions of the functions above (the dispatched act_quant_fp8_inplace and
+// fp4_quant_e8m0_inplace must match them bit for bit; fp4_quant_e4m3_inplace has no vector version
+// yet and is its own definition).
 void act_quant_fp8_inplace(float* x, int64_t n, int block = 32);
+void fp4_quant_e8m0_inplace(float* x, int64_t n, int block = 32);
 }  // namespace ref
 
 }  // namespace strata::kernels

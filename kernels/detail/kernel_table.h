@@ -69,6 +69,9 @@ struct FormatKernels {
 struct LevelKernels {
   // In-place act_quant_fp8 over n floats (n a multiple of 32), blocks of 32; bit-exact with ref.
   void (*act_quant_fp8)(float* x, int64_t n) = nullptr;
+  // In-place fp4_quant_e8m0 over n floats (n a multiple of 32), blocks of 32; bit-exact with ref.
+  // Null: the reference.
+  void (*fp4_quant_e8m0)(float* x, int64_t n) = nullptr;
   FormatKernels<Fp8Weight> fp8;
   FormatKernels<Fp4Weight> fp4;
   FormatKernels<Bf16Weight> bf16;

@@ -72,9 +72,10 @@ void act_quant_fp8_inplace(float* x, int64_t n, int block) {
 }  // namespace ref
 
 namespace {
-// e2m1_to_f32(f32_to_e2m1(v)) as selects, so the loop below vectorises (the branchy calls were 1.8%
-// of the main thread's decode samples on the 8 GB scaled checkpoint: 4096 index-query values per
-// index layer and token, serial):
+// e2m1_to_f32(f32_to_e2m1(v)) as selects (the branchy calls were 1.8% of the main thread's decode
+// samples on the 8 GB scaled checkpoint: 4096 index-query values per index layer and token,
+// serial). The compiler kept even the selects scalar (2.2% of a four-row decode step's samples), so
+// kernels/x86/quant_avx512.cpp restates them in vectors; this stays the definition:
 // the same midpoints (ties to the even code), +0 for code 0 and for NaN. Checked bit for bit by
 // tests/kernels/quant_test.cpp Fp4E8m0MatchesDefinitionBitForBit (midpoints, signed zeros).
 inline float e2m1_round_branchless(float v) {
@@ -91,6 +92,7 @@ inline float e2m1_round_branchless(float v) {
 }
 }  // namespace
 
+namespace ref {
 void fp4_quant_e8m0_inplace(float* x, int64_t n, int block) {
   STRATA_DCHECK(block > 0 && n % block == 0, "fp4_quant_e8m0_inplace: n must be a multiple of block");
   for (int64_t b = 0; b < n / block; ++b) {
@@ -102,6 +104,8 @@ void fp4_quant_e8m0_inplace(float* x, int64_t n, int block) {
     }
   }
 }
+
+}  // namespace ref
 
 void fp4_quant_e4m3_inplace(float* x, int64_t n, int block) {
   STRATA_DCHECK(block > 0 && n % block == 0, "fp4_quant_e4m3_inplace: n must be a multiple of block");

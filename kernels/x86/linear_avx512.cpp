@@ -76,6 +76,7 @@ const detail::GemmEngine kEngine = {V512::kXg, V512::kTileRows, 4, 1, &E::x_pane
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
   t.act_quant_fp8 = &act_quant_fp8_avx512;
+  t.fp4_quant_e8m0 = &fp4_quant_e8m0_avx512;
   // Decode kernels serve n < 8: the GEMM's smallest tile is 16 x rows, slower below 8 (Zen4).
   t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, E::fp8_matvec, 32, 4, 8, &kEngine, true, &E::fp8_pack_w, nullptr};
   t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, 8, &kEngine, true, &E::fp4_pack_w, nullptr};

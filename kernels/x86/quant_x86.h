@@ -1,5 +1,5 @@
-// Vector act_quant_fp8 (blocks of 32, in place) of the x86 levels; bit-exact with
-// kernels::ref::act_quant_fp8_inplace. Internal to kernels/. Call only on a CPU with the ISA.
+// Vector activation quantisers (blocks of 32, in place) of the x86 levels; bit-exact with their
+// kernels::ref definitions. Internal to kernels/. Call only on a CPU with the ISA.
 #pragma once
 
 #include <cstdint>
@@ -9,5 +9,9 @@ namespace strata::kernels::x86 {
 // n is a multiple of 32.
 void act_quant_fp8_avx2(float* x, int64_t n);
 void act_quant_fp8_avx512(float* x, int64_t n);
+
+// fp4_quant_e8m0_inplace (blocks of 32, in place) with AVX-512; bit-exact with
+// kernels::ref::fp4_quant_e8m0_inplace. n is a multiple of 32.
+void fp4_quant_e8m0_avx512(float* x, int64_t n);
 
 }  // namespace strata::kernels::x86

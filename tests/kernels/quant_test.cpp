@@ -196,10 +196,11 @@ TEST(Quant, ActQuantOtherBlockSizesUseTheReference) {
   for (size_t i = 0; i < x.size(); ++i) ASSERT_TRUE(same_bits(a[i], b[i]));
 }
 
-TEST(Quant, Fp4E8m0MatchesDefinitionBitForBit) {
+// Every level, the dispatched entry point and the reference, on the edge inputs plus E2M1 midpoints
+// (amax 6 * 2^k gives s = 2^k) and a NaN inside a normal block (ignored by amax, quantised to +0).
+TEST_P(QuantLevel, Fp4E8m0MatchesDefinitionBitForBit) {
   for (uint32_t seed = 1; seed <= 4; ++seed) {
     std::vector<float> x = edge_inputs(seed);
-    // E2M1 midpoints times a power-of-two scale: amax 6 * 2^k gives s = 2^k.
     std::mt19937 rng(seed);
     for (int b = 0; b < 4; ++b) {
       const int k = static_cast<int>(rng() % 20) - 10;
@@ -207,11 +208,18 @@ TEST(Quant, Fp4E8m0MatchesDefinitionBitForBit) {
       for (int j = 0; j < 32; ++j)
         x.push_back(static_cast<float>(std::ldexp(j == 0 ? 6.0 : ((j & 1) ? -1 : 1) * mids[j % 7], k)));
     }
-    std::vector<float> want = x, got = x;
+    for (int j = 0; j < 32; ++j) x.push_back(j == 5 ? std::nanf("") : static_cast<float>(j - 16) * 0.37f);
+    std::vector<float> want = x, got = x, dispatched = x, reference = x;
     def_fp4_e8m0(want);
-    fp4_quant_e8m0_inplace(got.data(), static_cast<int64_t>(got.size()));
-    for (size_t i = 0; i < x.size(); ++i)
+    const int64_t n = static_cast<int64_t>(x.size());
+    fp4_quant_e8m0_inplace(got.data(), n, 32, GetParam());
+    fp4_quant_e8m0_inplace(dispatched.data(), n);
+    ref::fp4_quant_e8m0_inplace(reference.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_TRUE(same_bits(got[i], want[i])) << "i=" << i << " x=" << x[i] << " got " << got[i] << " want " << want[i];
+      ASSERT_TRUE(same_bits(dispatched[i], want[i])) << "dispatched, i=" << i;
+      ASSERT_TRUE(same_bits(reference[i], want[i])) << "reference, i=" << i;
+    }
   }
 }
 
