@@ -64,12 +64,18 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks() {
-  for (;;) {
-    const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= n_chunks_) break;
-    const int64_t begin = c * chunk_;
-    (*fn_)(begin, std::min(begin + chunk_, n_));
-    done_.fetch_add(1);
+  // Guided self-scheduling: each grab takes 1/(2 T) of what is left, at least chunk_ (the caller's
+  // grain), so the first chunks are large (few hand-offs) and the last ones small: a thread that
+  // finishes early waits for at most one small chunk. The bounds depend only on n, T and the grain
+  // (each grab starts where the previous ended), never on which thread grabs.
+  const int64_t divisor = 2 * static_cast<int64_t>(n_threads_);
+  int64_t begin = next_.load(std::memory_order_relaxed);
+  while (begin < n_) {
+    const int64_t end = std::min(n_, begin + std::max(chunk_, (n_ - begin + divisor - 1) / divisor));
+    if (!next_.compare_exchange_weak(begin, end, std::memory_order_relaxed)) continue;  // begin reloaded
+    (*fn_)(begin, end);
+    done_.fetch_add(end - begin);
+    begin = next_.load(std::memory_order_relaxed);
   }
 }
 
@@ -122,10 +128,7 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn,
   // Write side of the seqlock: odd generation, wait for workers still leaving the last job.
   generation_.fetch_add(1);
   while (active_.load() != 0) cpu_relax();
-  // About 4 chunks per thread balances uneven rows without much scheduling overhead.
-  const int64_t target = static_cast<int64_t>(n_threads_) * 4;
-  chunk_ = std::max(grain, (n + target - 1) / target);
-  n_chunks_ = (n + chunk_ - 1) / chunk_;
+  chunk_ = grain;  // the smallest chunk (run_chunks: guided sizes)
   fn_ = &fn;
   n_ = n;
   next_.store(0, std::memory_order_relaxed);
@@ -137,7 +140,7 @@ void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn,
   cv_.notify_all();
   run_chunks();
   // Wait for chunks other threads took, not for workers that never woke up.
-  while (done_.load() != n_chunks_) cpu_relax();
+  while (done_.load() != n) cpu_relax();
   busy_.store(false);
 }
 

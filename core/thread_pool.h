@@ -1,6 +1,7 @@
 // ThreadPool: a fork-join pool for data-parallel kernels.
 //
-// parallel_for splits [0, n) into contiguous chunks and runs them on the workers plus the calling
+// parallel_for splits [0, n) into contiguous chunks (guided: each takes 1/(2 T) of what is left, at
+// least the grain) and runs them on the workers plus the calling
 // thread, returning as soon as every chunk has run — it never waits for a worker that found nothing
 // to do, so a worker descheduled by a busy machine cannot stall the caller (the caller then simply
 // runs the chunks itself). One parallel_for at a time per pool; a call from inside a running task
@@ -58,10 +59,9 @@ class ThreadPool {
   // The job being run (valid while generation_ is even and unchanged).
   const FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunk_ = 1;
-  int64_t n_chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> done_{0};
+  int64_t chunk_ = 1;                // the smallest chunk: the caller's grain
+  std::atomic<int64_t> next_{0};     // the first index no thread has taken
+  std::atomic<int64_t> done_{0};     // indices whose chunk has run
 };
 
 }  // namespace strata
