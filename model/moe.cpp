@@ -374,10 +374,14 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
       const auto slots = by_expert(used[next]);
       const int64_t m = static_cast<int64_t>(slots.size());
       if (!batch.empty() && rows_taken + m > cap_rows) break;
-      bool in_order = m == n;
-      for (int64_t i = 0; in_order && i < m; ++i) in_order = slots[static_cast<size_t>(i)] / k == i;
-      batch.push_back({used[next], {}, nullptr, in_order ? x : nullptr, rows_taken, m, regime_of(slots, k, rows)});
-      if (!in_order) gathered += m;
+      // Tokens t0, t0 + 1, ... (every token of a batch; any lone token) are read in place: no copy,
+      // and experts that read the same token row share its prepared activations in the kernels'
+      // batched pass (a four-row decode step's ~23 experts prepare four rows, not ~23).
+      const int64_t t0 = slots[0] / k;
+      bool consecutive = true;
+      for (int64_t i = 1; consecutive && i < m; ++i) consecutive = slots[static_cast<size_t>(i)] / k == t0 + i;
+      batch.push_back({used[next], {}, nullptr, consecutive ? x + t0 * dim : nullptr, rows_taken, m, regime_of(slots, k, rows)});
+      if (!consecutive) gathered += m;
       rows_taken += m;
     }
     sc.xs.resize(static_cast<size_t>(gathered * dim));
