@@ -14,8 +14,10 @@
 // Example: build-kernels/bench/kernels_bench --benchmark_filter='fp8|fp4' --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -49,19 +51,40 @@ uint8_t e4m3_ok(uint8_t c) { return (c & 0x7F) == 0x7F ? static_cast<uint8_t>(c 
 uint8_t scale_ok(uint8_t c) { return static_cast<uint8_t>(116 + c % 16); }
 uint8_t any(uint8_t c) { return c; }
 
-struct Copies {
-  std::vector<AlignedBytes> w, s;  // per copy: weight codes, scales
+// One copy's bytes inside the Copies arena.
+struct Bytes {
+  uint8_t* p;
+  size_t n;
+  uint8_t* data() const { return p; }
+  size_t size() const { return n; }
 };
 
+// Copies of a weight and its scales in one arena on transparent huge pages, as the resident store
+// keeps a checkpoint's tensors (store/resident_tensors.cpp), so a decode matvec here walks the
+// page tables as rarely as one in a real decode step.
+struct Copies {
+  std::unique_ptr<uint8_t, decltype(&std::free)> arena{nullptr, &std::free};
+  std::vector<Bytes> w, s;  // per copy: weight codes, scales
+};
+
+// Decode-sized calls (n < 8 rows: the matvec regime) rotate over copies, so their weights come from
+// DRAM as a decode step's do; prefill-sized calls reuse one copy (their cost is arithmetic).
 Copies make_copies(size_t w_bytes, size_t s_bytes, int64_t n, bool fp8) {
-  const size_t copies = n == 1 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  const size_t copies = n < 8 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  constexpr size_t kHuge = 2u << 20;
+  const size_t w_span = (w_bytes + 4095) / 4096 * 4096, s_span = (s_bytes + 63) / 64 * 64;
+  const size_t total = (copies * (w_span + s_span) + kHuge - 1) / kHuge * kHuge;
   Copies c;
+  c.arena.reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, total)));
+  if (!c.arena) throw std::bad_alloc();
+  (void)::madvise(c.arena.get(), total, MADV_HUGEPAGE);  // advice: where THP is off, 4 KiB pages
+  uint8_t* p = c.arena.get();
+  for (size_t i = 0; i < copies; ++i, p += w_span) c.w.push_back({p, w_bytes});
+  for (size_t i = 0; i < copies; ++i, p += s_span) c.s.push_back({p, s_bytes});
   for (size_t i = 0; i < copies; ++i) {
-    c.w.emplace_back(w_bytes);
-    c.s.emplace_back(s_bytes);
-    if (fp8) fill(c.w.back().data(), w_bytes, 2 * i + 1, e4m3_ok);
-    else fill(c.w.back().data(), w_bytes, 2 * i + 1, any);
-    fill(c.s.back().data(), s_bytes, 2 * i + 2, scale_ok);
+    if (fp8) fill(c.w[i].data(), w_bytes, 2 * i + 1, e4m3_ok);
+    else fill(c.w[i].data(), w_bytes, 2 * i + 1, any);
+    fill(c.s[i].data(), s_bytes, 2 * i + 2, scale_ok);
   }
   return c;
 }
@@ -295,7 +318,7 @@ void BM_LinearQuant(benchmark::State& state, int type, int64_t n, int64_t out, i
     }
     quantize_row_ref(t, row.data(), q.data() + static_cast<size_t>(r) * row_bytes, in);
   }
-  const size_t copies = n == 1 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+  const size_t copies = n < 8 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
   std::vector<AlignedBytes> w;
   for (size_t c = 0; c < copies; ++c) {
     w.emplace_back(w_bytes);
@@ -334,6 +357,10 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_wq_b_6144x256, 1, 6144, 256)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_wo_b_1024x1536, 1, 1024, 1536)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_448x1024, 1, 448, 1024)->Apply(levels_and_threads);
+// The same small shapes at four decode rows (a batch of four streams: each weight read once for all).
+BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wq_b_6144x256, 4, 6144, 256)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wo_b_1024x1536, 4, 1024, 1536)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, decode4_expert_448x1024, 4, 448, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
