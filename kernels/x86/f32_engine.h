@@ -200,28 +200,10 @@ struct F32Engine {
   }
   // Blocked BF16 (Bf16Weight::blocked): kW rows' values at one k are contiguous, so each row keeps
   // its k-order sum in a lane with no transpose; NB groups of kW rows share each broadcast of x[k]
-  // and give the adds NB independent chains. r0 and r1 are multiples of kW (kW divides 16).
-  template <int NB>
-  static void bf16_blocked_rows(const float* x, const Bf16Weight& w, int64_t r, float* y) {
-    const int64_t in = w.in, br = kBf16BlockRows;
-    const uint16_t* p[NB];
-    F acc[NB];
-    for (int j = 0; j < NB; ++j) {
-      const int64_t row = r + j * kW;
-      p[j] = w.w + (row / br) * br * in + row % br;
-      acc[j] = V::zero();
-    }
-    for (int64_t k = 0; k < in; ++k) {
-      if ((k & 1) == 0)  // one prefetch per 64 bytes of each stream, 2 KiB ahead (as bf16_rows_any)
-        for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + k * br) + 2048, _MM_HINT_T0);
-      const F xk = V::set1(x[k]);
-      for (int j = 0; j < NB; ++j) acc[j] = V::add(acc[j], V::mul(V::bf16(p[j] + k * br), xk));
-    }
-    for (int j = 0; j < NB; ++j) V::storeu(y + r + j * kW, acc[j]);
-  }
-  // NX rows of x over blocked BF16: every (x row, weight row) keeps bf16_blocked_rows' chain (acc +
-  // w x, k in order), so each row's bits are the same as alone; the NX rows share each widened
-  // weight vector (the weights are read once, not NX times) and NX x NB chains hide the add latency.
+  // and give the adds NB independent chains. r is a multiple of kW (kW divides 16).
+  // NX rows of x (xs floats apart) share each widened weight vector (the weights are read once, not
+  // NX times); every (x row, weight row) keeps the same chain (acc + w x, k in order) at any NX, so
+  // a row's bits are the same alone or with others, and NX x NB chains hide the add latency.
   // wo_a (8 groups of 192 x 768 on the 8 GB scaled checkpoint) at 4 decode rows: 6% of a batched
   // step's samples through the one-row loop.
   template <int NX, int NB>
@@ -253,8 +235,8 @@ struct F32Engine {
     const int64_t in = w.in;
     int64_t r = r0;
     if (w.blocked) {
-      for (; r + 4 * kW <= r1; r += 4 * kW) bf16_blocked_rows<4>(x, w, r, y);
-      for (; r < r1; r += kW) bf16_blocked_rows<1>(x, w, r, y);
+      for (; r + 4 * kW <= r1; r += 4 * kW) bf16_blocked_rows_nx<1, 4>(x, 0, w, r, y, 0);
+      for (; r < r1; r += kW) bf16_blocked_rows_nx<1, 1>(x, 0, w, r, y, 0);
       return;
     }
     for (; r < r1; r += kW) bf16_block(x, in, w.w + r * in, y + r, static_cast<int>(imin(kW, r1 - r)));
@@ -324,24 +306,29 @@ struct F32Engine {
   // (bf16_blocked_rows_nx) where the registers hold 4 x 4 chains (zmm); otherwise row by row.
   static void bf16_matvec(const void* act, int64_t nx, size_t stride, const Bf16Weight& w, int64_t r0, int64_t r1,
                           float* y, int64_t ldy) {
-    if (kW < 16 || !w.blocked || nx == 1) return rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy);
-    const float* x = static_cast<const float*>(act);
-    const size_t xs = stride / sizeof(float);
-    for (int64_t i = 0; i < nx; i += 4) {
-      const float* xi = x + i * static_cast<int64_t>(xs);
-      float* yi = y + i * ldy;
-      const int64_t g = imin(4, nx - i);
-      int64_t r = r0;
-      for (; r + 4 * kW <= r1; r += 4 * kW) {
-        switch (g) {
-          case 1: bf16_blocked_rows_nx<1, 4>(xi, xs, w, r, yi, ldy); break;
-          case 2: bf16_blocked_rows_nx<2, 4>(xi, xs, w, r, yi, ldy); break;
-          case 3: bf16_blocked_rows_nx<3, 4>(xi, xs, w, r, yi, ldy); break;
-          default: bf16_blocked_rows_nx<4, 4>(xi, xs, w, r, yi, ldy); break;
+    if constexpr (kW < 16) {  // ymm: 4 x 4 chains do not fit the registers (no such loop is built)
+      rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy);
+    } else {
+      if (!w.blocked || nx == 1) return rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy);
+      const float* x = static_cast<const float*>(act);
+      const size_t xs = stride / sizeof(float);
+      for (int64_t i = 0; i < nx; i += 4) {
+        const float* xi = x + i * static_cast<int64_t>(xs);
+        float* yi = y + i * ldy;
+        const int64_t g = imin(4, nx - i);
+        int64_t r = r0;
+        for (; r + 4 * kW <= r1; r += 4 * kW) {
+          switch (g) {
+            case 1: bf16_blocked_rows_nx<1, 4>(xi, xs, w, r, yi, ldy); break;
+            case 2: bf16_blocked_rows_nx<2, 4>(xi, xs, w, r, yi, ldy); break;
+            case 3: bf16_blocked_rows_nx<3, 4>(xi, xs, w, r, yi, ldy); break;
+            default: bf16_blocked_rows_nx<4, 4>(xi, xs, w, r, yi, ldy); break;
+          }
         }
+        for (int64_t j = 0; j < g; ++j)
+          for (int64_t rr = r; rr < r1; rr += kW)
+            bf16_blocked_rows_nx<1, 1>(xi + j * static_cast<int64_t>(xs), 0, w, rr, yi + j * ldy, 0);
       }
-      for (int64_t j = 0; j < g; ++j)
-        for (int64_t rr = r; rr < r1; rr += kW) bf16_blocked_rows<1>(xi + j * static_cast<int64_t>(xs), w, rr, yi + j * ldy);
     }
   }
 

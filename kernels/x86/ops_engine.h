@@ -544,7 +544,9 @@ struct OpsEngine {
     int64_t r = r0;
     for (; r + R <= r1; r += R)
       bf16_block_any<R>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in) + ahead);
-    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in));
+    // The last rows (fewer than R) one at a time, each prefetching the row after it (a prefetch past
+    // the matrix's end touches nothing: prefetches do not fault).
+    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + (r + 1) * in));
   }
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
