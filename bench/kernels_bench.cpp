@@ -180,6 +180,33 @@ void BM_LinearBf16(benchmark::State& state, int64_t n, int64_t out, int64_t in) 
   report(state, n, out, in, static_cast<double>(w_bytes));
 }
 
+// attn.wo_a as the model binds it: one output group, blocked, bit-exact order, in bf16 bits or as
+// the release's E4M3 codes with [32, 32] scales (kernels::Bf16Weight::e4m3: half the bytes).
+void BM_LinearWoA(benchmark::State& state, int64_t n, int64_t out, int64_t in, bool e4m3) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in) * (e4m3 ? 1 : 2);
+  const size_t s_bytes = e4m3 ? static_cast<size_t>((out + 31) / 32 * ((in + 31) / 32)) : 1;
+  Copies c = make_copies(w_bytes, s_bytes, n, e4m3);
+  if (!e4m3) normal_bf16(&c);
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    Bf16Weight w{nullptr, out, in, true};
+    if (e4m3) {
+      w.e4m3 = c.w[i].data();
+      w.e4m3_scale = c.s[i].data();
+    } else {
+      w.w = reinterpret_cast<const uint16_t*>(c.w[i].data());
+    }
+    linear_bf16(x.data(), n, w, y.data(), pool.get(), level, RowPath::kDecode);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
+}
+
 // The LM head through the any-order BF16 path (kernels::linear_bf16_any_order).
 void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
   KernelLevel level;
@@ -367,6 +394,15 @@ BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Appl
 // The 8 GB synth checkpoint's head (dim 1024) and one wo_a group (192 x 768), for the end-to-end profile.
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
+// wo_a blocked, bf16 bits against E4M3 codes: the 8 GB checkpoint's group and the release's.
+BENCHMARK_CAPTURE(BM_LinearWoA, decode_bf16_192x768, 1, 192, 768, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode_e4m3_192x768, 1, 192, 768, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode4_bf16_192x768, 4, 192, 768, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode4_e4m3_192x768, 4, 192, 768, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode_bf16_1024x4096, 1, 1024, 4096, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode_e4m3_1024x4096, 1, 1024, 4096, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode4_bf16_1024x4096, 4, 1024, 4096, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearWoA, decode4_e4m3_1024x4096, 4, 1024, 4096, true)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads_amx);
 // A batch of decode rows through the head (the demo's dim 512, the 8 GB scaled checkpoint's 1024, the

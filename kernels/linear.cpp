@@ -44,7 +44,7 @@ template <class W>
 int64_t weight_row_bytes(const W& w) {
   if constexpr (std::is_same_v<W, Fp8Weight>) return w.in;
   else if constexpr (std::is_same_v<W, Fp4Weight>) return w.in / 2;
-  else if constexpr (std::is_same_v<W, Bf16Weight>) return 2 * w.in;
+  else if constexpr (std::is_same_v<W, Bf16Weight>) return w.row_bytes();
   else return 4 * w.in;
 }
 

@@ -54,14 +54,37 @@ struct Bf16Weight {
   // order runs k in order per row; with rows in vector lanes it needs no transposes (attn.wo_a,
   // model/weights.cpp). REQUIRES out % 16 == 0. linear_bf16 (and its batch) only.
   bool blocked = false;
-  // w(r, k) as bf16 bits in either layout.
-  uint16_t at(int64_t r, int64_t k) const {
-    return blocked ? w[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows]
-                   : w[r * in + k];
+  // E4M3 storage of a blocked weight whose values are E4M3 codes times a power-of-two scale per
+  // [32, 32] block (the release's FP8 attn.wo_a): w is null and value(r, k) = e4m3(code) * 2^(scale
+  // - 127), exactly a bf16 value, so every level computes the same bits as from the widened bf16
+  // copy at half its bytes. Codes in the blocked layout (block_e4m3_rows); scale [ceil(out / 32),
+  // ceil(in / 32)] E8M0 codes. REQUIRES blocked; no NaN code (0x7F / 0xFF); every value and product
+  // a normal float or zero (model/weights.cpp takes scales within 2^-60 .. 2^60).
+  const uint8_t* e4m3 = nullptr;
+  const uint8_t* e4m3_scale = nullptr;
+  // w(r, k) as bf16 bits in any layout. Out of line (kernels/ref/linear.cpp), so that the ISA files
+  // call the baseline build (kernels/x86/common.h: no inline code shared across -m flags).
+  uint16_t at(int64_t r, int64_t k) const;
+  // Rows [r0, r0 + n) as a weight of their own: r0 a multiple of 16 when blocked, of 32 with E4M3.
+  // Not for the ISA files (inline).
+  Bf16Weight rows(int64_t r0, int64_t n) const {
+    Bf16Weight s = *this;
+    s.out = n;
+    if (e4m3 != nullptr) {
+      s.e4m3 = e4m3 + r0 * in;
+      s.e4m3_scale = e4m3_scale + (r0 / 32) * ((in + 31) / 32);
+    } else {
+      s.w = w + r0 * in;
+    }
+    return s;
   }
+  // Stored bytes of one row (2 in, or in with E4M3 storage).
+  int64_t row_bytes() const { return e4m3 != nullptr ? in : 2 * in; }
 };
 // Writes the blocked layout of a row-major [out, in] bf16 matrix (out % 16 == 0) to dst.
 void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst);
+// The same for one-byte codes (E4M3 storage of a blocked Bf16Weight).
+void block_e4m3_rows(const uint8_t* src, int64_t out, int64_t in, uint8_t* dst);
 
 struct F32Weight {
   const float* w = nullptr;  // [out, in]

@@ -558,7 +558,7 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
     parts.clear();
     for (int g = 0; g < G; ++g) {
       for (int64_t t = 0; t < n; ++t) std::copy_n(o + t * H * D + g * gin, gin, og + (g * n + t) * gin);
-      parts.push_back({og + g * n * gin, n, kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked},
+      parts.push_back({og + g * n * gin, n, w.wo_a.bf16.rows(g * R, R),
                        yg + g * n * R,
                        !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto});
     }
@@ -574,7 +574,7 @@ void attention_output(const ModelConfig& c, const AttentionWeights& w, const flo
     Linear part = w.wo_a;
     part.out = R;
     // Group g is rows [g R, (g+1) R): at the same offset in the blocked layout (R % 16 == 0).
-    part.bf16 = kernels::Bf16Weight{w.wo_a.bf16.w + g * R * gin, R, gin, w.wo_a.bf16.blocked};
+    part.bf16 = w.wo_a.bf16.rows(g * R, R);
     part.f32 = kernels::F32Weight{w.wo_a.f32.w ? w.wo_a.f32.w + g * R * gin : nullptr, R, gin};
     part.apply(og.data(), rows, yg.data(), pool);
     for (int64_t t = 0; t < n; ++t) std::copy_n(yg.data() + t * R, R, ocat.data() + t * G * R + g * R);

@@ -45,7 +45,8 @@ void Linear::apply(const float* x, Rows r, float* y, ThreadPool* pool) const {
 uint64_t Linear::weight_bytes() const {
   switch (kind) {
     case Kind::kFp8: return static_cast<uint64_t>(out * in) + ((out + 31) / 32) * ((in + 31) / 32);
-    case Kind::kBf16: return static_cast<uint64_t>(out * in) * 2;
+    case Kind::kBf16:
+      return static_cast<uint64_t>(out * bf16.row_bytes()) + (bf16.e4m3 ? ((out + 31) / 32) * ((in + 31) / 32) : 0);
     case Kind::kF32: return static_cast<uint64_t>(out * in) * 4;
     case Kind::kQuant: return static_cast<uint64_t>(out * kernels::quant_row_bytes(quant.type, in));
     case Kind::kNone: break;
@@ -232,10 +233,37 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
   STRATA_ASSIGN_OR_RETURN(a->wkv, b.linear(p + ".wkv", hd, dim, true, sh(hd, "head_dim", dim, "dim")));
   STRATA_ASSIGN_OR_RETURN(a->kv_norm, b.floats(p + ".kv_norm.weight", Shape{hd}, "head_dim"));
   // wo_a: the release stores FP8; the official convert.py dequantises it to bf16 (exact) and the
-  // model uses it without activation quantisation (an einsum), so strata does the same.
+  // model uses it without activation quantisation (an einsum), so strata does the same: a BF16 linear
+  // in the bit-exact order. Its values e4m3 * 2^k are bf16 values, so an FP8 wo_a keeps its codes (1
+  // byte a weight, blocked) and the kernels widen them exactly: the same bits as the widened copy at
+  // half the bytes (the release: 1.34 GB less per decode token and in RAM than the bf16 copy). The
+  // widened copy remains for what the codes cannot carry exactly: a NaN code, a scale outside
+  // 2^-60 .. 2^60 (values could leave the normal range), groups not whole 32-row scale blocks, and
+  // block formats (GGUF).
   STRATA_ASSIGN_OR_RETURN(Linear wo_a, b.linear(p + ".wo_a", o_out, group_in, true,
                                                 sh(o_out, "o_groups*o_lora_rank", group_in, "n_heads*head_dim/o_groups")));
-  if (wo_a.kind == Linear::Kind::kFp8 || wo_a.kind == Linear::Kind::kQuant) {
+  // Blocked layout (16 rows k-major) when every output group is whole blocks: the bit-exact
+  // matvec then needs no transposes (kernels/linear.h Bf16Weight::blocked; decode 2-3x faster).
+  const bool blocked = c.o_lora_rank % kernels::kBf16BlockRows == 0;
+  auto codes_exact = [&](const kernels::Fp8Weight& f) {
+    if (c.o_lora_rank % 32 != 0) return false;
+    for (int64_t i = 0; i < o_out * group_in; ++i)
+      if ((f.w[i] & 0x7F) == 0x7F) return false;
+    const int64_t n_scales = ((o_out + 31) / 32) * ((group_in + 31) / 32);
+    for (int64_t i = 0; i < n_scales; ++i)
+      if (f.scale[i] < 127 - 60 || f.scale[i] > 127 + 60) return false;
+    return true;
+  };
+  if (wo_a.kind == Linear::Kind::kFp8 && blocked && codes_exact(wo_a.fp8)) {
+    a->wo_a_e4m3.resize(static_cast<size_t>(o_out * group_in));
+    kernels::block_e4m3_rows(wo_a.fp8.w, o_out, group_in, a->wo_a_e4m3.data());
+    const int64_t n_scales = ((o_out + 31) / 32) * ((group_in + 31) / 32);
+    a->wo_a_scale.assign(wo_a.fp8.scale, wo_a.fp8.scale + n_scales);
+    a->wo_a.kind = Linear::Kind::kBf16;
+    a->wo_a.out = o_out;
+    a->wo_a.in = group_in;
+    a->wo_a.bf16 = kernels::Bf16Weight{nullptr, o_out, group_in, true, a->wo_a_e4m3.data(), a->wo_a_scale.data()};
+  } else if (wo_a.kind == Linear::Kind::kFp8 || wo_a.kind == Linear::Kind::kQuant) {
     std::vector<float> tmp(static_cast<size_t>(o_out * group_in));
     if (wo_a.kind == Linear::Kind::kFp8) {
       kernels::dequant_fp8(wo_a.fp8, tmp.data());
@@ -247,9 +275,6 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
     // FP8: exact (e4m3 * 2^k fits bf16). ROUNDING for a block format: its dequantised f32 values are
     // rounded to bf16, so the grouped bit-exact bf16 path runs unchanged (docs/gguf.md).
     for (size_t i = 0; i < tmp.size(); ++i) rows[i] = f32_to_bf16(tmp[i]);
-    // Blocked layout (16 rows k-major) when every output group is whole blocks: the bit-exact
-    // matvec then needs no transposes (kernels/linear.h Bf16Weight::blocked; decode 2-3x faster).
-    const bool blocked = c.o_lora_rank % kernels::kBf16BlockRows == 0;
     if (blocked) {
       a->wo_a_bf16.resize(rows.size());
       kernels::block_bf16_rows(rows.data(), o_out, group_in, a->wo_a_bf16.data());

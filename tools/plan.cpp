@@ -336,8 +336,9 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
       pl.load_cold_s = static_cast<double>(loaded) / (disk_gbps * 1e9) +
                        (m.alloc_gbps > 0 ? static_cast<double>(loaded) / (m.alloc_gbps * 1e9) : 0.0);
   }
-  pl.notes.push_back("attn.wo_a is kept as BF16 after load: +" +
-                     format_bytes(static_cast<double>(pl.dense_ram_bytes - pl.dense_bytes)) + " outside the store");
+  if (pl.dense_ram_bytes > pl.dense_bytes)
+    pl.notes.push_back("attn.wo_a is widened to BF16 after load: +" +
+                       format_bytes(static_cast<double>(pl.dense_ram_bytes - pl.dense_bytes)) + " outside the store");
   pl.notes.push_back("KV at packed size (FP4/FP8 codes, " + fmt("%.0f", f.kv.bytes_per_token) + " B/token)");
 
   const IoModel io = io_model(p);

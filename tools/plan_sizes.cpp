@@ -54,11 +54,17 @@ uint64_t params_of(const SynthTensor& t) {
   return t.fill == FillKind::kFp4Weight ? 2 * n : n;
 }
 
-// Bytes once loaded: attn.wo_a is widened to BF16 at load (model/weights.cpp, as convert.py does)
-// and its scale is dropped.
-uint64_t ram_bytes_of(const SynthTensor& t) {
+// Whether the model keeps attn.wo_a's FP8 codes as stored (model/weights.cpp: an FP8 wo_a whose
+// output groups are whole 32-row scale blocks keeps its bytes, blocked; anything else, such as a
+// block format written by quantize, is widened to BF16 at load as convert.py does, its scale
+// dropped). NaN codes or extreme scales also widen it; the planner assumes a sane checkpoint.
+bool wo_a_keeps_fp8(const model::ModelConfig& c) { return c.o_lora_rank % 32 == 0; }
+
+// Bytes once loaded of a tensor stored as the release stores it (attn.wo_a: see wo_a_keeps_fp8).
+uint64_t ram_bytes_of(const model::ModelConfig& c, const SynthTensor& t) {
   const std::string& n = t.decl.name;
-  if (contains(n, ".attn.wo_a.")) return ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0;
+  if (contains(n, ".attn.wo_a.") && !wo_a_keeps_fp8(c))
+    return ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0;
   return t.decl.nbytes();
 }
 
@@ -238,14 +244,14 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     const uint64_t b = stored(t);
     if (auto it = target.find(n); it != target.end()) {
       cs.bytes += b;
-      // attn.wo_a is widened to BF16 at load whatever its type (model/weights.cpp).
+      // A quantised attn.wo_a is widened to BF16 at load (model/weights.cpp).
       cs.ram_bytes += contains(n, ".attn.wo_a.") ? 2 * static_cast<uint64_t>(values(t)) : b;
       cs.params += static_cast<uint64_t>(values(t));
       cs.bytes_by_dtype[it->second] += b;
     } else {
       if (b == 0) continue;  // the scale of a quantised weight
       cs.bytes += b;
-      cs.ram_bytes += ram_bytes_of(t);
+      cs.ram_bytes += ram_bytes_of(c, t);
       cs.params += params_of(t);
       cs.bytes_by_dtype[t.decl.dtype] += b;
       if (contains(n, ".engram.embed.scale")) f.engram_scale_bytes += b;
@@ -336,10 +342,11 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
       u.block = it->second;
       u.kind = LinearKind::kFp8;  // rates: see LinearUse::block
     }
-    if (contains(n, ".attn.wo_a.")) {  // BF16 after load (whatever its stored type), one call per output group
+    if (contains(n, ".attn.wo_a.")) {  // a BF16 linear (FP8 codes kept or widened), one call per output group
+      const bool fp8 = !u.block && t.decl.dtype == DType::kF8E4M3 && wo_a_keeps_fp8(c);
       u.kind = LinearKind::kBf16;
       u.block.reset();
-      u.bytes = 2 * static_cast<uint64_t>(u.out * u.in) / static_cast<uint64_t>(c.o_groups);
+      u.bytes = (fp8 ? u.bytes : 2 * static_cast<uint64_t>(u.out * u.in)) / static_cast<uint64_t>(c.o_groups);
       u.calls = c.o_groups;
       u.out /= c.o_groups;
     }

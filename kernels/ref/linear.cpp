@@ -139,6 +139,20 @@ void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst
       dst[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows] = src[r * in + k];
 }
 
+uint16_t Bf16Weight::at(int64_t r, int64_t k) const {
+  const int64_t i = (r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows;
+  if (e4m3 != nullptr)  // exact: e4m3 * 2^k is a bf16 value (the Bf16Weight contract)
+    return f32_to_bf16(e4m3_to_f32(e4m3[i]) * e8m0_to_f32(e4m3_scale[(r / 32) * ((in + 31) / 32) + k / 32]));
+  return blocked ? w[i] : w[r * in + k];
+}
+
+void block_e4m3_rows(const uint8_t* src, int64_t out, int64_t in, uint8_t* dst) {
+  STRATA_CHECK(out % kBf16BlockRows == 0, "block_e4m3_rows: out must be a multiple of 16");
+  for (int64_t r = 0; r < out; ++r)
+    for (int64_t k = 0; k < in; ++k)
+      dst[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows] = src[r * in + k];
+}
+
 void dequant_bf16(const uint16_t* w, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(w[i]);
 }

@@ -206,9 +206,16 @@ struct F32Engine {
   // a row's bits are the same alone or with others, and NX x NB chains hide the add latency.
   // wo_a (8 groups of 192 x 768 on the 8 GB scaled checkpoint) at 4 decode rows: 6% of a batched
   // step's samples through the one-row loop.
+  // E4M3 storage (Bf16Weight::e4m3): the codes widened through e4m3x (value * 2^-8) times the
+  // block's scale * 2^8, the exact bf16 value, so the chains are the same bits at half the bytes,
+  // for four more operations a vector (widen, scale). kernels_bench BM_LinearWoA at 2 threads, Zen 5
+  // VM (2026-12-05): the 8 GB checkpoint's 192 x 768 group 8.2-8.5 -> 6.9-7.0 us at one row and
+  // 19.2-19.5 -> 14.3-14.9 at four; the release's 1024 x 4096 group the same 125-141 -> 126 us at
+  // one row (now bound by the arithmetic, not the bytes) and 238-247 -> 279-284 at four (+15%).
   template <int NX, int NB>
   static void bf16_blocked_rows_nx(const float* x, size_t xs, const Bf16Weight& w, int64_t r, float* y,
                                    int64_t ldy) {
+    if (w.e4m3 != nullptr) return e4m3_blocked_rows_nx<NX, NB>(x, xs, w, r, y, ldy);
     const int64_t in = w.in, br = kBf16BlockRows;
     const uint16_t* p[NB];
     F acc[NX][NB];
@@ -225,6 +232,37 @@ struct F32Engine {
       for (int j = 0; j < NB; ++j) {
         const F wv = V::bf16(p[j] + k * br);
         for (int i = 0; i < NX; ++i) acc[i][j] = V::add(acc[i][j], V::mul(wv, xk[i]));
+      }
+    }
+    for (int i = 0; i < NX; ++i)
+      for (int j = 0; j < NB; ++j) V::storeu(y + i * ldy + r + j * kW, acc[i][j]);
+  }
+  template <int NX, int NB>
+  static void e4m3_blocked_rows_nx(const float* x, size_t xs, const Bf16Weight& w, int64_t r, float* y,
+                                   int64_t ldy) {
+    const int64_t in = w.in, br = kBf16BlockRows, nkb = ceil_div(in, 32);
+    const uint8_t* p[NB];
+    const uint8_t* sc[NB];
+    F acc[NX][NB];
+    for (int j = 0; j < NB; ++j) {
+      const int64_t row = r + j * kW;
+      p[j] = w.e4m3 + (row / br) * br * in + row % br;
+      sc[j] = w.e4m3_scale + (row / 32) * nkb;
+      for (int i = 0; i < NX; ++i) acc[i][j] = V::zero();
+    }
+    for (int64_t k0 = 0; k0 < in; k0 += 32) {
+      F s[NB];
+      for (int j = 0; j < NB; ++j) s[j] = V::set1(e8m0_value(sc[j][k0 / 32]) * 256.0f);  // 2^8 undoes e4m3x's 2^-8
+      const int64_t k1 = imin(in, k0 + 32);
+      for (int64_t k = k0; k < k1; ++k) {
+        if ((k & 3) == 0)
+          for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + k * br) + 1024, _MM_HINT_T0);
+        F xk[NX];
+        for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[static_cast<int64_t>(i * xs) + k]);
+        for (int j = 0; j < NB; ++j) {
+          const F wv = V::mul(V::e4m3x(p[j] + k * br), s[j]);  // exact
+          for (int i = 0; i < NX; ++i) acc[i][j] = V::add(acc[i][j], V::mul(wv, xk[i]));
+        }
       }
     }
     for (int i = 0; i < NX; ++i)
@@ -377,9 +415,35 @@ struct F32Engine {
   static void bf16_pack_w(const Bf16Weight& w, int64_t r0, int64_t r1, int64_t ldw, void* tile) {
     float* t = static_cast<float*>(tile);
     const int64_t in = w.in, main = in / kW * kW;
-    if (w.blocked) {  // once per tile and prefill chunk: a plain gather is enough
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t k = 0; k < in; ++k) t[(r - r0) * ldw + k] = bits_f32(static_cast<uint32_t>(w.at(r, k)) << 16);
+    if (w.blocked) {
+      // Once per tile and prefill chunk. A vector of the blocked layout is kW rows at one k: kW of
+      // them (k0 .. k0 + kW) transposed give kW rows' runs of kW values. E4M3 codes are widened as
+      // the matvec does (exact). The k tail and rows outside [r0, r1) of a block go through at().
+      const int64_t br = kBf16BlockRows, nkb = ceil_div(in, 32), kmain = in / kW * kW;
+      for (int64_t blk = r0 / br; blk * br < r1; ++blk) {
+        for (int64_t h = 0; h < br; h += kW) {
+          const int64_t row0 = blk * br + h;
+          if (row0 + kW <= r0 || row0 >= r1) continue;
+          for (int64_t k0 = 0; k0 < kmain; k0 += kW) {
+            F v[kW];
+            if (w.e4m3 != nullptr) {
+              const uint8_t* p = w.e4m3 + blk * br * in + h;
+              const F sc = V::set1(e8m0_value(w.e4m3_scale[(row0 / 32) * nkb + k0 / 32]) * 256.0f);  // kW divides 32
+              for (int i = 0; i < kW; ++i) v[i] = V::mul(V::e4m3x(p + (k0 + i) * br), sc);
+            } else {
+              const uint16_t* p = w.w + blk * br * in + h;
+              for (int i = 0; i < kW; ++i) v[i] = V::bf16(p + (k0 + i) * br);
+            }
+            V::transpose(v);
+            for (int j = 0; j < kW; ++j)
+              if (row0 + j >= r0 && row0 + j < r1) V::storeu(t + (row0 + j - r0) * ldw + k0, v[j]);
+          }
+          for (int64_t j = 0; j < kW; ++j)
+            if (row0 + j >= r0 && row0 + j < r1)
+              for (int64_t k = kmain; k < in; ++k)
+                t[(row0 + j - r0) * ldw + k] = bits_f32(static_cast<uint32_t>(w.at(row0 + j, k)) << 16);
+        }
+      }
       return;
     }
     for (int64_t r = r0; r < r1; ++r) {

@@ -433,6 +433,62 @@ TEST_P(LinearLevel, Bf16BlockedEqualsRowMajor) {
   }
 }
 
+// E4M3 storage of a blocked BF16 weight (the release's FP8 attn.wo_a kept at one byte a weight):
+// the same bits as the widened blocked bf16 copy at every level, on every path (decode rows over a
+// pool and serial, the GEMM, the batch, the reference), for row groups taken with rows() too. Scale
+// codes cover the loader's whole range (2^-60 .. 2^60); in need not be a multiple of 32.
+TEST_P(LinearLevel, Bf16E4m3StorageEqualsWidenedCopy) {
+  std::mt19937 rng(810);
+  ThreadPool pool(3);
+  for (const Shape s : {Shape{1, 16, 40}, Shape{1, 64, 768}, Shape{3, 48, 96}, Shape{4, 192, 768}, Shape{20, 32, 64},
+                        Shape{300, 96, 64}, Shape{7, 80, 40}, Shape{2, 128, 33}, Shape{9, 64, 256}}) {
+    const int64_t nkb = (s.in + 31) / 32, n_scales = (s.out + 31) / 32 * nkb;
+    std::vector<uint8_t> codes(static_cast<size_t>(s.out * s.in)), blocked_codes(codes.size()), scales(static_cast<size_t>(n_scales));
+    std::uniform_int_distribution<int> code(0, 253), scale(127 - 60, 127 + 60);
+    for (auto& c : codes) {  // every code but the NaNs 0x7F and 0xFF
+      const int v = code(rng);
+      c = static_cast<uint8_t>(v < 0x7F ? v : v + 1);
+    }
+    for (auto& c : scales) c = static_cast<uint8_t>(scale(rng));
+    scales.front() = 127 - 60;
+    scales.back() = 127 + 60;
+    std::vector<uint16_t> widened(codes.size()), wb(codes.size());
+    for (int64_t r = 0; r < s.out; ++r)
+      for (int64_t k = 0; k < s.in; ++k)
+        widened[r * s.in + k] = f32_to_bf16(e4m3_to_f32(codes[r * s.in + k]) * e8m0_to_f32(scales[(r / 32) * nkb + k / 32]));
+    block_bf16_rows(widened.data(), s.out, s.in, wb.data());
+    block_e4m3_rows(codes.data(), s.out, s.in, blocked_codes.data());
+    const Bf16Weight bf16{wb.data(), s.out, s.in, true};
+    const Bf16Weight e4m3{nullptr, s.out, s.in, true, blocked_codes.data(), scales.data()};
+    for (int64_t r = 0; r < s.out; ++r)
+      for (int64_t k = 0; k < s.in; k += 5) ASSERT_EQ(e4m3.at(r, k), bf16.at(r, k)) << r << "," << k;
+    Buf<float> x = make_x(s.n, s.in, 0, rng);
+    std::vector<float> want(static_cast<size_t>(s.n * s.out)), got(want.size());
+    const std::string what = "n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in);
+    for (const RowPath path : {RowPath::kAuto, RowPath::kDecode, RowPath::kPrompt}) {
+      linear_bf16(x.data(), s.n, bf16, want.data(), &pool, level(), path);
+      linear_bf16(x.data(), s.n, e4m3, got.data(), &pool, level(), path);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " path " << int(path);
+      linear_bf16(x.data(), s.n, e4m3, got.data(), nullptr, level(), path);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " serial " << int(path);
+    }
+    linear_bf16(x.data(), s.n, bf16, want.data(), &pool, level());
+    ref::linear_bf16(x.data(), s.n, e4m3, got.data());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " ref";
+    // Groups of 32 rows as wo_a's o_groups parts, in one batch.
+    if (s.out % 32 == 0 && s.out > 32) {
+      std::vector<LinearJob<Bf16Weight>> jobs;
+      std::vector<float> part(static_cast<size_t>(s.n * s.out), -1.0f);
+      for (int64_t g = 0; g < s.out / 32; ++g) jobs.push_back({x.data(), s.n, e4m3.rows(g * 32, 32), part.data() + g * s.n * 32});
+      linear_bf16_batch(jobs, &pool, level());
+      for (int64_t g = 0; g < s.out / 32; ++g)
+        for (int64_t i = 0; i < s.n; ++i)
+          EXPECT_EQ(0, std::memcmp(part.data() + (g * s.n + i) * 32, want.data() + i * s.out + g * 32, 32 * sizeof(float)))
+              << what << " group " << g << " row " << i;
+    }
+  }
+}
+
 TEST_P(LinearLevel, EmptyInputsAreNoOps) {
   float y = 7.0f;
   const uint8_t wq[32] = {}, ws[1] = {127};

@@ -149,6 +149,35 @@ TEST_F(Crafted, NonFiniteLogitsAreAnErrorNamingTheLayer) {
   EXPECT_NE(s.message().find("in layer 3"), std::string::npos) << s.to_string();
 }
 
+// attn.wo_a keeps its FP8 codes (one byte a weight; kernels/linear.h Bf16Weight::e4m3) where they
+// give the widened bf16 values exactly, and is widened where they might not: a block scale outside
+// 2^-60 .. 2^60, or a NaN code. The fixture suite runs the kept codes end to end.
+TEST_F(Crafted, WoAKeepsItsFp8CodesOnlyWhereTheyAreExact) {
+  {
+    auto m = testing::load_model(testing::tiny_dir() + "/checkpoint", 1);
+    ASSERT_TRUE(m.ok()) << m.error().to_string();
+    for (const BlockWeights& b : (*m)->weights().layers) {
+      const Linear& wo_a = b.attn.wo_a;
+      ASSERT_EQ(wo_a.kind, Linear::Kind::kBf16);
+      EXPECT_NE(wo_a.bf16.e4m3, nullptr) << "layer " << b.layer;
+      EXPECT_EQ(wo_a.bf16.w, nullptr) << "layer " << b.layer;
+      EXPECT_EQ(wo_a.weight_bytes(), static_cast<uint64_t>(wo_a.out * wo_a.in + (wo_a.out / 32) * (wo_a.in / 32)));
+    }
+  }
+  copy_tiny(tmp_.path(), nullptr, nullptr, [](const nlohmann::json& h, std::string& data) {
+    data[h["layers.3.attn.wo_a.scale"]["data_offsets"][0].get<uint64_t>()] = static_cast<char>(127 + 61);
+    data[h["layers.5.attn.wo_a.weight"]["data_offsets"][0].get<uint64_t>() + 7] = static_cast<char>(0xFF);
+  });
+  auto m = testing::load_model(tmp_.path(), 1);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  for (const BlockWeights& b : (*m)->weights().layers) {
+    const bool widened = b.layer == 3 || b.layer == 5;
+    EXPECT_EQ(b.attn.wo_a.bf16.e4m3 == nullptr, widened) << "layer " << b.layer;
+    EXPECT_EQ(b.attn.wo_a.bf16.w == nullptr, !widened) << "layer " << b.layer;
+    if (widened) EXPECT_EQ(b.attn.wo_a.weight_bytes(), static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in * 2));
+  }
+}
+
 // A 20 MB header of nested arrays: refused in a linear scan (it used to take a minute and gigabytes
 // at 240 MB), naming the file.
 TEST_F(Crafted, DeeplyNestedHeaderIsRefusedQuickly) {
