@@ -31,7 +31,7 @@ const char* linear_term(const LinearUse& u) {
 double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, double* overhead, double passes) {
   const double calls = u.calls;
   *overhead += passes * k.call_us * 1e-6;
-  const double read = static_cast<double>(u.bytes) / (matvec_gbps_at(k, u.in) * 1e9);
+  const double read = static_cast<double>(u.bytes) * u.read_cost / (matvec_gbps_at(k, u.in) * 1e9);
   auto at = [&](double n) {
     const double elems = static_cast<double>(u.out * u.in);
     return std::max(read, 2.0 * n * elems / (matmul_gflops_at(k, n, elems) * 1e9));

@@ -347,6 +347,7 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
       u.kind = LinearKind::kBf16;
       u.block.reset();
       u.bytes = (fp8 ? u.bytes : 2 * static_cast<uint64_t>(u.out * u.in)) / static_cast<uint64_t>(c.o_groups);
+      if (fp8) u.read_cost = 2;
       u.calls = c.o_groups;
       u.out /= c.o_groups;
     }

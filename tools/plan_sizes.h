@@ -65,6 +65,10 @@ struct LinearUse {
   int calls = 1;            // calls per application (attn.wo_a runs once per output group)
   double per_token = 1;     // applications per token (indexer.wk: once per compress_ratio tokens)
   uint64_t bytes = 0;       // weight bytes in RAM read per call (codes + scales)
+  // Time per stored byte against the kind's measured rate: attn.wo_a's FP8 codes run the bit-exact
+  // BF16 chains with an exact widening, at about the bf16 copy's time (kernels_bench BM_LinearWoA:
+  // arithmetic-bound at one row), so 2 for it; 1 elsewhere.
+  double read_cost = 1;
   bool routed = false;      // a routed expert's w1/w2/w3
   // A ggml block format (plan --quant, or a GGUF's type): `kind` is then kFp8, whose measured rates
   // stand in for the block kernel's (the probe measures none; plan says so: tools/plan.h).

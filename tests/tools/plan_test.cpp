@@ -242,9 +242,14 @@ TEST_F(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
   IoModel io;  // everything in RAM
   const Cost c = decode_token_cost(l.config, *f, m, 1, 1000, io);
   // With no call cost and free attention, a token costs its weight bytes (minus the embedding row,
-  // a lookup) at 10 GB/s.
+  // a lookup) at 10 GB/s, attn.wo_a's FP8 codes at twice their bytes (LinearUse::read_cost: widened
+  // in arithmetic-bound chains at about the bf16 copy's time).
   const double embed_row = 2.0 * 5120;
-  const double expect = (static_cast<double>(f->decode.weight_bytes) - embed_row) / 10e9;
+  double extra = 0;
+  for (const LinearUse& u : f->linears)
+    if (u.layer >= 0) extra += (u.read_cost - 1) * static_cast<double>(u.bytes) * u.calls * u.per_token;
+  EXPECT_EQ(extra, 40.0 * (8192.0 * 4096 + 8192 / 32 * (4096 / 32))) << "wo_a's FP8 bytes, 40 layers";
+  const double expect = (static_cast<double>(f->decode.weight_bytes) + extra - embed_row) / 10e9;
   EXPECT_NEAR(c.total_s, expect, expect * 1e-6);
   EXPECT_EQ(c.io_s, 0);
   // Dense FP8 weights (attention 4.8 GiB, shared experts, Engram projection) outweigh the 4.2 GiB
