@@ -9,8 +9,9 @@ count (bench/kernels_bench BM_MemRead), and prints
 
 Bytes per decode token (what the resident forward pass reads, ARCHITECTURE.md):
   - every backbone tensor in full (attention, compressor/indexer at their layers, shared expert,
-    router, norms), as held in memory: attn.wo_a is stored FP8 but used as bf16 (2 B/weight, its
-    scale unused); mHC fn tensors and small vectors are held as f32 (4 B/value);
+    router, norms), as held in memory: attn.wo_a is read as its FP8 codes and scales (the model's
+    blocked copy, model/weights.cpp) when o_lora_rank is a multiple of 32, else as a widened bf16
+    copy (2 B/weight, its scale unused); mHC fn tensors and small vectors are held as f32 (4 B/value);
   - routed experts: num_experts_per_tok / n_routed_experts of each layer's expert bytes;
   - Engram tables: 24 rows per token per Engram layer (weight row + its scales);
   - the embedding: one row; the head in full; DSpark (mtp.*) not at all (no speculative decode).
@@ -72,8 +73,11 @@ def decode_bytes_per_token(model_dir):
             parts["routed experts"] += nbytes * top_k / n_routed
         elif ".engram.embed." in name:
             parts["Engram"] += 24 * nbytes / shape[0]  # 24 rows of this table per token
-        elif name.endswith("attn.wo_a.scale"):
-            continue
+        elif ".attn.wo_a." in name and dtype == "F8_E4M3" or name.endswith("attn.wo_a.scale"):
+            if cfg["o_lora_rank"] % 32 == 0:  # the codes and scales, as stored
+                parts["attention"] += nbytes
+            elif name.endswith(".weight"):  # widened to bf16, its scale unused
+                parts["attention"] += 2 * numel(shape)
         elif name.endswith("attn.wo_a.weight"):
             parts["attention"] += 2 * numel(shape)
         elif re.search(r"\.hc_(attn|ffn)_(fn|base|scale)$", name):

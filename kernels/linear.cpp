@@ -167,6 +167,7 @@ void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float
   if (n <= 0 || w.out <= 0) return;
   if constexpr (std::is_same_v<W, Bf16Weight>) {
     STRATA_DCHECK(!w.blocked || w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
+    STRATA_DCHECK(w.e4m3 == nullptr || w.blocked, "bf16 weight with E4M3 storage: must be blocked");
   }
   if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
     STRATA_DCHECK(w.in % 32 == 0, "linear_fp8/fp4: in must be a multiple of 32");
@@ -199,6 +200,7 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
     const bool here = f.supports == nullptr || f.supports(job.w, regime_rows(f, job.n, job.path));
     if constexpr (std::is_same_v<W, Bf16Weight>) {
       STRATA_DCHECK(!job.w.blocked || job.w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
+      STRATA_DCHECK(job.w.e4m3 == nullptr || job.w.blocked, "bf16 weight with E4M3 storage: must be blocked");
     }
     if (here && use_matvec(f, job.n, job.path)) {
       if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {

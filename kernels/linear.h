@@ -65,19 +65,9 @@ struct Bf16Weight {
   // w(r, k) as bf16 bits in any layout. Out of line (kernels/ref/linear.cpp), so that the ISA files
   // call the baseline build (kernels/x86/common.h: no inline code shared across -m flags).
   uint16_t at(int64_t r, int64_t k) const;
-  // Rows [r0, r0 + n) as a weight of their own: r0 a multiple of 16 when blocked, of 32 with E4M3.
-  // Not for the ISA files (inline).
-  Bf16Weight rows(int64_t r0, int64_t n) const {
-    Bf16Weight s = *this;
-    s.out = n;
-    if (e4m3 != nullptr) {
-      s.e4m3 = e4m3 + r0 * in;
-      s.e4m3_scale = e4m3_scale + (r0 / 32) * ((in + 31) / 32);
-    } else {
-      s.w = w + r0 * in;
-    }
-    return s;
-  }
+  // Rows [r0, r0 + n) as a weight of their own. REQUIRES (checked): r0 a multiple of 16 when
+  // blocked, of 32 with E4M3 storage (a scale row).
+  Bf16Weight rows(int64_t r0, int64_t n) const;
   // Stored bytes of one row (2 in, or in with E4M3 storage).
   int64_t row_bytes() const { return e4m3 != nullptr ? in : 2 * in; }
 };

@@ -54,18 +54,20 @@ uint64_t params_of(const SynthTensor& t) {
   return t.fill == FillKind::kFp4Weight ? 2 * n : n;
 }
 
-// Whether the model keeps attn.wo_a's FP8 codes as stored (model/weights.cpp: an FP8 wo_a whose
-// output groups are whole 32-row scale blocks keeps its bytes, blocked; anything else, such as a
-// block format written by quantize, is widened to BF16 at load as convert.py does, its scale
-// dropped). NaN codes or extreme scales also widen it; the planner assumes a sane checkpoint.
+// attn.wo_a once loaded (model/weights.cpp): the store keeps the stored tensor with the other dense
+// tensors, and the model adds a copy outside it that the kernels read: the FP8 codes blocked (one
+// byte a weight, with the scales) when its output groups are whole 32-row scale blocks, else a
+// widened bf16 copy (two bytes a weight; also for a block format written by quantize). NaN codes or
+// extreme scales also widen it; the planner assumes a sane checkpoint.
 bool wo_a_keeps_fp8(const model::ModelConfig& c) { return c.o_lora_rank % 32 == 0; }
 
 // Bytes once loaded of a tensor stored as the release stores it (attn.wo_a: see wo_a_keeps_fp8).
 uint64_t ram_bytes_of(const model::ModelConfig& c, const SynthTensor& t) {
   const std::string& n = t.decl.name;
-  if (contains(n, ".attn.wo_a.") && !wo_a_keeps_fp8(c))
-    return ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0;
-  return t.decl.nbytes();
+  const uint64_t b = t.decl.nbytes();
+  if (!contains(n, ".attn.wo_a.")) return b;
+  if (wo_a_keeps_fp8(c)) return 2 * b;
+  return b + (ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0);
 }
 
 int64_t get_int(const json& j, const char* key, int64_t dflt) {
@@ -244,8 +246,8 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     const uint64_t b = stored(t);
     if (auto it = target.find(n); it != target.end()) {
       cs.bytes += b;
-      // A quantised attn.wo_a is widened to BF16 at load (model/weights.cpp).
-      cs.ram_bytes += contains(n, ".attn.wo_a.") ? 2 * static_cast<uint64_t>(values(t)) : b;
+      // A quantised attn.wo_a: the stored tensor and a widened bf16 copy (model/weights.cpp).
+      cs.ram_bytes += b + (contains(n, ".attn.wo_a.") ? 2 * static_cast<uint64_t>(values(t)) : 0);
       cs.params += static_cast<uint64_t>(values(t));
       cs.bytes_by_dtype[it->second] += b;
     } else {

@@ -6,7 +6,7 @@
 // can never disagree. On top of that list this file adds what a placement needs:
 //   - components by dtype (embedding, head, attention, mHC + norms, router, Engram projection,
 //     shared experts, routed experts, Engram tables, DSpark, vision),
-//   - bytes in RAM (attn.wo_a keeps its FP8 codes; a quantised one is widened to BF16 at load),
+//   - bytes in RAM (+ attn.wo_a's blocked copy: FP8 codes, or bf16 when widened),
 //   - the packed KV cache per token (ARCHITECTURE.md §Attention "Caches": compressed main KV E2M1 +
 //     E4M3 scale per 16 = 288 B per entry at head_dim 512, index keys E2M1 + E8M0 per 32 = 68 B per
 //     entry, one entry per compress_ratio tokens at each KV source / index-key owner) and the fixed
@@ -80,7 +80,7 @@ struct ComponentSize {
   std::string name;   // "routed experts"
   std::string group;  // "backbone", "shared experts", "routed experts", "Engram tables", "DSpark", "vision"
   uint64_t bytes = 0;        // as stored in the checkpoint
-  uint64_t ram_bytes = 0;    // once loaded (a quantised attn.wo_a widened to BF16)
+  uint64_t ram_bytes = 0;    // once loaded (+ attn.wo_a's blocked copy)
   uint64_t params = 0;       // logical weight values (E2M1: two per byte; scale tensors: none)
   std::map<DType, uint64_t> bytes_by_dtype;
   bool estimated = false;    // vision: estimated from its shape, not in strata's tensor list
@@ -149,9 +149,9 @@ struct ModelFootprint {
 // The footprint of config `c` (+ `vision`, may be empty) with the tensors `strata quantize` would
 // write for `quant` (tools/quant_choice.h; all keep = the official checkpoint): a quantised matrix
 // is its type's bytes for its values and loses its .scale (routed experts: all or none; a dense or
-// head matrix whose rows are not whole blocks is kept, with a note), attn.wo_a keeps its FP8 bytes
-// in RAM (o_lora_rank a multiple of 32) or is BF16 there (quantised, or groups not whole scale
-// blocks: the model widens it), Engram rows are the type's bytes for head_dim values.
+// head matrix whose rows are not whole blocks is kept, with a note), attn.wo_a takes its stored bytes
+// plus the model's blocked copy in RAM (its FP8 bytes again when o_lora_rank is a multiple of 32,
+// else two bytes a weight: the model widens it), Engram rows are the type's bytes for head_dim values.
 // Errors: a config that fails validate(); kInvalidArgument for an Engram type whose block does not
 // divide engram_head_dim.
 [[nodiscard]] Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const VisionShape& vision = {},

@@ -146,6 +146,21 @@ uint16_t Bf16Weight::at(int64_t r, int64_t k) const {
   return blocked ? w[i] : w[r * in + k];
 }
 
+Bf16Weight Bf16Weight::rows(int64_t r0, int64_t n) const {
+  STRATA_CHECK(r0 >= 0 && n >= 0 && r0 + n <= out, "Bf16Weight::rows: rows outside the weight");
+  STRATA_CHECK(!blocked || r0 % kBf16BlockRows == 0, "Bf16Weight::rows: a blocked weight splits at 16 rows");
+  STRATA_CHECK(e4m3 == nullptr || r0 % 32 == 0, "Bf16Weight::rows: E4M3 storage splits at its 32-row scale blocks");
+  Bf16Weight s = *this;
+  s.out = n;
+  if (e4m3 != nullptr) {
+    s.e4m3 = e4m3 + r0 * in;
+    s.e4m3_scale = e4m3_scale + (r0 / 32) * ((in + 31) / 32);
+  } else {
+    s.w = w + r0 * in;
+  }
+  return s;
+}
+
 void block_e4m3_rows(const uint8_t* src, int64_t out, int64_t in, uint8_t* dst) {
   STRATA_CHECK(out % kBf16BlockRows == 0, "block_e4m3_rows: out must be a multiple of 16");
   for (int64_t r = 0; r < out; ++r)

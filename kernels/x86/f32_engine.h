@@ -418,7 +418,8 @@ struct F32Engine {
     if (w.blocked) {
       // Once per tile and prefill chunk. A vector of the blocked layout is kW rows at one k: kW of
       // them (k0 .. k0 + kW) transposed give kW rows' runs of kW values. E4M3 codes are widened as
-      // the matvec does (exact). The k tail and rows outside [r0, r1) of a block go through at().
+      // the matvec does (exact). The k tail goes through at(); a block's rows outside [r0, r1) are
+      // skipped (a tile need not start on a block).
       const int64_t br = kBf16BlockRows, nkb = ceil_div(in, 32), kmain = in / kW * kW;
       for (int64_t blk = r0 / br; blk * br < r1; ++blk) {
         for (int64_t h = 0; h < br; h += kW) {

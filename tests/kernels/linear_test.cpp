@@ -452,10 +452,11 @@ TEST_P(LinearLevel, Bf16E4m3StorageEqualsWidenedCopy) {
     for (auto& c : scales) c = static_cast<uint8_t>(scale(rng));
     scales.front() = 127 - 60;
     scales.back() = 127 + 60;
+    // The widened copy as the loader made it before: dequant_fp8 of the row-major FP8 weight, to bf16.
+    std::vector<float> dq(codes.size());
+    dequant_fp8(Fp8Weight{codes.data(), scales.data(), s.out, s.in}, dq.data());
     std::vector<uint16_t> widened(codes.size()), wb(codes.size());
-    for (int64_t r = 0; r < s.out; ++r)
-      for (int64_t k = 0; k < s.in; ++k)
-        widened[r * s.in + k] = f32_to_bf16(e4m3_to_f32(codes[r * s.in + k]) * e8m0_to_f32(scales[(r / 32) * nkb + k / 32]));
+    for (size_t i = 0; i < dq.size(); ++i) widened[i] = f32_to_bf16(dq[i]);
     block_bf16_rows(widened.data(), s.out, s.in, wb.data());
     block_e4m3_rows(codes.data(), s.out, s.in, blocked_codes.data());
     const Bf16Weight bf16{wb.data(), s.out, s.in, true};
@@ -465,8 +466,12 @@ TEST_P(LinearLevel, Bf16E4m3StorageEqualsWidenedCopy) {
     Buf<float> x = make_x(s.n, s.in, 0, rng);
     std::vector<float> want(static_cast<size_t>(s.n * s.out)), got(want.size());
     const std::string what = "n=" + std::to_string(s.n) + " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in);
+    // Every path equals the reference on the widened copy (BF16 linears are bit-exact in both regimes).
+    std::vector<float> ref_w(want.size());
+    ref::linear_bf16(x.data(), s.n, Bf16Weight{widened.data(), s.out, s.in}, ref_w.data());
     for (const RowPath path : {RowPath::kAuto, RowPath::kDecode, RowPath::kPrompt}) {
       linear_bf16(x.data(), s.n, bf16, want.data(), &pool, level(), path);
+      EXPECT_EQ(0, std::memcmp(ref_w.data(), want.data(), want.size() * sizeof(float))) << what << " bf16 " << int(path);
       linear_bf16(x.data(), s.n, e4m3, got.data(), &pool, level(), path);
       EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << what << " path " << int(path);
       linear_bf16(x.data(), s.n, e4m3, got.data(), nullptr, level(), path);

@@ -164,14 +164,21 @@ TEST_F(Crafted, WoAKeepsItsFp8CodesOnlyWhereTheyAreExact) {
       EXPECT_EQ(wo_a.weight_bytes(), static_cast<uint64_t>(wo_a.out * wo_a.in + (wo_a.out / 32) * (wo_a.in / 32)));
     }
   }
+  // A scale one step past either bound (2^61, 2^-61) and either NaN code (0xFF, 0x7F); the bounds
+  // themselves (2^60, 2^-60) keep the codes.
   copy_tiny(tmp_.path(), nullptr, nullptr, [](const nlohmann::json& h, std::string& data) {
-    data[h["layers.3.attn.wo_a.scale"]["data_offsets"][0].get<uint64_t>()] = static_cast<char>(127 + 61);
-    data[h["layers.5.attn.wo_a.weight"]["data_offsets"][0].get<uint64_t>() + 7] = static_cast<char>(0xFF);
+    auto at = [&](const char* name) { return h[name]["data_offsets"][0].get<uint64_t>(); };
+    data[at("layers.1.attn.wo_a.scale")] = static_cast<char>(127 + 60);
+    data[at("layers.2.attn.wo_a.scale") + 1] = static_cast<char>(127 - 60);
+    data[at("layers.3.attn.wo_a.scale")] = static_cast<char>(127 + 61);
+    data[at("layers.4.attn.wo_a.scale") + 2] = static_cast<char>(127 - 61);
+    data[at("layers.5.attn.wo_a.weight") + 7] = static_cast<char>(0xFF);
+    data[at("layers.6.attn.wo_a.weight") + 100] = static_cast<char>(0x7F);
   });
   auto m = testing::load_model(tmp_.path(), 1);
   ASSERT_TRUE(m.ok()) << m.error().to_string();
   for (const BlockWeights& b : (*m)->weights().layers) {
-    const bool widened = b.layer == 3 || b.layer == 5;
+    const bool widened = b.layer >= 3 && b.layer <= 6;
     EXPECT_EQ(b.attn.wo_a.bf16.e4m3 == nullptr, widened) << "layer " << b.layer;
     EXPECT_EQ(b.attn.wo_a.bf16.w == nullptr, !widened) << "layer " << b.layer;
     if (widened) EXPECT_EQ(b.attn.wo_a.weight_bytes(), static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in * 2));
