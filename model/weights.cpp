@@ -245,11 +245,11 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
   // Blocked layout (16 rows k-major) when every output group is whole blocks: the bit-exact
   // matvec then needs no transposes (kernels/linear.h Bf16Weight::blocked; decode 2-3x faster).
   const bool blocked = c.o_lora_rank % kernels::kBf16BlockRows == 0;
+  const int64_t n_scales = ((o_out + 31) / 32) * ((group_in + 31) / 32);
   auto codes_exact = [&](const kernels::Fp8Weight& f) {
     if (c.o_lora_rank % 32 != 0) return false;
     for (int64_t i = 0; i < o_out * group_in; ++i)
       if ((f.w[i] & 0x7F) == 0x7F) return false;
-    const int64_t n_scales = ((o_out + 31) / 32) * ((group_in + 31) / 32);
     for (int64_t i = 0; i < n_scales; ++i)
       if (f.scale[i] < 127 - 60 || f.scale[i] > 127 + 60) return false;
     return true;
@@ -257,7 +257,6 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
   if (wo_a.kind == Linear::Kind::kFp8 && blocked && codes_exact(wo_a.fp8)) {
     a->wo_a_e4m3.resize(static_cast<size_t>(o_out * group_in));
     kernels::block_e4m3_rows(wo_a.fp8.w, o_out, group_in, a->wo_a_e4m3.data());
-    const int64_t n_scales = ((o_out + 31) / 32) * ((group_in + 31) / 32);
     a->wo_a_scale.assign(wo_a.fp8.scale, wo_a.fp8.scale + n_scales);
     a->wo_a.kind = Linear::Kind::kBf16;
     a->wo_a.out = o_out;

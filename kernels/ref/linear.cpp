@@ -132,11 +132,19 @@ void dequant_fp4(const Fp4Weight& w, float* out) {
   }
 }
 
-void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst) {
-  STRATA_CHECK(out % kBf16BlockRows == 0, "block_bf16_rows: out must be a multiple of 16");
+namespace {
+// dst = the blocked layout of row-major [out, in] elements (kernels/linear.h Bf16Weight::blocked).
+template <class T>
+void block_rows(const T* src, int64_t out, int64_t in, T* dst) {
+  STRATA_CHECK(out % kBf16BlockRows == 0, "block_bf16_rows / block_e4m3_rows: out must be a multiple of 16");
   for (int64_t r = 0; r < out; ++r)
     for (int64_t k = 0; k < in; ++k)
       dst[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows] = src[r * in + k];
+}
+}  // namespace
+
+void block_bf16_rows(const uint16_t* src, int64_t out, int64_t in, uint16_t* dst) {
+  block_rows(src, out, in, dst);
 }
 
 uint16_t Bf16Weight::at(int64_t r, int64_t k) const {
@@ -162,10 +170,7 @@ Bf16Weight Bf16Weight::rows(int64_t r0, int64_t n) const {
 }
 
 void block_e4m3_rows(const uint8_t* src, int64_t out, int64_t in, uint8_t* dst) {
-  STRATA_CHECK(out % kBf16BlockRows == 0, "block_e4m3_rows: out must be a multiple of 16");
-  for (int64_t r = 0; r < out; ++r)
-    for (int64_t k = 0; k < in; ++k)
-      dst[(r / kBf16BlockRows) * kBf16BlockRows * in + k * kBf16BlockRows + r % kBf16BlockRows] = src[r * in + k];
+  block_rows(src, out, in, dst);
 }
 
 void dequant_bf16(const uint16_t* w, int64_t n, float* out) {
