@@ -208,7 +208,7 @@ void BM_LinearWoA(benchmark::State& state, int64_t n, int64_t out, int64_t in, b
 }
 
 // The LM head through the any-order BF16 path (kernels::linear_bf16_any_order).
-void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int64_t in, bool blocked = false) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;
   if (!setup(state, &level, &pool)) return;
@@ -218,7 +218,7 @@ void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int6
   std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
   size_t i = 0;
   for (auto _ : state) {
-    const Bf16Weight w{reinterpret_cast<const uint16_t*>(c.w[i].data()), out, in};
+    const Bf16Weight w{reinterpret_cast<const uint16_t*>(c.w[i].data()), out, in, blocked};
     linear_bf16_any_order(x.data(), n, w, y.data(), pool.get(), level, RowPath::kDecode);
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % c.w.size();
@@ -412,6 +412,15 @@ BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x512, 4, 129280, 512
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode8_head_129280x512, 8, 129280, 512)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x1024, 4, 129280, 1024)->Apply(levels_and_threads_amx);
 BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, decode4_head_129280x5120, 4, 129280, 5120)->Apply(levels_and_threads_amx);
+// The same heads in the blocked layout (model/weights.cpp blocks the LM head; one fused chain per
+// output): the bytes and the FMAs are the same, the layout's horizontal sums and x loads are not.
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked1_head_129280x512, 1, 129280, 512, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked4_head_129280x512, 4, 129280, 512, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked8_head_129280x512, 8, 129280, 512, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked1_head_129280x1024, 1, 129280, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked4_head_129280x1024, 4, 129280, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked1_head_129280x5120, 1, 129280, 5120, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked4_head_129280x5120, 4, 129280, 5120, true)->Apply(levels_and_threads);
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);

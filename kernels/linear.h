@@ -51,8 +51,9 @@ struct Bf16Weight {
   int64_t out = 0, in = 0;
   // Blocked: rows in blocks of kBf16BlockRows, k-major inside a block, so w(r, k) is at
   // (r / 16) * 16 * in + k * 16 + r % 16 and one load gives 16 rows' values at one k. The bit-exact
-  // order runs k in order per row; with rows in vector lanes it needs no transposes (attn.wo_a,
-  // model/weights.cpp). REQUIRES out % 16 == 0. linear_bf16 (and its batch) only.
+  // order runs k in order per row; with rows in vector lanes it needs no transposes (attn.wo_a and
+  // the LM head, model/weights.cpp). REQUIRES out % 16 == 0. linear_bf16 (and its batch) and
+  // linear_bf16_any_order.
   bool blocked = false;
   // E4M3 storage of a blocked weight whose values are E4M3 codes times a power-of-two scale per
   // [32, 32] block (the release's FP8 attn.wo_a): w is null and value(r, k) = e4m3(code) * 2^(scale
@@ -132,6 +133,11 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 // at KernelLevel::kAmx (AMX tiles, `in` a multiple of 32) products below 2^-110 of a row's largest
 // |x| and subnormal weights count as zero, and an infinite weight can give NaN where the others
 // give inf (kernels/x86/bf16_any_amx.cpp). A row's result does not depend on n or its place in x.
+// A blocked weight (the LM head, model/weights.cpp) takes one fused chain per output, k in order,
+// with outputs in vector lanes (no horizontal sums: at 8 decode rows it runs at the FMA or memory
+// rate); its worst-case distance from ref::linear_bf16 is 2 in 2^-24 sum_k |x_k w_k| (two chains of
+// `in` roundings), tested within the bound above on random data. AMX tiles take row-major weights
+// only. E4M3 storage runs linear_bf16 itself.
 // n >= 8 and the scalar level run linear_bf16 itself (its GEMM is already compute-efficient).
 // kDecode rows always take the free-order matvec, kPrompt rows linear_bf16 (RowPath).
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,

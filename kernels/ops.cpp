@@ -204,8 +204,17 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
   // Below 8 rows (or always, for decode rows) the free-order matvec; else the bit-exact order,
   // whose GEMM is already compute-efficient. The free-order kernel reads row-major weights.
   const bool matvec = path == RowPath::kDecode || (path == RowPath::kAuto && n < 8);
-  if (t == nullptr || !matvec || w.blocked) {
+  if (t == nullptr || !matvec || w.e4m3 != nullptr) {
     linear_bf16(x, n, w, y, pool, level);
+    return;
+  }
+  if (w.blocked) {
+    // Blocks of 16 rows split over the pool in chunks of >= 64 KiB, each block one thread's.
+    const int64_t br = kBf16BlockRows, block_bytes = 2 * w.in * br;
+    const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, block_bytes));
+    run_range(pool, w.out / br, grain, [&](int64_t b0, int64_t b1) {
+      t->bf16_blocked_any(x, n, w.in, w.w, w.in, b0 * br, b1 * br, y, w.out);
+    });
     return;
   }
   // Weight rows split over the pool in chunks of >= 64 KiB; each weight row is widened once per four

@@ -19,8 +19,10 @@
 
 #include "kernels/activation.h"
 #include "kernels/detail/ops_table.h"
+#include "kernels/linear.h"
 #include "kernels/x86/common.h"
 #include "kernels/x86/simd.h"
+
 
 namespace strata::kernels::x86 {
 namespace {
@@ -566,6 +568,87 @@ struct OpsEngine {
     }
   }
 
+  // Blocked weights (Bf16Weight::blocked, 16 rows k-major): each output's sum is one fused chain,
+  // acc = fma(w[r][k], x[k], acc) for k = 0, 1, ... in order, in a vector lane with the outputs of
+  // its kW rows; no horizontal sums, and each x value is a broadcast that feeds NB weight vectors.
+  // NX rows of x share each widened weight vector; a row's chain is the same at any NX and NB, so
+  // its result does not depend on the batch (RowPath::kDecode). At 8 x rows the head is bound by
+  // the FMAs (8 per widened vector) and the row-major kernels above lose about half of the FMA rate
+  // to horizontal sums and x loads; here one pass runs at the FMA or the memory rate, whichever is
+  // lower (docs/performance.md, "The LM head in blocks"). Each stream prefetches kBlockedAheadBytes
+  // / NB ahead, about 16 KiB ahead of the core in all: measured on the demo's head (129280 x 512),
+  // 1 KiB per stream left the FMAs waiting on memory at 8 x rows (6.2-6.5 ms against 3.2-4.0).
+  static constexpr int64_t kBlockedAheadBytes = 16 * 1024;
+  // Weight vectors per step for NX rows of x: NX NB accumulators, up to 16 of 32 zmm or 8 of 16 ymm.
+  static constexpr int blocked_nb(int nx) {
+    if (kW >= 16) return nx <= 2 ? 8 : nx <= 4 ? 4 : 2;
+    return nx == 1 ? 8 : nx == 2 ? 4 : nx <= 4 ? 2 : 1;
+  }
+  template <int NX, int NB>
+  static void bf16_blocked_any_step(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r, float* y,
+                                    int64_t ldy) {
+    constexpr int64_t br = kBf16BlockRows, ahead = kBlockedAheadBytes / NB;
+    const uint16_t* p[NB];
+    F acc[NX][NB];
+    for (int j = 0; j < NB; ++j) {
+      const int64_t row = r + j * kW;
+      p[j] = w + (row / br) * br * in + row % br;
+      for (int i = 0; i < NX; ++i) acc[i][j] = V::zero();
+    }
+    // Stream j reads its block at 32 bytes a k (one prefetch per 64-byte line) and continues, in
+    // the next step, in the block NB blocks on (kW = 16: the next step's stream j), so a prefetch
+    // past its block's end goes there: every stream is warm when a step starts.
+    const int64_t block_bytes = 2 * br * in, next_step = NB * kW / br * block_bytes;
+    for (int64_t k = 0; k < in; ++k) {
+      if ((k & 1) == 0) {
+        const int64_t at = 2 * br * k + ahead;
+        const int64_t off = at < block_bytes ? at : at - block_bytes + next_step;
+        for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j]) + off, _MM_HINT_T0);
+      }
+      F xk[NX];
+      for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[i * ldx + k]);
+      for (int j = 0; j < NB; ++j) {
+        const F wv = V::bf16(p[j] + k * br);
+        for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, xk[i], acc[i][j]);
+      }
+    }
+    for (int i = 0; i < NX; ++i)
+      for (int j = 0; j < NB; ++j) V::storeu(y + i * ldy + r + j * kW, acc[i][j]);
+  }
+  template <int NX>
+  static void bf16_blocked_any_rows(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
+                                    float* y, int64_t ldy) {
+    constexpr int NB = blocked_nb(NX);
+    int64_t r = r0;
+    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y, ldy);
+    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y, ldy);
+  }
+  // Rows [r0, r1) (multiples of kBf16BlockRows) of a blocked weight for nx rows of x. More than
+  // eight x rows go in groups of eight over tiles of weight rows, so a tile comes from DRAM once.
+  static void bf16_blocked_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
+                               int64_t r1, float* y, int64_t ldy) {
+    constexpr int64_t kGroup = 8;
+    const int64_t br = kBf16BlockRows;
+    const int64_t tile = nx <= kGroup ? r1 - r0 : std::max<int64_t>(br, (32 * 1024) / std::max<int64_t>(1, 2 * in * br) * br);
+    for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+      const int64_t t1 = std::min(r1, t0 + tile);
+      for (int64_t i = 0; i < nx; i += kGroup) {
+        const float* xi = x + i * ldx;
+        float* yi = y + i * ldy;
+        switch (std::min(kGroup, nx - i)) {
+          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+        }
+      }
+    }
+  }
+
   // out[dim] = E2M1 codes x E8M0 scale per 32 of one packed index-key row (dim/2 code bytes, then
   // dim/32 scales); a power-of-two scale makes every product exact.
   static void dequant_fp4_e8m0_row(const uint8_t* row, int64_t dim, float* out) {
@@ -594,6 +677,7 @@ struct OpsEngine {
     t.attn_out = &attn_out;
     t.index_scores = &index_scores;
     t.bf16_matvec_any = &bf16_matvec_any;
+    t.bf16_blocked_any = &bf16_blocked_any;
     t.dequant_fp4_e8m0_row = &dequant_fp4_e8m0_row;
     return t;
   }

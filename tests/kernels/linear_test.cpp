@@ -246,7 +246,8 @@ TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
   std::mt19937 rng(450);
   for (const Shape& s : std::vector<Shape>{{1, 1, 1}, {1, 17, 33}, {1, 129, 1024}, {3, 40, 4096}, {1, 300, 5120},
                                            {7, 9, 17001}, {8, 33, 96}, {20, 40, 1023}, {11, 77, 512}, {16, 50, 64},
-                                           {17, 49, 128}, {6, 100, 32}}) {
+                                           {17, 49, 128}, {6, 100, 32}, {1, 16, 1}, {3, 48, 4096}, {8, 32, 96},
+                                           {9, 160, 17001}, {17, 64, 128}, {11, 80, 512}, {2, 1024, 5120}}) {
     for (const RowPath path : {RowPath::kAuto, RowPath::kDecode}) {
       Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 1);
       std::normal_distribution<float> normal(0.0f, 0.05f);
@@ -262,10 +263,19 @@ TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
           t += std::fabs(static_cast<double>(x[i * s.in + k]) * bf16_to_f32(wb[r * s.in + k]));
         return t;
       };
-      compare(y.data(), yref.data(), s.n, s.out, s.in, terms,
-              std::string("bf16 any-order ") + kernel_level_name(level()) + " n=" + std::to_string(s.n) +
-                  " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in) +
-                  (path == RowPath::kDecode ? " decode" : " auto"));
+      const std::string tag = std::string(kernel_level_name(level())) + " n=" + std::to_string(s.n) +
+                              " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in) +
+                              (path == RowPath::kDecode ? " decode" : " auto");
+      compare(y.data(), yref.data(), s.n, s.out, s.in, terms, "bf16 any-order " + tag);
+      // The blocked layout (the LM head's): one fused chain per output, the same bound.
+      if (s.out % kBf16BlockRows == 0) {
+        Buf<uint16_t> blocked(static_cast<size_t>(s.out * s.in), 0);
+        block_bf16_rows(wb.data(), s.out, s.in, blocked.data());
+        std::fill(y.begin(), y.end(), -1.0f);
+        linear_bf16_any_order(x.data(), s.n, Bf16Weight{blocked.data(), s.out, s.in, true}, y.data(), &pool, level(),
+                              path);
+        compare(y.data(), yref.data(), s.n, s.out, s.in, terms, "bf16 any-order blocked " + tag);
+      }
     }
   }
 }

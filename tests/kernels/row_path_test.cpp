@@ -150,6 +150,34 @@ TEST_P(RowPathLevel, Bf16AnyOrderDecodeRowsAloneOverTilesAndSplits) {
       }
     }
   }
+  // Blocked weights (the LM head's layout): one chain per output. Over pool chunks of >= 64 KiB of
+  // 16-row blocks (uneven at 2 and 3 threads), tiles of weight rows past eight x rows, the step's
+  // two to eight weight vectors and its one-vector tail (704 = 44 blocks).
+  for (const Shape s : {Shape{100, 704}, Shape{515, 1008}, Shape{8200, 32}, Shape{17, 16}, Shape{512, 704},
+                        Shape{96, 48}, Shape{1, 16}}) {
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<uint16_t> wr(static_cast<size_t>(s.out * s.in)), wb(wr.size());
+    for (auto& v : wr) v = f32_to_bf16(normal(rng));
+    block_bf16_rows(wr.data(), s.out, s.in, wb.data());
+    const Bf16Weight w{wb.data(), s.out, s.in, true};
+    constexpr int64_t kRows = 17;
+    const std::vector<float> x = random_rows(kRows, s.in, rng);
+    std::vector<float> alone(static_cast<size_t>(kRows * s.out));
+    for (int64_t i = 0; i < kRows; ++i)
+      linear_bf16_any_order(x.data() + i * s.in, 1, w, alone.data() + i * s.out, nullptr, GetParam(), RowPath::kDecode);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 17}) {
+        for (int64_t first : {int64_t{0}, kRows - n}) {
+          std::vector<float> y(static_cast<size_t>(n * s.out));
+          linear_bf16_any_order(x.data() + first * s.in, n, w, y.data(), pool, GetParam(), RowPath::kDecode);
+          for (int64_t i = 0; i < n; ++i)
+            EXPECT_EQ(0, std::memcmp(y.data() + i * s.out, alone.data() + (first + i) * s.out, s.out * sizeof(float)))
+                << kernel_level_name(GetParam()) << " blocked in=" << s.in << " out=" << s.out << " n=" << n
+                << " first=" << first << " row=" << i << " threads=" << (pool ? pool->n_threads() : 0);
+        }
+      }
+    }
+  }
   // in = 0 (an empty dot): zeros for a batch past four rows too (the row tile once divided by 2 * in).
   std::vector<uint16_t> none(1);
   const std::vector<float> x(8, 1.0f);
