@@ -73,6 +73,11 @@ Result<TensorView> MmapStore::resident(const std::string& name) {
   return tensors_.get(*ck_, name);
 }
 
+Result<TensorView> MmapStore::resident_relaid(const std::string& name, const std::string& layout, const RelayFn& relay) {
+  std::lock_guard<std::mutex> lock(tensors_mu_);
+  return tensors_.relaid(*ck_, name, layout, relay);
+}
+
 Status MmapStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) {
   std::lock_guard<std::mutex> lock(tensors_mu_);
   return tensors_.read_all(*ck_, select_tensors(*ck_, wanted, false), BulkReadOptions{}, progress);

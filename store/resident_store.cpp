@@ -13,6 +13,10 @@ std::string layer_prefix(int layer, int n_layers) {
 ResidentStore::ResidentStore(std::unique_ptr<io::Checkpoint> ck, int n_layers) : ck_(std::move(ck)), n_layers_(n_layers) {}
 
 Result<TensorView> ResidentStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
+Result<TensorView> ResidentStore::resident_relaid(const std::string& name, const std::string& layout,
+                                                  const RelayFn& relay) {
+  return tensors_.relaid(*ck_, name, layout, relay);
+}
 
 Status ResidentStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted,
                                     const ProgressFn& progress) {

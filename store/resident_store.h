@@ -29,6 +29,7 @@ class ResidentStore final : public WeightStore {
   const io::Checkpoint& checkpoint() const override { return *ck_; }
   io::Checkpoint& mutable_checkpoint() { return *ck_; }
   Result<TensorView> resident(const std::string& name) override;
+  Result<TensorView> resident_relaid(const std::string& name, const std::string& layout, const RelayFn& relay) override;
   Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
   Result<std::optional<ExpertView>> held_expert(int layer, int expert) override;
   Status preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep = {},

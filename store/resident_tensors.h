@@ -57,7 +57,17 @@ class ResidentTensors {
   [[nodiscard]] Status read_all(const io::Checkpoint& ck, std::span<const io::TensorInfo* const> list,
                                 const BulkReadOptions& o = {}, const ProgressFn& progress = {});
 
-  // Bytes held.
+  // WeightStore::resident_relaid: the stored bytes of `name` (read now if not yet held) rearranged
+  // by `relay` into an arena of their own, once per (name, layout); the stored bytes' whole 2 MiB
+  // chunks go back to the system (madvise MADV_DONTNEED: the arena they share stays allocated,
+  // those pages cost nothing until written; whole huge pages, so neighbours keep theirs) and the
+  // name is dropped, so a later get() reads it again.
+  // Errors: as get().
+  using RelayFn = std::function<void(const uint8_t*, uint8_t*, const std::function<void(uint64_t)>&)>;
+  Result<TensorView> relaid(const io::Checkpoint& ck, const std::string& name, const std::string& layout,
+                            const RelayFn& relay);
+
+  // Bytes held (relaid copies counted, released stored bytes not).
   uint64_t bytes() const { return bytes_; }
 
  private:
@@ -69,6 +79,7 @@ class ResidentTensors {
   static Arena new_arena(uint64_t bytes);
 
   std::map<std::string, const uint8_t*> loaded_;  // tensor name -> its bytes in one of arenas_
+  std::map<std::string, const uint8_t*> relaid_;  // name + '\n' + layout -> its copy in one of arenas_
   std::vector<Arena> arenas_;
   uint64_t bytes_ = 0;
 };

@@ -16,6 +16,10 @@ Result<TensorView> SharedStore::resident(const std::string& name) {
   return shared_.count(name) ? base_.resident(name) : own_->resident(name);
 }
 
+Result<TensorView> SharedStore::resident_relaid(const std::string& name, const std::string& layout,
+                                                const RelayFn& relay) {
+  return shared_.count(name) ? base_.resident_relaid(name, layout, relay) : own_->resident_relaid(name, layout, relay);
+}
 Status SharedStore::read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out,
                                      uint8_t* scale_out) {
   return shared_engram_.count(layer) ? base_.read_engram_rows(layer, rows, weight_out, scale_out)

@@ -28,6 +28,9 @@ class SharedStore : public WeightStore {
 
   const io::Checkpoint& checkpoint() const override { return own_->checkpoint(); }
   [[nodiscard]] Result<TensorView> resident(const std::string& name) override;
+  // A shared tensor's copy is the target's: both models use one.
+  [[nodiscard]] Result<TensorView> resident_relaid(const std::string& name, const std::string& layout,
+                                                   const RelayFn& relay) override;
   [[nodiscard]] Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override {
     return own_->acquire_expert(layer, expert);
   }

@@ -37,6 +37,10 @@ Result<std::unique_ptr<TieredStore>> TieredStore::open(std::unique_ptr<io::Check
 }
 
 Result<TensorView> TieredStore::resident(const std::string& name) { return tensors_.get(*ck_, name); }
+Result<TensorView> TieredStore::resident_relaid(const std::string& name, const std::string& layout,
+                                                const RelayFn& relay) {
+  return tensors_.relaid(*ck_, name, layout, relay);
+}
 
 Status TieredStore::load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) {
   return tensors_.read_all(*ck_, select_tensors(*ck_, wanted, false), BulkReadOptions{}, progress);

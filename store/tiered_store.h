@@ -52,6 +52,7 @@ class TieredStore final : public WeightStore {
   const io::Checkpoint& checkpoint() const override { return *ck_; }
   io::Checkpoint& mutable_checkpoint() { return *ck_; }
   Result<TensorView> resident(const std::string& name) override;
+  Result<TensorView> resident_relaid(const std::string& name, const std::string& layout, const RelayFn& relay) override;
   Status load_resident(const std::function<bool(const io::TensorInfo&)>& wanted, const ProgressFn& progress) override;
   Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) override;
   Status read_engram_rows(int layer, std::span<const int64_t> rows, uint8_t* weight_out, uint8_t* scale_out) override;

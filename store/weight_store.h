@@ -76,6 +76,23 @@ class WeightStore {
   // Bytes of a resident tensor, valid for the store's lifetime. kNotFound names the tensor.
   [[nodiscard]] virtual Result<TensorView> resident(const std::string& name) = 0;
 
+  // A kernel's own layout of a resident tensor: relay(src, dst, done) writes nbytes rearranged
+  // bytes (e.g. the blocked BF16 layout of the LM head) from the stored ones, calling done(n) when
+  // it no longer reads src[0, n) (optional; the store then gives those pages back at once, so the
+  // two copies never coexist whole: the release's head is 1.3 GB). The first call for (name,
+  // layout) runs it and gives the stored bytes' pages back to the system, so RAM holds one copy,
+  // not two; later calls (a draft model sharing the tensor: store/shared_store.h) get the same
+  // bytes. A later resident(name) reads the stored bytes again. Valid for the store's lifetime.
+  // Errors: as resident(); kNotSupported where a store keeps no such copies (the default), and the
+  // caller then uses resident(name) as stored.
+  using RelayFn = std::function<void(const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>& done)>;
+  [[nodiscard]] virtual Result<TensorView> resident_relaid(const std::string& name, const std::string& layout,
+                                                           const RelayFn& relay) {
+    (void)name;
+    (void)layout;
+    (void)relay;
+    return NotSupported("this store keeps tensors only as stored");
+  }
   // Routed expert `expert` of layer `layer`, pinned while the lease lives.
   [[nodiscard]] virtual Result<std::unique_ptr<ExpertLease>> acquire_expert(int layer, int expert) = 0;
 

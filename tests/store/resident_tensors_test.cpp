@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "io/checkpoint.h"
 #include "io/file.h"
+#include "tests/support/checkpoint_copy.h"
 #include "tests/support/npy.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/tiny_model.h"
 
 namespace strata::store {
@@ -94,6 +97,111 @@ TEST_F(ResidentTensorsTest, ReadsEachTensorOnceAcrossCallsAndGet) {
   auto again = rt.get(*ck, all[0]->name);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->data, first->data);
+}
+
+// relaid (WeightStore::resident_relaid: the LM head's blocked layout, wo_a's blocked codes), on the
+// tiny checkpoint with a 6 MiB tensor added: the copy is made once per (name, layout) and shared;
+// the stored bytes' whole 2 MiB chunks go back (bytes() counts the copy, not both), every other
+// tensor keeps its bytes (neighbours in the same arena), a later get() reads the stored bytes
+// again, and relaid() then gives those chunks back too.
+TEST_F(ResidentTensorsTest, RelaidReplacesTheStoredBytesOnce) {
+  constexpr uint64_t kBig = 6ull << 20;
+  testing::TempDir dir;
+  testing::copy_tiny(
+      dir.path(),
+      [&](nlohmann::json& h) {
+        uint64_t end = 0;
+        for (auto& [key, e] : h.items())
+          if (key != "__metadata__") end = std::max(end, e["data_offsets"][1].get<uint64_t>());
+        h["big.weight"] = {{"dtype", "U8"}, {"shape", {kBig}}, {"data_offsets", {end, end + kBig}}};
+      },
+      nullptr,
+      [&](const nlohmann::json&, std::string& data) {
+        for (uint64_t i = 0; i < kBig; ++i) data.push_back(static_cast<char>((i * 131 + i / 4096) & 0xFF));
+      });
+  auto opened = io::Checkpoint::open(dir.path());
+  ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+  const io::Checkpoint& c = **opened;
+  std::vector<const io::TensorInfo*> list;
+  uint64_t total = 0;
+  for (const auto& [name, t] : c.tensors()) {
+    list.push_back(&t);
+    total += t.nbytes;
+  }
+  ResidentTensors rt;
+  ASSERT_TRUE(rt.read_all(c, list).ok());
+  ASSERT_EQ(rt.bytes(), total);
+  const io::TensorInfo* big = c.find("big.weight");
+  ASSERT_NE(big, nullptr);
+  auto read = [&](const io::TensorInfo& t) {
+    std::vector<uint8_t> b(t.nbytes);
+    EXPECT_TRUE(c.read(t, b.data()).ok());
+    return b;
+  };
+  auto stored = rt.get(c, big->name);
+  ASSERT_TRUE(stored.ok());
+  int calls = 0;
+  auto reverse = [&](const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>&) {
+    ++calls;
+    for (uint64_t i = 0; i < big->nbytes; ++i) dst[i] = src[big->nbytes - 1 - i];
+  };
+  const std::vector<uint8_t> want = read(*big);
+  const std::vector<uint8_t> reversed(want.rbegin(), want.rend());
+  auto v = rt.relaid(c, big->name, "reversed", reverse);
+  ASSERT_TRUE(v.ok()) << v.error().to_string();
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(v->data, stored->data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v->data) % 64, 0u);
+  EXPECT_EQ(std::memcmp(v->data, reversed.data(), reversed.size()), 0);
+  // 6 MiB hold at least two whole 2 MiB chunks; at most two partial ones stay.
+  EXPECT_LE(rt.bytes(), total + kBig - (2ull << 20)) << "the stored bytes' whole chunks were not given back";
+  EXPECT_GE(rt.bytes(), total);
+  const uint64_t held = rt.bytes();
+  for (const io::TensorInfo* t : list) {
+    if (t == big) continue;
+    auto o = rt.get(c, t->name);
+    ASSERT_TRUE(o.ok());
+    const std::vector<uint8_t> d = read(*t);
+    EXPECT_EQ(std::memcmp(o->data, d.data(), d.size()), 0) << t->name << " lost bytes beside " << big->name;
+  }
+  EXPECT_EQ(rt.bytes(), held) << "reading the neighbours read nothing new";
+  auto again = rt.relaid(c, big->name, "reversed", reverse);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, v->data);
+  EXPECT_EQ(calls, 1);
+  const uint64_t after_first = rt.bytes();
+  // The stored bytes, read again on demand (into an arena of their own), then given back again.
+  auto reread = rt.get(c, big->name);
+  ASSERT_TRUE(reread.ok());
+  EXPECT_EQ(std::memcmp(reread->data, want.data(), want.size()), 0);
+  EXPECT_EQ(rt.bytes(), after_first + kBig);
+  ASSERT_TRUE(rt.relaid(c, big->name, "reversed", reverse).ok());
+  EXPECT_LE(rt.bytes(), after_first + (2ull << 20)) << "its own 2 MiB-aligned arena: all but the last partial chunk";
+  EXPECT_EQ(calls, 1);
+  // A relay that says how far it has read (the LM head's: block by block) gives the stored chunks
+  // back as it goes; what it writes is what it read.
+  {
+    ResidentTensors fresh;
+    ASSERT_TRUE(fresh.read_all(c, list).ok());
+    uint64_t lowest = fresh.bytes();
+    auto copy = [&](const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>& done) {
+      for (uint64_t at = 0; at < big->nbytes; at += 1u << 20) {
+        const uint64_t n = std::min<uint64_t>(1u << 20, big->nbytes - at);
+        std::memcpy(dst + at, src + at, n);
+        done(at + n);
+        lowest = std::min(lowest, fresh.bytes());
+      }
+    };
+    auto piecewise = fresh.relaid(c, big->name, "copied", copy);
+    ASSERT_TRUE(piecewise.ok());
+    EXPECT_EQ(std::memcmp(piecewise->data, want.data(), want.size()), 0);
+    EXPECT_LE(lowest, total - (2ull << 20)) << "no chunk was given back while the relay ran";
+    EXPECT_LE(fresh.bytes(), total + (4ull << 20));
+  }
+  auto missing = rt.relaid(c, "no.such.tensor", "reversed", reverse);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.error().to_string().find("no.such.tensor"), std::string::npos);
 }
 
 TEST_F(ResidentTensorsTest, ProgressEndsAtTheTotal) {
