@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <functional>
 #include <initializer_list>
 
 #include "core/dtype.h"
+#include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "model/pipeline_part.h"
 #include "store/engram_layout.h"
@@ -91,6 +93,7 @@ class Binder {
       : c_(c), s_(s), peers_(peers), widened_(widened) {}
 
   uint64_t bytes() const { return bytes_; }
+  store::WeightStore& store() { return s_; }
 
   // Checks name/dtype/shape from the checkpoint index without reading bytes.
   Status check(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape,
@@ -255,13 +258,28 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
     return true;
   };
   if (wo_a.kind == Linear::Kind::kFp8 && blocked && codes_exact(wo_a.fp8)) {
-    a->wo_a_e4m3.resize(static_cast<size_t>(o_out * group_in));
-    kernels::block_e4m3_rows(wo_a.fp8.w, o_out, group_in, a->wo_a_e4m3.data());
+    // The blocked codes in place of the stored ones (the store gives their pages back), or, where
+    // the store keeps tensors only as stored, a copy of our own.
+    Result<TensorView> relaid = b.store().resident_relaid(
+        p + ".wo_a.weight", "e4m3-blocked16",
+        [o_out, group_in](const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>&) {
+          kernels::block_e4m3_rows(src, o_out, group_in, dst);
+        });
+    const uint8_t* codes = nullptr;
+    if (relaid.ok()) {
+      codes = relaid->as<uint8_t>();
+    } else if (relaid.status().code() == StatusCode::kNotSupported) {
+      a->wo_a_e4m3.resize(static_cast<size_t>(o_out * group_in));
+      kernels::block_e4m3_rows(wo_a.fp8.w, o_out, group_in, a->wo_a_e4m3.data());
+      codes = a->wo_a_e4m3.data();
+    } else {
+      return relaid.status();
+    }
     a->wo_a_scale.assign(wo_a.fp8.scale, wo_a.fp8.scale + n_scales);
     a->wo_a.kind = Linear::Kind::kBf16;
     a->wo_a.out = o_out;
     a->wo_a.in = group_in;
-    a->wo_a.bf16 = kernels::Bf16Weight{nullptr, o_out, group_in, true, a->wo_a_e4m3.data(), a->wo_a_scale.data()};
+    a->wo_a.bf16 = kernels::Bf16Weight{nullptr, o_out, group_in, true, codes, a->wo_a_scale.data()};
   } else if (wo_a.kind == Linear::Kind::kFp8 || wo_a.kind == Linear::Kind::kQuant) {
     std::vector<float> tmp(static_cast<size_t>(o_out * group_in));
     if (wo_a.kind == Linear::Kind::kFp8) {
@@ -482,6 +500,34 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
   }
   if (hi == c.n_layers) {
     STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
+    // The LM head in the blocked layout (16 rows k-major), in place of the stored rows: decode rows
+    // then run one fused chain per output with no horizontal sums (kernels::linear_bf16_any_order;
+    // at 4 rows the release's head 61-71 -> 23-28 ms on 2 Zen 5 cores, docs/performance.md "The LM
+    // head in blocks"). Not where AMX tiles run the head (they read the stored rows), nor where the
+    // store keeps tensors only as stored (then the row-major kernels run).
+    if (w.head.kind == Linear::Kind::kBf16 && c.vocab_size % kernels::kBf16BlockRows == 0 &&
+        kernels::best_kernel_level() != kernels::KernelLevel::kAmx) {
+      const int64_t V = c.vocab_size, dim = c.dim;
+      auto relay = [V, dim](const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>& done) {
+        // 1024 rows at a time (whole blocks: a row range's blocked layout is that range of the
+        // whole's), handing the stored rows behind back as it goes: the release's 1.3 GB head
+        // never exists twice.
+        constexpr int64_t kRows = 64 * kernels::kBf16BlockRows;
+        const auto* s = reinterpret_cast<const uint16_t*>(src);
+        auto* d = reinterpret_cast<uint16_t*>(dst);
+        for (int64_t r0 = 0; r0 < V; r0 += kRows) {
+          const int64_t n = std::min(kRows, V - r0);
+          kernels::block_bf16_rows(s + r0 * dim, n, dim, d + r0 * dim);
+          done(static_cast<uint64_t>((r0 + n) * dim) * 2);
+        }
+      };
+      Result<TensorView> blocked = store.resident_relaid("head.weight", "bf16-blocked16", relay);
+      if (blocked.ok()) {
+        w.head.bf16 = kernels::Bf16Weight{blocked->as<uint16_t>(), V, dim, true};
+      } else if (blocked.status().code() != StatusCode::kNotSupported) {
+        return blocked.status();
+      }
+    }
     STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
   }
   w.layers.resize(static_cast<size_t>(c.n_layers));  // the layers outside [lo, hi) stay unbound

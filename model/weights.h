@@ -97,7 +97,8 @@ struct AttentionWeights {
   Linear wo_a;                   // [o_groups * o_lora_rank, n_heads * head_dim / o_groups] stored FP8, used as
                                  // bf16 (convert.py); grouped: rows g*o_lora_rank.. belong to group g
   std::vector<uint16_t> wo_a_bf16;  // owned bf16 copy backing wo_a (blocked layout when o_lora_rank % 16 == 0)
-  std::vector<uint8_t> wo_a_e4m3;   // or its E4M3 codes, blocked, and their scales (Bf16Weight::e4m3)
+  std::vector<uint8_t> wo_a_e4m3;   // or its E4M3 codes, blocked (here only where the store cannot
+                                    // relay them: WeightStore::resident_relaid), and their scales
   std::vector<uint8_t> wo_a_scale;
   Linear wo_b;                   // [dim, o_groups * o_lora_rank] FP8
   // Compressor (kv source layers only).
@@ -152,7 +153,7 @@ struct PipelinePart;  // model/pipeline_part.h
 
 struct ModelWeights {
   TensorView embed;              // [vocab, dim] BF16 (or F32)
-  Linear head;                   // [vocab, dim] BF16 (F32 math)
+  Linear head;                   // [vocab, dim] BF16 (F32 math), blocked where the store relays it (weights.cpp)
   std::vector<float> norm;       // [dim] final norm
   std::vector<BlockWeights> layers;  // n_layers backbone blocks
   std::vector<BlockWeights> mtp;     // DSpark stages

@@ -99,7 +99,7 @@ struct Placement {
   uint64_t reserve_bytes = 0;    // the margin (KV and activations live here); 0 with a given budget
   bool budget_given = false;     // budget_bytes is PlanOptions::ram_budget_bytes (plan --ram), margin-free
   uint64_t dense_bytes = 0;      // resident tensors as stored (incl. DSpark's dense part)
-  uint64_t dense_ram_bytes = 0;  // ... once loaded (+ attn.wo_a's blocked copy outside the store)
+  uint64_t dense_ram_bytes = 0;  // ... once loaded (+ attn.wo_a's copies outside the store)
   uint64_t engram_ram_bytes = 0; // stream: Engram scales (if resident) + row cache
   uint64_t kv_bytes = 0;         // packed KV at `context`
   uint64_t scratch_bytes = 0;    // activations of one prefill chunk (estimate)

@@ -54,11 +54,14 @@ uint64_t params_of(const SynthTensor& t) {
   return t.fill == FillKind::kFp4Weight ? 2 * n : n;
 }
 
-// attn.wo_a once loaded (model/weights.cpp): the store keeps the stored tensor with the other dense
-// tensors, and the model adds a copy outside it that the kernels read: the FP8 codes blocked (one
-// byte a weight, with the scales) when its output groups are whole 32-row scale blocks, else a
-// widened bf16 copy (two bytes a weight; also for a block format written by quantize). NaN codes or
-// extreme scales also widen it; the planner assumes a sane checkpoint.
+// attn.wo_a once loaded (model/weights.cpp): when its output groups are whole 32-row scale blocks
+// the store holds the FP8 codes blocked in place of the stored ones (WeightStore::resident_relaid:
+// one byte a weight) and the model copies the scales; else the store keeps the stored tensor and
+// the model adds a widened bf16 copy outside it (two bytes a weight; also for a block format
+// written by quantize). NaN codes or extreme scales also widen it; the planner assumes a sane
+// checkpoint. The store keeps the partial 2 MiB chunks at a re-laid tensor's ends (up to 4 MiB a
+// tensor, 0.17 GiB over the release's 43 wo_a) uncounted here. (The LM head's blocked layout also
+// replaces its stored rows: no change in bytes.)
 bool wo_a_keeps_fp8(const model::ModelConfig& c) { return c.o_lora_rank % 32 == 0; }
 
 // Bytes once loaded of a tensor stored as the release stores it (attn.wo_a: see wo_a_keeps_fp8).
@@ -66,7 +69,7 @@ uint64_t ram_bytes_of(const model::ModelConfig& c, const SynthTensor& t) {
   const std::string& n = t.decl.name;
   const uint64_t b = t.decl.nbytes();
   if (!contains(n, ".attn.wo_a.")) return b;
-  if (wo_a_keeps_fp8(c)) return 2 * b;
+  if (wo_a_keeps_fp8(c)) return ends_with(n, ".scale") ? 2 * b : b;
   return b + (ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0);
 }
 

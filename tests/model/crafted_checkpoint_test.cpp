@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "tests/support/forward_one.h"
+#include "io/checkpoint.h"
+#include "kernels/dispatch.h"
 #include "store/placement_options.h"
 #include "tests/support/checkpoint_copy.h"
 #include "tests/support/files.h"
@@ -147,6 +149,30 @@ TEST_F(Crafted, NonFiniteLogitsAreAnErrorNamingTheLayer) {
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.to_string();
   EXPECT_NE(s.message().find("not finite"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("in layer 3"), std::string::npos) << s.to_string();
+}
+
+// The LM head is bound in the blocked layout (model/weights.cpp: its decode rows then run one fused
+// chain per output), holding the stored values: every weight read through the layout equals the
+// checkpoint's. The fixture suite checks the logits end to end.
+TEST_F(Crafted, TheLmHeadIsBoundBlockedWithTheStoredValues) {
+  if (kernels::best_kernel_level() == kernels::KernelLevel::kAmx)
+    GTEST_SKIP() << "AMX tiles read the stored rows: the head stays row-major on this CPU";
+  auto m = testing::load_model(testing::tiny_dir() + "/checkpoint", 1);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  const Linear& head = (*m)->weights().head;
+  ASSERT_EQ(head.kind, Linear::Kind::kBf16);
+  ASSERT_EQ(head.out % kernels::kBf16BlockRows, 0) << "the tiny checkpoint's vocabulary is whole blocks";
+  EXPECT_TRUE(head.bf16.blocked);
+  auto ck = io::Checkpoint::open(testing::tiny_dir() + "/checkpoint");
+  ASSERT_TRUE(ck.ok()) << ck.error().to_string();
+  const io::TensorInfo* t = (*ck)->find("head.weight");
+  ASSERT_NE(t, nullptr);
+  std::vector<uint16_t> stored(t->nbytes / 2);
+  ASSERT_TRUE((*ck)->read(*t, stored.data()).ok());
+  int64_t differ = 0;
+  for (int64_t r = 0; r < head.out; ++r)
+    for (int64_t k = 0; k < head.in; ++k) differ += head.bf16.at(r, k) != stored[static_cast<size_t>(r * head.in + k)];
+  EXPECT_EQ(differ, 0);
 }
 
 // attn.wo_a keeps its FP8 codes (one byte a weight; kernels/linear.h Bf16Weight::e4m3) where they

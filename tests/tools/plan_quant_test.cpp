@@ -122,14 +122,14 @@ TEST(PlanQuant, ComponentBytesAtTheReleaseConfig) {
     EXPECT_EQ(component(*f, name).bytes_by_dtype.at(DType::kQ8_0), fp8 / 32 * 34) << name;
   }
   // attn.wo_a [o_groups * o_lora_rank, n_heads * head_dim / o_groups], W values: beyond the stored
-  // bytes the model's copy for the kernels, the FP8 codes and scales again (W (1 + 1/1024)) when
-  // FP8, a bf16 widening (2 W) when quantised.
+  // bytes the model's copies for the kernels, its scales again (W / 1024) when FP8 (the store holds
+  // the blocked codes in place of the stored ones), a bf16 widening (2 W) when quantised.
   {
     const char* a = "attention (incl. compressor, indexer)";
     const double w = static_cast<double>(c.n_layers) * static_cast<double>(c.o_lora_rank * c.n_heads * c.head_dim);
     const double extra_q = static_cast<double>(component(*f, a).ram_bytes) - static_cast<double>(component(*f, a).bytes);
     const double extra_k = static_cast<double>(component(*keep, a).ram_bytes) - static_cast<double>(component(*keep, a).bytes);
-    EXPECT_EQ(extra_k, w * (1 + 1.0 / 1024));
+    EXPECT_EQ(extra_k, w / 1024);
     EXPECT_EQ(extra_q, 2 * w);
   }
 
