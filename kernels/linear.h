@@ -142,6 +142,11 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 // kDecode rows always take the free-order matvec, kPrompt rows linear_bf16 (RowPath).
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
                            RowPath path = RowPath::kAuto);
+// Whether a weight of `out` rows for linear_bf16_any_order is best stored blocked on this CPU: its
+// rows whole blocks and the best level a vector one without AMX (AMX tiles read row-major rows; the
+// scalar level would read a blocked weight value by value). The model (the LM head) and the probe
+// (its timing) both ask.
+bool any_order_prefers_blocked(int64_t out);
 
 // Exact dequantisation helpers (used at load for small tensors, e.g. attn.wo_a -> bf16 values as
 // the official convert.py does, and by tests).

@@ -202,7 +202,8 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
                            KernelLevel level, RowPath path) {
   const detail::OpsKernels* t = ops_of(level);
   // Below 8 rows (or always, for decode rows) the free-order matvec; else the bit-exact order,
-  // whose GEMM is already compute-efficient. The free-order kernel reads row-major weights.
+  // whose GEMM is already compute-efficient. Free-order kernels for row-major (AMX tiles or vector
+  // rows) and blocked weights; E4M3 storage takes the bit-exact order.
   const bool matvec = path == RowPath::kDecode || (path == RowPath::kAuto && n < 8);
   if (t == nullptr || !matvec || w.e4m3 != nullptr) {
     linear_bf16(x, n, w, y, pool, level);
@@ -240,6 +241,10 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
 }
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, RowPath path) {
   linear_bf16_any_order(x, n, w, y, pool, best_kernel_level(), path);
+}
+bool any_order_prefers_blocked(int64_t out) {
+  const KernelLevel level = best_kernel_level();
+  return out % kBf16BlockRows == 0 && level != KernelLevel::kScalar && level != KernelLevel::kAmx;
 }
 
 // ---------------------------------------------------------------- indexer.h

@@ -8,7 +8,6 @@
 #include <initializer_list>
 
 #include "core/dtype.h"
-#include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "model/pipeline_part.h"
 #include "store/engram_layout.h"
@@ -117,6 +116,17 @@ class Binder {
                          const std::string& why) {
     STRATA_RETURN_IF_ERROR(check(name, dtypes, shape, why));
     STRATA_ASSIGN_OR_RETURN(TensorView v, s_.resident(name));
+    bytes_ += v.nbytes();
+    return v;
+  }
+
+  // WeightStore::resident_relaid after the same checks as get(), so a tensor a draft shares with
+  // its target (store/shared_store.h) comes as the target's copy without reading the stored bytes
+  // again. kNotSupported passes through (the store keeps tensors only as stored).
+  Result<TensorView> relaid(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape,
+                            const std::string& why, const std::string& layout, const store::WeightStore::RelayFn& relay) {
+    STRATA_RETURN_IF_ERROR(check(name, dtypes, shape, why));
+    STRATA_ASSIGN_OR_RETURN(TensorView v, s_.resident_relaid(name, layout, relay));
     bytes_ += v.nbytes();
     return v;
   }
@@ -499,15 +509,18 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
     w.embed = b.widen_f16(embed);
   }
   if (hi == c.n_layers) {
-    STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", c.vocab_size, c.dim, false, sh(c.vocab_size, "vocab_size", c.dim, "dim")));
     // The LM head in the blocked layout (16 rows k-major), in place of the stored rows: decode rows
     // then run one fused chain per output with no horizontal sums (kernels::linear_bf16_any_order;
     // at 4 rows the release's head 61-71 -> 23-28 ms on 2 Zen 5 cores, docs/performance.md "The LM
-    // head in blocks"). Not where AMX tiles run the head (they read the stored rows), nor where the
-    // store keeps tensors only as stored (then the row-major kernels run).
-    if (w.head.kind == Linear::Kind::kBf16 && c.vocab_size % kernels::kBf16BlockRows == 0 &&
-        kernels::best_kernel_level() != kernels::KernelLevel::kAmx) {
-      const int64_t V = c.vocab_size, dim = c.dim;
+    // head in blocks"). Bound through the store's relay before anything reads the stored rows, so a
+    // draft sharing the head gets the target's copy. Not where AMX tiles run the head (they read
+    // the stored rows) or no vector level runs (kernels::any_order_prefers_blocked), nor where the
+    // store keeps tensors only as stored: then the stored rows.
+    const int64_t V = c.vocab_size, dim = c.dim;
+    const std::string head_why = sh(V, "vocab_size", dim, "dim");
+    const io::TensorInfo* ht = store.checkpoint().find("head.weight");
+    bool head_bound = false;
+    if (ht != nullptr && ht->dtype == DType::kBF16 && kernels::any_order_prefers_blocked(V)) {
       auto relay = [V, dim](const uint8_t* src, uint8_t* dst, const std::function<void(uint64_t)>& done) {
         // 1024 rows at a time (whole blocks: a row range's blocked layout is that range of the
         // whole's), handing the stored rows behind back as it goes: the release's 1.3 GB head
@@ -521,12 +534,19 @@ Result<ModelWeights> bind_weights(const ModelConfig& c, store::WeightStore& stor
           done(static_cast<uint64_t>((r0 + n) * dim) * 2);
         }
       };
-      Result<TensorView> blocked = store.resident_relaid("head.weight", "bf16-blocked16", relay);
+      Result<TensorView> blocked = b.relaid("head.weight", {DType::kBF16}, Shape{V, dim}, head_why, "bf16-blocked16", relay);
       if (blocked.ok()) {
+        w.head.kind = Linear::Kind::kBf16;
+        w.head.out = V;
+        w.head.in = dim;
         w.head.bf16 = kernels::Bf16Weight{blocked->as<uint16_t>(), V, dim, true};
+        head_bound = true;
       } else if (blocked.status().code() != StatusCode::kNotSupported) {
         return blocked.status();
       }
+    }
+    if (!head_bound) {
+      STRATA_ASSIGN_OR_RETURN(w.head, b.linear("head", V, dim, false, head_why));
     }
     STRATA_ASSIGN_OR_RETURN(w.norm, b.floats("norm.weight", Shape{c.dim}, "dim"));
   }

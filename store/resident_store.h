@@ -4,8 +4,10 @@
 // shards); a tensor nobody listed is read on its first request. Binding requests every tensor the
 // forward pass reads, including the backbone's routed experts and Engram tables (preload_layer),
 // so nothing is read during generation. Each tensor starts 64-byte aligned (ResidentTensors).
-// Thread safety: resident() may load and must be called from one thread during binding; after every
-// tensor is bound, concurrent calls only read. acquire_expert() locks its memo of expert views.
+// Thread safety: resident() and resident_relaid() may load and must be called from one thread
+// during binding; after every tensor is bound, concurrent calls of names still held only read (a
+// relaid name is read again: bind it through resident_relaid). acquire_expert() locks its memo of
+// expert views.
 #pragma once
 
 #include <cstdint>

@@ -150,6 +150,9 @@ Result<TensorView> ResidentTensors::relaid(const io::Checkpoint& ck, const std::
     bytes_ -= upto - given;
     given = upto;
   };
+  // Unnamed before the relay gives any of it back: if the relay throws, no view of half-released
+  // bytes stays (a later get() reads the tensor again).
+  loaded_.erase(name);
   if (it == relaid_.end()) {
     Arena a = new_arena(t->nbytes);
     relay(static_cast<const uint8_t*>(stored.data), a.get(), give_back);
@@ -159,7 +162,6 @@ Result<TensorView> ResidentTensors::relaid(const io::Checkpoint& ck, const std::
   }
   // The stored copy (read now, or again by a later get(): a draft sharing the tensor) goes.
   give_back(t->nbytes);
-  loaded_.erase(name);
   return TensorView{it->second, t->dtype, t->shape};
 }
 

@@ -337,7 +337,7 @@ Result<Plan> make_plan(const model::ModelConfig& c, const VisionShape& vision, c
                        (m.alloc_gbps > 0 ? static_cast<double>(loaded) / (m.alloc_gbps * 1e9) : 0.0);
   }
   if (pl.dense_ram_bytes > pl.dense_bytes)
-    pl.notes.push_back("attn.wo_a's copies for the kernels (its scales; a bf16 copy when widened): +" +
+    pl.notes.push_back("attn.wo_a's copies for the kernels (its scales, the partial 2 MiB chunks of stored codes kept, at most 4 MiB a layer; a bf16 copy when widened): +" +
                        format_bytes(static_cast<double>(pl.dense_ram_bytes - pl.dense_bytes)) + " outside the store");
   pl.notes.push_back("KV at packed size (FP4/FP8 codes, " + fmt("%.0f", f.kv.bytes_per_token) + " B/token)");
 

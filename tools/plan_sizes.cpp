@@ -59,9 +59,10 @@ uint64_t params_of(const SynthTensor& t) {
 // one byte a weight) and the model copies the scales; else the store keeps the stored tensor and
 // the model adds a widened bf16 copy outside it (two bytes a weight; also for a block format
 // written by quantize). NaN codes or extreme scales also widen it; the planner assumes a sane
-// checkpoint. The store keeps the partial 2 MiB chunks at a re-laid tensor's ends (up to 4 MiB a
-// tensor, 0.17 GiB over the release's 43 wo_a) uncounted here. (The LM head's blocked layout also
-// replaces its stored rows: no change in bytes.)
+// checkpoint. The store gives the stored bytes back in whole 2 MiB chunks and keeps the partial
+// ones at the ends: counted as min(bytes, 4 MiB) more (the worst case; 0.17 GiB over the release's
+// 43 wo_a; all of a tensor under 2 MiB). (The LM head's blocked layout also replaces its stored
+// rows: 4 MiB at most more, not counted.)
 bool wo_a_keeps_fp8(const model::ModelConfig& c) { return c.o_lora_rank % 32 == 0; }
 
 // Bytes once loaded of a tensor stored as the release stores it (attn.wo_a: see wo_a_keeps_fp8).
@@ -69,7 +70,7 @@ uint64_t ram_bytes_of(const model::ModelConfig& c, const SynthTensor& t) {
   const std::string& n = t.decl.name;
   const uint64_t b = t.decl.nbytes();
   if (!contains(n, ".attn.wo_a.")) return b;
-  if (wo_a_keeps_fp8(c)) return ends_with(n, ".scale") ? 2 * b : b;
+  if (wo_a_keeps_fp8(c)) return ends_with(n, ".scale") ? 2 * b : b + std::min<uint64_t>(b, 4ull << 20);
   return b + (ends_with(n, ".weight") ? 2 * static_cast<uint64_t>(t.decl.shape.numel()) : 0);
 }
 

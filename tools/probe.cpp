@@ -100,8 +100,11 @@ struct AnyWeight {
       case LinearKind::kBf16:
         kernels::linear_bf16(x, n, kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in}, y, pool);
         break;
-      case LinearKind::kBf16Any:
-        kernels::linear_bf16_any_order(x, n, kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in}, y, pool);
+      case LinearKind::kBf16Any:  // the layout the model binds the LM head in (model/weights.cpp)
+        kernels::linear_bf16_any_order(
+            x, n,
+            kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in, kernels::any_order_prefers_blocked(out)},
+            y, pool);
         break;
       case LinearKind::kF32:
         kernels::linear_f32(x, n, kernels::F32Weight{reinterpret_cast<const float*>(w), out, in}, y, pool);

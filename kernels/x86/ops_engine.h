@@ -596,9 +596,10 @@ struct OpsEngine {
       for (int i = 0; i < NX; ++i) acc[i][j] = V::zero();
     }
     // Stream j reads its block at 32 bytes a k (one prefetch per 64-byte line) and continues, in
-    // the next step, in the block NB blocks on (kW = 16: the next step's stream j), so a prefetch
-    // past its block's end goes there: every stream is warm when a step starts.
-    const int64_t block_bytes = 2 * br * in, next_step = NB * kW / br * block_bytes;
+    // the next step, in the block a step's blocks on (kW = 16: the next step's stream j; kW = 8
+    // with NB = 1: the next block, after the step on this block's other half), so a prefetch past
+    // its block's end goes there: every stream is warm when a step starts.
+    const int64_t block_bytes = 2 * br * in, next_step = std::max<int64_t>(1, NB * kW / br) * block_bytes;
     for (int64_t k = 0; k < in; ++k) {
       if ((k & 1) == 0) {
         const int64_t at = 2 * br * k + ahead;

@@ -123,15 +123,8 @@ TEST_P(RowPathLevel, Bf16AnyOrderDecodeRowsAloneOverTilesAndSplits) {
   };
   std::mt19937 rng(31);
   ThreadPool pool2(2), pool3(3);
-  // `in` a multiple of 32 (512, 96) takes the AMX tiles at that level: 700 rows are 14 blocks of 48
-  // and a rest of 28 (a full 16 and a 12-row tile), 33 rows end in a 1-row tile; 10, 11, 16 and 17 x
-  // rows change the packed columns (1, 2, 3 tiles; a second group of 16).
-  for (const Shape s : {Shape{100, 700}, Shape{515, 1000}, Shape{8200, 24}, Shape{17, 9}, Shape{1, 5}, Shape{512, 700},
-                        Shape{96, 33}}) {
-    std::normal_distribution<float> normal(0.0f, 0.05f);
-    std::vector<uint16_t> wb(static_cast<size_t>(s.out * s.in));
-    for (auto& v : wb) v = f32_to_bf16(normal(rng));
-    const Bf16Weight w{wb.data(), s.out, s.in};
+  // Every batch of w's rows equals its rows alone; `layout` names w in the failure message.
+  auto check = [&](const Shape& s, const Bf16Weight& w, const char* layout) {
     constexpr int64_t kRows = 17;
     const std::vector<float> x = random_rows(kRows, s.in, rng);
     std::vector<float> alone(static_cast<size_t>(kRows * s.out));
@@ -144,39 +137,35 @@ TEST_P(RowPathLevel, Bf16AnyOrderDecodeRowsAloneOverTilesAndSplits) {
           linear_bf16_any_order(x.data() + first * s.in, n, w, y.data(), pool, GetParam(), RowPath::kDecode);
           for (int64_t i = 0; i < n; ++i)
             EXPECT_EQ(0, std::memcmp(y.data() + i * s.out, alone.data() + (first + i) * s.out, s.out * sizeof(float)))
-                << kernel_level_name(GetParam()) << " in=" << s.in << " out=" << s.out << " n=" << n << " first=" << first
-                << " row=" << i << " threads=" << (pool ? pool->n_threads() : 0);
+                << kernel_level_name(GetParam()) << " " << layout << " in=" << s.in << " out=" << s.out << " n=" << n
+                << " first=" << first << " row=" << i << " threads=" << (pool ? pool->n_threads() : 0);
         }
       }
     }
+  };
+  auto random_weight = [&](const Shape& s) {
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<uint16_t> wb(static_cast<size_t>(s.out * s.in));
+    for (auto& v : wb) v = f32_to_bf16(normal(rng));
+    return wb;
+  };
+  // `in` a multiple of 32 (512, 96) takes the AMX tiles at that level: 700 rows are 14 blocks of 48
+  // and a rest of 28 (a full 16 and a 12-row tile), 33 rows end in a 1-row tile; 10, 11, 16 and 17 x
+  // rows change the packed columns (1, 2, 3 tiles; a second group of 16).
+  for (const Shape s : {Shape{100, 700}, Shape{515, 1000}, Shape{8200, 24}, Shape{17, 9}, Shape{1, 5}, Shape{512, 700},
+                        Shape{96, 33}}) {
+    const std::vector<uint16_t> wb = random_weight(s);
+    check(s, Bf16Weight{wb.data(), s.out, s.in}, "row-major");
   }
   // Blocked weights (the LM head's layout): one chain per output. Over pool chunks of >= 64 KiB of
   // 16-row blocks (uneven at 2 and 3 threads), tiles of weight rows past eight x rows, the step's
   // two to eight weight vectors and its one-vector tail (704 = 44 blocks).
   for (const Shape s : {Shape{100, 704}, Shape{515, 1008}, Shape{8200, 32}, Shape{17, 16}, Shape{512, 704},
                         Shape{96, 48}, Shape{1, 16}}) {
-    std::normal_distribution<float> normal(0.0f, 0.05f);
-    std::vector<uint16_t> wr(static_cast<size_t>(s.out * s.in)), wb(wr.size());
-    for (auto& v : wr) v = f32_to_bf16(normal(rng));
+    const std::vector<uint16_t> wr = random_weight(s);
+    std::vector<uint16_t> wb(wr.size());
     block_bf16_rows(wr.data(), s.out, s.in, wb.data());
-    const Bf16Weight w{wb.data(), s.out, s.in, true};
-    constexpr int64_t kRows = 17;
-    const std::vector<float> x = random_rows(kRows, s.in, rng);
-    std::vector<float> alone(static_cast<size_t>(kRows * s.out));
-    for (int64_t i = 0; i < kRows; ++i)
-      linear_bf16_any_order(x.data() + i * s.in, 1, w, alone.data() + i * s.out, nullptr, GetParam(), RowPath::kDecode);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 16, 17}) {
-        for (int64_t first : {int64_t{0}, kRows - n}) {
-          std::vector<float> y(static_cast<size_t>(n * s.out));
-          linear_bf16_any_order(x.data() + first * s.in, n, w, y.data(), pool, GetParam(), RowPath::kDecode);
-          for (int64_t i = 0; i < n; ++i)
-            EXPECT_EQ(0, std::memcmp(y.data() + i * s.out, alone.data() + (first + i) * s.out, s.out * sizeof(float)))
-                << kernel_level_name(GetParam()) << " blocked in=" << s.in << " out=" << s.out << " n=" << n
-                << " first=" << first << " row=" << i << " threads=" << (pool ? pool->n_threads() : 0);
-        }
-      }
-    }
+    check(s, Bf16Weight{wb.data(), s.out, s.in, true}, "blocked");
   }
   // in = 0 (an empty dot): zeros for a batch past four rows too (the row tile once divided by 2 * in).
   std::vector<uint16_t> none(1);
