@@ -2,8 +2,9 @@
 # libFuzzer runs of the fuzz/ targets (fuzz/README.md).
 #
 #   scripts/fuzz.sh TARGET SECONDS [LIBFUZZER_FLAG...]   build, then fuzz one target for SECONDS
-#   scripts/fuzz.sh --smoke SECONDS                      every target SECONDS each; exit 1 on any
-#                                                        crash, leak, timeout or OOM (what CI runs)
+#   scripts/fuzz.sh --smoke SECONDS                      every target SECONDS each, one per core at a
+#                                                        time; exit 1 on any crash, leak, timeout or
+#                                                        OOM (what CI runs)
 #   scripts/fuzz.sh --build                              build every target, run nothing
 #   scripts/fuzz.sh --list                               the target names
 #
@@ -129,9 +130,21 @@ case "$1" in
     [[ $# -eq 2 && "$2" =~ ^[0-9]+$ ]] || usage
     start=$SECONDS
     build "${TARGETS[@]}"
-    echo "built in $((SECONDS - start)) s; fuzzing each target for $2 s"
+    # One target per core at a time (each fuzzer is one process on one core); reports in list order.
+    cores="$(nproc 2>/dev/null || echo 2)"
+    echo "built in $((SECONDS - start)) s; fuzzing each target for $2 s, $cores at a time"
+    reports="$(mktemp -d "${TMPDIR:-/tmp}/strata-fuzz-smoke.XXXXXX")"
+    for t in "${TARGETS[@]}"; do
+      while [[ $(jobs -rp | wc -l) -ge $cores ]]; do wait -n || true; done
+      (if run "$t" "$2" > "$reports/$t.txt" 2>&1; then echo 0; else echo $?; fi > "$reports/$t.rc") &
+    done
+    wait
     failed=()
-    for t in "${TARGETS[@]}"; do run "$t" "$2" || failed+=("$t"); done
+    for t in "${TARGETS[@]}"; do
+      cat "$reports/$t.txt"
+      [[ "$(cat "$reports/$t.rc" 2>/dev/null)" == 0 ]] || failed+=("$t")
+    done
+    rm -rf "$reports"
     echo "fuzz smoke: ${#TARGETS[@]} targets, $((SECONDS - start)) s in all"
     if [[ ${#failed[@]} -gt 0 ]]; then
       echo "fuzz smoke FAILED: ${failed[*]}"
