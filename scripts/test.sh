@@ -55,7 +55,13 @@ if [[ $tsan -eq 1 ]]; then
   # Only the test executables that carry the concurrency label are built (and their libraries): each
   # test executable is one ctest test of the same name, so the label lists the targets.
   stage "TSan build (concurrency tests)"
-  mapfile -t tsan_targets < <(ctest --test-dir "$repo_root/build" -N -L concurrency | sed -n 's/^ *Test *#[0-9]*: //p')
+  concurrency="$(ctest --test-dir "$repo_root/build" -N -L concurrency)"
+  mapfile -t tsan_targets < <(sed -n 's/^ *Test *#[0-9]*: //p' <<< "$concurrency" | grep -v '\.')
+  if [[ ${#tsan_targets[@]} -eq 0 ]]; then
+    echo "test.sh: no test executable carries the concurrency label (ctest -N -L concurrency):" >&2
+    echo "$concurrency" >&2
+    exit 1
+  fi
   CC=clang CXX=clang++ scripts/build.sh "$repo_root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${lines_only[@]}" -DSTRATA_TSAN=ON \
     -DSTRATA_BUILD_BENCH=OFF -- "${tsan_targets[@]}"
   stage "TSan tests"

@@ -18,6 +18,6 @@ fi
 n="$(ctest --test-dir "$build" -N -L fixture 2>/dev/null | grep -c '^ *Test *#')"
 n=$((n > 0 ? n - 1 : 0))
 echo "FAIL golden fixtures missing at $fixtures: ${missing[*]}"
-echo "     the other $n tests labelled 'fixture' report SKIPPED (not passed): they checked nothing."
+echo "     the other $n tests labelled 'fixture' skip their fixture cases (not passed): those checked nothing."
 echo "     Get the fixtures (-DSTRATA_FIXTURES_DIR=DIR), or run the rest with: ctest -LE fixture"
 exit 1
