@@ -6,7 +6,8 @@
 // Model::forward per step. Reports aggregate decode tok/s, per-sequence tok/s, and the ratio to
 // B = 1 measured in the same run (the denominator; the machine's bandwidth moves between days).
 // --check also runs each sequence alone and confirms its greedy tokens are identical (batch
-// invariance at full size; a failure exits 1).
+// invariance at full size; a failure exits 1). --hash prints a hash of every decode step's logits
+// (all sequences), so two builds can be compared bit for bit (it slows the steps it times).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -32,10 +33,18 @@ struct Run {
   double decode_s = 0;
   model::ForwardProfile prof;  // the decode steps' split
   std::vector<std::vector<int32_t>> tokens;  // per sequence, the greedy tokens
+  uint64_t logits_hash = 1469598103934665603ull;  // FNV-1a over the decode steps' logits (--hash)
 };
 
+// FNV-1a over the bits of a row of logits.
+uint64_t fnv1a(uint64_t h, const std::vector<float>& v) {
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 // B sequences: prefill each alone, then `gen` batched decode steps (all B in one forward).
-Result<Run> run_batch(model::Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t gen) {
+Result<Run> run_batch(model::Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t gen, bool hash) {
   const int64_t V = m.config().vocab_size;
   const size_t B = prompts.size();
   model::Activations act = m.new_activations();
@@ -66,6 +75,7 @@ Result<Run> run_batch(model::Model& m, const std::vector<std::vector<int32_t>>& 
       entries[i].logits_out = logits[i].data();
     }
     STRATA_RETURN_IF_ERROR(m.forward(model::ForwardRequest{entries}, act));
+    for (size_t i = 0; i < B && hash; ++i) r.logits_hash = fnv1a(r.logits_hash, logits[i]);
   }
   r.decode_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   r.prof = act.profile.since(p0);
@@ -79,13 +89,14 @@ int main(int argc, char** argv) {
   std::string dir, sizes_s = "1,2,4,8";
   int threads = 0;
   int64_t prompt = 32, gen = 32;
-  bool check = false;
+  bool check = false, hash = false;
   app.add_option("-m,--model", dir, "checkpoint directory")->required();
   app.add_option("--batch", sizes_s, "comma-separated batch sizes (1 is always run first: the baseline)");
   app.add_option("--prompt", prompt, "prompt tokens per sequence");
   app.add_option("--gen", gen, "decode steps");
   app.add_option("-t,--threads", threads, "threads (0 = physical cores)");
   app.add_flag("--check", check, "also run every sequence alone and compare its greedy tokens");
+  app.add_flag("--hash", hash, "print a hash of every decode step's logits (to compare builds bit for bit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -117,7 +128,7 @@ int main(int argc, char** argv) {
       p.resize(static_cast<size_t>(prompt));
       for (auto& t : p) t = d(rng);
     }
-    auto r = run_batch(m, prompts, gen);
+    auto r = run_batch(m, prompts, gen, hash);
     if (!r.ok()) return std::fprintf(stderr, "%s\n", r.error().to_string().c_str()), 1;
     const double agg = static_cast<double>(B * gen) / r->decode_s;
     if (B == 1) base = agg;
@@ -125,7 +136,7 @@ int main(int argc, char** argv) {
     if (check) {
       bool ok = true;
       for (int64_t i = 0; i < B && B > 1; ++i) {
-        auto one = run_batch(m, {prompts[static_cast<size_t>(i)]}, gen);
+        auto one = run_batch(m, {prompts[static_cast<size_t>(i)]}, gen, false);
         if (!one.ok()) return std::fprintf(stderr, "%s\n", one.error().to_string().c_str()), 1;
         ok = ok && one->tokens[0] == r->tokens[static_cast<size_t>(i)];
       }
@@ -138,6 +149,8 @@ int main(int argc, char** argv) {
     std::printf("| %lld | %.1f | %.1f | %.2f | %.2f, %.2f, %.2f, %.2f, %.2f |%s\n", static_cast<long long>(B), agg,
                 agg / static_cast<double>(B), base > 0 ? agg / base : 0.0, p.attention_ns * per, p.moe_ns * per,
                 p.engram_ns * per, p.head_ns * per, rest * per, same.c_str());
+    if (hash) std::printf("# batch %lld: decode logits hash %016llx\n", static_cast<long long>(B),
+                          static_cast<unsigned long long>(r->logits_hash));
     std::fflush(stdout);
   }
   return failures == 0 ? 0 : 1;

@@ -142,6 +142,15 @@ void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* 
 // kDecode rows always take the free-order matvec, kPrompt rows linear_bf16 (RowPath).
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
                            RowPath path = RowPath::kAuto);
+// The same, x row i's outputs written to y[i] (w.out floats each) instead of one [n, out] block, with
+// the same bits: the LM head writes each batch entry's logits into the entry's own buffer, where a
+// shared block cost a 0.5 MB copy per decode row and step (the demo's V = 129280).
+// REQUIRES (checked): any_order_writes_rows(w, n, path), i.e. the blocked free-order kernel runs.
+void linear_bf16_any_order_rows(const float* x, int64_t n, const Bf16Weight& w, float* const* y, ThreadPool* pool,
+                                RowPath path = RowPath::kAuto);
+// Whether linear_bf16_any_order(x, n, w, ..., path) runs a kernel that can write rows anywhere (a
+// blocked weight's free-order matvec on a vector level), so linear_bf16_any_order_rows may be called.
+bool any_order_writes_rows(const Bf16Weight& w, int64_t n, RowPath path = RowPath::kAuto);
 // Whether a weight of `out` rows for linear_bf16_any_order is best stored blocked on this CPU: its
 // rows whole blocks and the best level a vector one without AMX (AMX tiles read row-major rows; the
 // scalar level would read a blocked weight value by value). The model (the LM head) and the probe

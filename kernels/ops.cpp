@@ -198,24 +198,42 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool, KernelLeve
 void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool) { sparse_attention(a, pool, best_kernel_level()); }
 
 // ---------------------------------------------------------------- linear.h (any-order BF16)
+namespace {
+
+// Whether linear_bf16_any_order runs the blocked free-order kernel (which writes rows anywhere).
+bool any_order_blocked(const detail::OpsKernels* t, int64_t n, const Bf16Weight& w, RowPath path) {
+  const bool matvec = path == RowPath::kDecode || (path == RowPath::kAuto && n < 8);
+  return t != nullptr && matvec && w.e4m3 == nullptr && w.blocked;
+}
+
+// The blocked kernel: x row i's outputs to y[i]. Blocks of 16 rows split over the pool in chunks of
+// >= 64 KiB, each block one thread's.
+void any_order_blocked_rows(const detail::OpsKernels* t, const float* x, int64_t n, const Bf16Weight& w,
+                            float* const* y, ThreadPool* pool) {
+  const int64_t br = kBf16BlockRows, block_bytes = 2 * w.in * br;
+  const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, block_bytes));
+  run_range(pool, w.out / br, grain, [&](int64_t b0, int64_t b1) {
+    t->bf16_blocked_any(x, n, w.in, w.w, w.in, b0 * br, b1 * br, y);
+  });
+}
+
+}  // namespace
+
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool,
                            KernelLevel level, RowPath path) {
   const detail::OpsKernels* t = ops_of(level);
+  if (any_order_blocked(t, n, w, path)) {
+    boost::container::small_vector<float*, 64> rows(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = y + i * w.out;
+    any_order_blocked_rows(t, x, n, w, rows.data(), pool);
+    return;
+  }
   // Below 8 rows (or always, for decode rows) the free-order matvec; else the bit-exact order,
   // whose GEMM is already compute-efficient. Free-order kernels for row-major (AMX tiles or vector
-  // rows) and blocked weights; E4M3 storage takes the bit-exact order.
+  // rows) and blocked weights (above); E4M3 storage takes the bit-exact order.
   const bool matvec = path == RowPath::kDecode || (path == RowPath::kAuto && n < 8);
   if (t == nullptr || !matvec || w.e4m3 != nullptr) {
     linear_bf16(x, n, w, y, pool, level);
-    return;
-  }
-  if (w.blocked) {
-    // Blocks of 16 rows split over the pool in chunks of >= 64 KiB, each block one thread's.
-    const int64_t br = kBf16BlockRows, block_bytes = 2 * w.in * br;
-    const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, block_bytes));
-    run_range(pool, w.out / br, grain, [&](int64_t b0, int64_t b1) {
-      t->bf16_blocked_any(x, n, w.in, w.w, w.in, b0 * br, b1 * br, y, w.out);
-    });
     return;
   }
   // Weight rows split over the pool in chunks of >= 64 KiB; each weight row is widened once per four
@@ -241,6 +259,22 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
 }
 void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float* y, ThreadPool* pool, RowPath path) {
   linear_bf16_any_order(x, n, w, y, pool, best_kernel_level(), path);
+}
+void linear_bf16_any_order_rows(const float* x, int64_t n, const Bf16Weight& w, float* const* y, ThreadPool* pool,
+                                KernelLevel level, RowPath path) {
+  const detail::OpsKernels* t = ops_of(level);
+  STRATA_CHECK(n <= 0 || any_order_blocked(t, n, w, path), "linear_bf16_any_order_rows: not a row-writing path");
+  if (n > 0) any_order_blocked_rows(t, x, n, w, y, pool);
+}
+void linear_bf16_any_order_rows(const float* x, int64_t n, const Bf16Weight& w, float* const* y, ThreadPool* pool,
+                                RowPath path) {
+  linear_bf16_any_order_rows(x, n, w, y, pool, best_kernel_level(), path);
+}
+bool any_order_writes_rows(const Bf16Weight& w, int64_t n, RowPath path, KernelLevel level) {
+  return any_order_blocked(ops_of(level), n, w, path);
+}
+bool any_order_writes_rows(const Bf16Weight& w, int64_t n, RowPath path) {
+  return any_order_writes_rows(w, n, path, best_kernel_level());
 }
 bool any_order_prefers_blocked(int64_t out) {
   const KernelLevel level = best_kernel_level();

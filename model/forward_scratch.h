@@ -28,6 +28,7 @@ struct ForwardScratch {
   std::vector<AttentionEntry> aentries;
   std::vector<int> first_nonfinite;
   std::vector<int64_t> want, first_want;       // head rows, entry by entry
+  std::vector<float*> want_out;                // [head row] where its logits go (an entry's buffer)
   std::vector<char> finite;
 };
 

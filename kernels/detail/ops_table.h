@@ -46,9 +46,9 @@ struct OpsKernels {
   void (*bf16_matvec_any)(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                           float* y, int64_t ldy) = nullptr;
   // The same for a blocked weight (Bf16Weight::blocked; r0 and r1 multiples of kBf16BlockRows): one
-  // fused chain per output, k in order.
+  // fused chain per output, k in order; x row i's outputs go to y[i] (its own buffer of `out` floats).
   void (*bf16_blocked_any)(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
-                           float* y, int64_t ldy) = nullptr;
+                           float* const* y) = nullptr;
 
   // KernelLevel::kAmx only (null elsewhere): the same matvec on AMX tiles (kernels/x86/bf16_any_amx.cpp).
   // amx_pack writes up to amx_max_rows x rows (in a multiple of amx_chunk) into amx_pack_bytes(nx, in)

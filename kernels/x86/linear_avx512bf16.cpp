@@ -106,6 +106,34 @@ inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 inline __m512i from_bh(__m512bh v) { return (__m512i)v; }
 inline __m512 dot(__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, as_bh(a), as_bh(b)); }
 
+// Lane r = _mm512_reduce_add_ps(v[r]) bit for bit, for 16 vectors at once: GCC's reduction adds the
+// 256-bit halves, then the 128-bit halves, then lanes (0, 2) and (1, 3), then those two sums; the
+// same additions (float addition commutes exactly) run here on two, four, eight and sixteen rows per
+// vector, so 15 adds and 30 shuffles replace 16 x 4 adds and 16 x 4 extracts or shuffles. Rows are
+// taken in the order v[4 (j % 4) + j / 4] so that the last step leaves them in natural lane order.
+inline __m512 reduce_add_16(const __m512* v) {
+  __m512 t[8], u[4], h[2];
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = v[4 * ((2 * m) % 4) + (2 * m) / 4], b = v[4 * ((2 * m + 1) % 4) + (2 * m + 1) / 4];
+    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  for (int m = 0; m < 4; ++m)
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x88), _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xDD));
+  for (int n = 0; n < 2; ++n)
+    h[n] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * n], u[2 * n + 1], 0x44), _mm512_shuffle_ps(u[2 * n], u[2 * n + 1], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(h[0], h[1], 0x88), _mm512_shuffle_ps(h[0], h[1], 0xDD));
+}
+
+// y[j * ldy + i] = horizontal sum of part[j * 16 + i] for j < NX, i < rows (rows <= 16); the rest of
+// part is padding (zeroed here, never stored).
+template <int NX>
+void store_row_sums(__m512* part, int rows, float* y, int64_t ldy) {
+  for (int i = rows; i < 16; ++i)
+    for (int j = 0; j < NX; ++j) part[j * 16 + i] = _mm512_setzero_ps();
+  const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1);
+  for (int j = 0; j < NX; ++j) _mm512_mask_storeu_ps(y + j * ldy, keep, reduce_add_16(part + j * 16));
+}
+
 // 16 E4M3 codes -> values * 2^-8 (fp16 trick, exact; see linear_avx512.cpp).
 inline __m512 e4m3x16(const uint8_t* p) {
   __m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -191,13 +219,12 @@ struct E4m3Decoder {
 // keeps the hardware prefetcher at full speed: on Zen4 one row at a time streams ~1.6x faster from
 // DRAM than four interleaved rows (bench/kernels_bench decode_*, t=1). Two accumulators per x row
 // (even/odd words) keep the VDPBF16PS chains short.
-//
 // The loop prefetches the same bytes two rows ahead, once per 64 bytes. Without it the kernel
 // waited on DRAM at every 64-byte load (perf annotate: 60% of its samples on the first VPERMT2B)
 // on a Sapphire Rapids VM: 12.6-12.9 GB/s at 2 threads; 2 KiB ahead 15.0-15.1; one row ahead
 // 14.8-16.4; two rows 16.2-19.3; four 16.1-18.4; eight 15.9-18.0 (bench/kernels_bench
 // BM_LinearFp8/decode_attn_*, level avx512bf16, medians of 3). On Zen 4 a fixed 1 KiB prefetch
-// made this loop slower (see fp4_dot); the two-row distance was not measured there.
+// made this loop slower (see fp4_partials); the two-row distance was not measured there.
 // Short rows (in < 2048: the 8 GB scaled checkpoint's wq_b 6144 x 256, wo_b 1024 x 1536) prefetch
 // at least kFp8PrefetchMinBytes ahead: two rows of 256 bytes were 512 bytes, too close to hide DRAM
 // latency. Zen 5 VM, 2 threads, before -> after (BM_LinearFp8/decode_*/2/3, alternated twice):
@@ -206,8 +233,9 @@ struct E4m3Decoder {
 constexpr int64_t kFp8PrefetchRows = 2;
 constexpr int64_t kFp8PrefetchMinBytes = 4096;
 
+// It leaves lane partials, part[j * 16] = acc[j][0] + acc[j][1] (fp8_rows sums 16 rows' at once).
 template <int NX>
-void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, float* y, int64_t ldy) {
+void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, __m512* part) {
   const E4m3Decoder d;
   __m512 acc[NX][2];
   for (int j = 0; j < NX; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
@@ -226,12 +254,18 @@ void fp8_dot(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, 
   }
   // A half chunk at the end: the missing bytes load as code 0 (value 0) and meet zero x.
   if (in & 32) step(full, _mm512_maskz_loadu_epi8(0xFFFFFFFFULL, w + 64 * full));
-  for (int j = 0; j < NX; ++j) y[j * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
+  for (int j = 0; j < NX; ++j) part[j * 16] = _mm512_add_ps(acc[j][0], acc[j][1]);
 }
 
+// Rows [r, hi) in groups of 16, each group's sums reduced together (reduce_add_16; see fp4_rows).
 template <int NX>
 void fp8_rows(const uint16_t* xs, int64_t xstride, const Fp8Weight& w, int64_t r, int64_t hi, float* y, int64_t ldy) {
-  for (; r < hi; ++r) fp8_dot<NX>(xs, xstride, w.w + r * w.in, w.in, y + r, ldy);
+  __m512 part[NX * 16];
+  for (; r < hi; r += 16) {
+    const int rows = static_cast<int>(imin(16, hi - r));
+    for (int i = 0; i < rows; ++i) fp8_partials<NX>(xs, xstride, w.w + (r + i) * w.in, w.in, part + i);
+    store_row_sums<NX>(part, rows, y + r, ldy);
+  }
 }
 
 // Up to eight x rows share one pass over a weight row: eight decode rows (eight streams of a batch)
@@ -317,8 +351,8 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
   }
 }
 
-// One weight row (one sequential stream, see fp8_dot) against NX prepared x rows. Per 64 bytes the
-// four nibble vectors meet x in two independent two-deep VDPBF16PS chains.
+// One weight row (one sequential stream, see fp8_partials) against NX prepared x rows. Per 64 bytes
+// the four nibble vectors meet x in two independent two-deep VDPBF16PS chains.
 // The FP4 decode loop is compute-heavy enough that the hardware prefetcher falls behind; a software
 // prefetch 1 KiB ahead lifts it from ~9-12 to ~14-15 GB/s on Zen4 (512..2048 all alike; the FP8 loop
 // got slower with it). bench/kernels_bench decode_expert_*, t=1, alternating A/B runs.
@@ -327,9 +361,11 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
 constexpr int64_t kFp4PrefetchBytes = 2048;
 constexpr int64_t kFp4ScaleRowsAhead = 4;
 
+// Leaves NX vectors of lane partials, part[j * 16] = acc[j][0] + acc[j][1], whose horizontal sum is
+// x row j's result (fp4_rows sums 16 weight rows' at once).
 template <int NX>
-void fp4_dot(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t* sc, int64_t in, float* sf, float* y,
-             int64_t ldy) {
+void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t* sc, int64_t in, float* sf,
+                  __m512* part) {
   const int64_t nkb = in / 32, row_bytes = in / 2;
   // The scales are a second stream (in / 32 bytes a row, a separate tensor) that the weights'
   // prefetch does not cover: fetch those of the row kFp4ScaleRowsAhead rows on. Zen 5 VM, 2 threads,
@@ -363,14 +399,22 @@ void fp4_dot(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   if (rem != 0) step(full, _mm512_maskz_loadu_epi8(~0ULL >> (64 - rem), w + 64 * full));
-  for (int j = 0; j < NX; ++j) y[j * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
+  for (int j = 0; j < NX; ++j) part[j * 16] = _mm512_add_ps(acc[j][0], acc[j][1]);
 }
 
+// Rows [r, r1) in groups of 16: each row's partials first, then one reduce_add_16 per x row gives the
+// group's 16 sums in one vector (the same bits as a horizontal sum per row, a third of its work).
 template <int NX>
 void fp4_rows(const uint16_t* xa, size_t xstride, const Fp4Weight& w, int64_t r, int64_t r1, float* sf, float* y,
               int64_t ldy) {
   const int64_t in = w.in, nkb = in / 32;
-  for (; r < r1; ++r) fp4_dot<NX>(xa, xstride, w.w + r * (in / 2), w.scale + r * nkb, in, sf, y + r, ldy);
+  __m512 part[NX * 16];
+  for (; r < r1; r += 16) {
+    const int rows = static_cast<int>(imin(16, r1 - r));
+    for (int i = 0; i < rows; ++i)
+      fp4_partials<NX>(xa, xstride, w.w + (r + i) * (in / 2), w.scale + (r + i) * nkb, in, sf, part + i);
+    store_row_sums<NX>(part, rows, y + r, ldy);
+  }
 }
 
 void fp4_matvec(const void* act, int64_t nx, size_t act_stride, const Fp4Weight& w, int64_t r0, int64_t r1, float* y,

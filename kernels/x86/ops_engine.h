@@ -585,8 +585,8 @@ struct OpsEngine {
     return nx == 1 ? 8 : nx == 2 ? 4 : nx <= 4 ? 2 : 1;
   }
   template <int NX, int NB>
-  static void bf16_blocked_any_step(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r, float* y,
-                                    int64_t ldy) {
+  static void bf16_blocked_any_step(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r,
+                                    float* const* y) {
     constexpr int64_t br = kBf16BlockRows, ahead = kBlockedAheadBytes / NB;
     const uint16_t* p[NB];
     F acc[NX][NB];
@@ -614,20 +614,21 @@ struct OpsEngine {
       }
     }
     for (int i = 0; i < NX; ++i)
-      for (int j = 0; j < NB; ++j) V::storeu(y + i * ldy + r + j * kW, acc[i][j]);
+      for (int j = 0; j < NB; ++j) V::storeu(y[i] + r + j * kW, acc[i][j]);
   }
   template <int NX>
   static void bf16_blocked_any_rows(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
-                                    float* y, int64_t ldy) {
+                                    float* const* y) {
     constexpr int NB = blocked_nb(NX);
     int64_t r = r0;
-    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y, ldy);
-    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y, ldy);
+    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y);
+    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y);
   }
-  // Rows [r0, r1) (multiples of kBf16BlockRows) of a blocked weight for nx rows of x. More than
-  // eight x rows go in groups of eight over tiles of weight rows, so a tile comes from DRAM once.
+  // Rows [r0, r1) (multiples of kBf16BlockRows) of a blocked weight for nx rows of x; x row i's
+  // outputs go to y[i] (kernels::linear_bf16_any_order_rows). More than eight x rows go in groups of
+  // eight over tiles of weight rows, so a tile comes from DRAM once.
   static void bf16_blocked_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
-                               int64_t r1, float* y, int64_t ldy) {
+                               int64_t r1, float* const* y) {
     constexpr int64_t kGroup = 8;
     const int64_t br = kBf16BlockRows;
     const int64_t tile = nx <= kGroup ? r1 - r0 : std::max<int64_t>(br, (32 * 1024) / std::max<int64_t>(1, 2 * in * br) * br);
@@ -635,16 +636,16 @@ struct OpsEngine {
       const int64_t t1 = std::min(r1, t0 + tile);
       for (int64_t i = 0; i < nx; i += kGroup) {
         const float* xi = x + i * ldx;
-        float* yi = y + i * ldy;
+        float* const* yi = y + i;
         switch (std::min(kGroup, nx - i)) {
-          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi); break;
+          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi); break;
+          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi); break;
+          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi); break;
+          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi); break;
+          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi); break;
+          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi); break;
+          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi); break;
         }
       }
     }

@@ -280,6 +280,38 @@ TEST_P(LinearLevel, Bf16AnyOrderWithinBound) {
   }
 }
 
+// linear_bf16_any_order_rows (the LM head writing each entry's logits into its own buffer) gives the
+// bits of linear_bf16_any_order, rows in any order of buffers, wherever any_order_writes_rows says it
+// may run (a blocked weight's decode rows on a vector level).
+TEST_P(LinearLevel, Bf16AnyOrderRowsEqualBlock) {
+  ThreadPool pool(3);
+  std::mt19937 rng(460);
+  int ran = 0;
+  for (const Shape& s : std::vector<Shape>{{1, 16, 33}, {3, 48, 512}, {8, 160, 512}, {7, 64, 1000}, {12, 32, 96}}) {
+    for (const RowPath path : {RowPath::kAuto, RowPath::kDecode}) {
+      Buf<uint16_t> wb(static_cast<size_t>(s.out * s.in), 1), blocked(static_cast<size_t>(s.out * s.in), 0);
+      std::normal_distribution<float> normal(0.0f, 0.05f);
+      for (int64_t i = 0; i < s.out * s.in; ++i) wb[i] = f32_to_bf16(normal(rng));
+      block_bf16_rows(wb.data(), s.out, s.in, blocked.data());
+      const Bf16Weight w{blocked.data(), s.out, s.in, true};
+      if (!any_order_writes_rows(w, s.n, path, level())) continue;
+      ++ran;
+      Buf<float> x = make_x(s.n, s.in, 2, rng);
+      std::vector<float> block(static_cast<size_t>(s.n * s.out));
+      linear_bf16_any_order(x.data(), s.n, w, block.data(), &pool, level(), path);
+      // Row i into buffer n - 1 - i, each its own allocation.
+      std::vector<std::vector<float>> bufs(static_cast<size_t>(s.n), std::vector<float>(static_cast<size_t>(s.out), -1.0f));
+      std::vector<float*> rows(static_cast<size_t>(s.n));
+      for (int64_t i = 0; i < s.n; ++i) rows[static_cast<size_t>(i)] = bufs[static_cast<size_t>(s.n - 1 - i)].data();
+      linear_bf16_any_order_rows(x.data(), s.n, w, rows.data(), &pool, level(), path);
+      for (int64_t i = 0; i < s.n; ++i)
+        EXPECT_EQ(0, std::memcmp(rows[static_cast<size_t>(i)], block.data() + i * s.out, static_cast<size_t>(s.out) * sizeof(float)))
+            << kernel_level_name(level()) << " n=" << s.n << " out=" << s.out << " in=" << s.in << " row " << i;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << kernel_level_name(level()) << " runs no row-writing any-order kernel";
+}
+
 // The any-order path is scale-free like an f32 dot product: x rows of 2^-60 and 2^60 times the usual
 // magnitude (and weights of 2^-40 times it) stay within the bound; the AMX level scales each x row
 // to a largest |value| in [1, 2) before splitting it, since its tile unit flushes products below
