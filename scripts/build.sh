@@ -3,7 +3,10 @@
 # Usage: scripts/build.sh [BUILD_DIR] [extra cmake args...] [-- TARGET...]
 # Default BUILD_DIR: build (Release). Uses Ninja when available, and ccache when installed (a
 # rebuild, or a second clone on the same machine, then compiles only what changed). Targets after
-# `--` build just those (default: everything: the CLI, every test and benchmark).
+# `--` build just those (default: everything: the CLI, every test and benchmark); `--` with no
+# target after it configures and builds nothing. Every test executable is built unless the extra
+# args say -DSTRATA_UNIT_ONLY_TESTS=OFF (scripts/test.sh's Release stage; a later plain build.sh
+# puts them back).
 # First build on 2 cores (measured on the development VM): `-- strata` (the CLI alone) ~6 min,
 # everything ~12 min; ccache and Ninja make later builds compile only what changed.
 # Progress: Ninja's [n/N] lines, and a "still building" line whenever 9 s pass in silence-prone
@@ -14,10 +17,12 @@ build_dir="${1:-$repo_root/build}"
 shift || true
 cmake_args=()
 targets=()
+configure_only=0
 while [[ $# -gt 0 ]]; do
   if [[ "$1" == "--" ]]; then
     shift
     targets=("$@")
+    [[ $# -eq 0 ]] && configure_only=1
     break
   fi
   cmake_args+=("$1")
@@ -33,6 +38,7 @@ fi
 jobs="$(nproc 2>/dev/null || echo 2)"
 t0=$SECONDS
 what="${targets[*]:-everything (CLI, tests, benchmarks)}"
+[[ $configure_only -eq 1 ]] && what="nothing (configure only)"
 echo "build.sh: building $what in $build_dir with $jobs jobs (first build on 2 cores: ~6 min for strata alone, ~12 min for everything)"
 # A single large file can compile for longer than 10 s, and Ninja prints a line only when a compile
 # ends unless the output is a terminal: a ticker says the build is alive meanwhile.
@@ -42,8 +48,12 @@ if [[ ! -t 1 ]]; then
   ticker=$!
   trap '[[ -n "$ticker" ]] && kill "$ticker" 2>/dev/null' EXIT
 fi
-cmake -S "$repo_root" -B "$build_dir" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release "${cmake_args[@]}"
-if [[ ${#targets[@]} -gt 0 ]]; then
+cmake -S "$repo_root" -B "$build_dir" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DSTRATA_UNIT_ONLY_TESTS=ON "${cmake_args[@]}"
+if [[ $configure_only -eq 1 ]]; then
+  echo "build.sh: configured $build_dir"
+  exit 0
+elif [[ ${#targets[@]} -gt 0 ]]; then
   cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 else
   cmake --build "$build_dir" -j "$jobs"

@@ -624,8 +624,7 @@ TEST_F(Serve, NextTurnReusesTheSession) {
   msgs.push_back({{"role", "assistant"}, {"content", "Hello there"}});
   msgs.push_back({{"role", "user"}, {"content", "And then?"}});
   const json second = chat(req(msgs, {{"thinking", false}, {"max_tokens", 2}}));
-  auto tok = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
-  ASSERT_TRUE(tok.ok());
+  const tokenizer::Tokenizer* tok = &suite_tokenizer();
   const int64_t answer = static_cast<int64_t>(tok->encode("Hello there", false).size());
   EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], p1 + answer);
   EXPECT_EQ(second["usage"]["prompt_cache_hit_tokens"], p1 + answer);
@@ -709,8 +708,7 @@ TEST_F(Serve, PrefixCacheAcrossConversations) {
   msgs.push_back({{"role", "assistant"}, {"content", "Hello there"}});
   msgs.push_back({{"role", "user"}, {"content", "Please tell me more about that, with all the details you have."}});
   const json third = chat(req(msgs, {{"thinking", false}, {"max_tokens", 1}}));
-  auto tok = tokenizer::Tokenizer::load(ckpt() + "/tokenizer.json");
-  ASSERT_TRUE(tok.ok());
+  const tokenizer::Tokenizer* tok = &suite_tokenizer();
   const int64_t answer = static_cast<int64_t>(tok->encode("Hello there", false).size());
   EXPECT_EQ(third["usage"]["prompt_tokens_details"]["cached_tokens"], p1 + answer);
   EXPECT_GE(metric("strata_prefix_cache_hits_total"), 1);

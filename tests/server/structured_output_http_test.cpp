@@ -405,8 +405,7 @@ TEST_F(StructuredOutput, LogitBiasHeadAndFavicon) {
     EXPECT_EQ(r->status, 400) << bad << " " << r->body;
     EXPECT_EQ(json::parse(r->body)["error"]["param"], "logit_bias") << r->body;
   }
-  auto tok = tokenizer::Tokenizer::load(dir_->path() + "/ckpt/tokenizer.json");
-  ASSERT_TRUE(tok.ok());
+  const tokenizer::Tokenizer* tok = &suite_tokenizer();
   const std::vector<int32_t> ids = tok->encode("hello", false);
   ASSERT_FALSE(ids.empty());
   const json r = create({{"model", kModel},
@@ -523,8 +522,7 @@ TEST_F(StructuredOutput, ThinkCloseTextInAnAnswerIsKept) {
 // complete): even with EOS favoured by logit_bias, the answer is "length" or a valid "stop".
 TEST_F(StructuredOutput, EosDuringReasoningCannotEndAConstrainedAnswer) {
   start();
-  auto tok = tokenizer::Tokenizer::load(dir_->path() + "/ckpt/tokenizer.json");
-  ASSERT_TRUE(tok.ok());
+  const tokenizer::Tokenizer* tok = &suite_tokenizer();
   const std::string eos = std::to_string(*tok->token_to_id("<｜end▁of▁sentence｜>"));
   const std::string user = std::to_string(*tok->token_to_id("<｜User｜>"));
   const std::string close = std::to_string(*tok->token_to_id("</think>"));
