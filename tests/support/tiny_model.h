@@ -3,11 +3,12 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 
 #include "model/model.h"
 #include "tokenizer/compressed_vocab.h"
@@ -17,29 +18,34 @@ namespace strata::testing {
 
 inline std::string tiny_dir() { return std::string(STRATA_FIXTURES_DIR) + "/v41-tiny"; }
 
-// The Engram compressed vocabulary of DIR/tokenizer.json, built once per file in a test process:
-// a tokenizer load costs ~0.7 s in Release and ~7 s under TSan (128K-entry maps), and the server and
-// tiered-store suites load a model per case. The cache is keyed by the file's path, size and mtime,
-// so a test that rewrites tokenizer.json (or points at a fresh temp dir) is read again; errors are
-// not cached.
+// The Engram compressed vocabulary of DIR/tokenizer.json, built once per distinct file content in a
+// test process: a tokenizer load costs ~0.7 s in Release and ~7 s under TSan (128K-entry maps), and
+// the server, tiered-store and crafted-checkpoint suites load a model per case, most of them from a
+// fresh temp dir holding a copy of the fixture's tokenizer. The cache is keyed by the file's bytes
+// (a few MB, read in milliseconds), so a copy hits and a rewritten tokenizer.json is read again;
+// anything but a regular file (a FIFO would block the read) and errors are not cached.
 inline Result<model::CompressedVocabMap> vocab_of(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
   struct stat st{};
-  using Key = std::tuple<std::string, off_t, int64_t, int64_t>;
-  const bool keyed = ::stat(path.c_str(), &st) == 0;
-  const Key key{path, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  std::string bytes;
+  bool keyed = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (keyed) {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    keyed = f.good() || f.eof();
+  }
   static std::mutex mu;
-  static std::map<Key, model::CompressedVocabMap> cache;
+  static std::map<std::string, model::CompressedVocabMap> cache;
   if (keyed) {
     std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (auto it = cache.find(bytes); it != cache.end()) return it->second;
   }
   STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::load(path));
   STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(tok));
   model::CompressedVocabMap v{std::move(cv.map), cv.n_classes};
   if (keyed) {
     std::lock_guard<std::mutex> lock(mu);
-    cache.emplace(key, v);
+    cache.emplace(std::move(bytes), v);
   }
   return v;
 }
