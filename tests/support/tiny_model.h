@@ -1,15 +1,12 @@
 // Loads the v41-tiny fixture checkpoint (or another checkpoint directory) for tests.
 #pragma once
 
-#include <sys/stat.h>
-
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "io/file.h"
 #include "model/model.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -21,32 +18,24 @@ inline std::string tiny_dir() { return std::string(STRATA_FIXTURES_DIR) + "/v41-
 // The Engram compressed vocabulary of DIR/tokenizer.json, built once per distinct file content in a
 // test process: a tokenizer load costs ~0.7 s in Release and ~7 s under TSan (128K-entry maps), and
 // the server, tiered-store and crafted-checkpoint suites load a model per case, most of them from a
-// fresh temp dir holding a copy of the fixture's tokenizer. The cache is keyed by the file's bytes
-// (a few MB, read in milliseconds), so a copy hits and a rewritten tokenizer.json is read again;
-// anything but a regular file (a FIFO would block the read) and errors are not cached.
+// fresh temp dir holding a copy of the fixture's tokenizer. The file is read as Tokenizer::load
+// reads it (io::read_file_to_string: a FIFO or directory is refused, not read, with the same 1 GiB
+// cap) and the cache is keyed by its bytes, so a copy hits and a rewritten tokenizer.json is parsed
+// again; errors are not cached.
 inline Result<model::CompressedVocabMap> vocab_of(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
-  struct stat st{};
-  std::string bytes;
-  bool keyed = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  if (keyed) {
-    std::ifstream f(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    keyed = f.good() || f.eof();
-  }
+  STRATA_ASSIGN_OR_RETURN(std::string bytes, io::read_file_to_string(path, size_t{1} << 30));
   static std::mutex mu;
   static std::map<std::string, model::CompressedVocabMap> cache;
-  if (keyed) {
+  {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(bytes); it != cache.end()) return it->second;
   }
-  STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::load(path));
+  STRATA_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_json(bytes, path));
   STRATA_ASSIGN_OR_RETURN(tokenizer::CompressedVocab cv, tokenizer::build_compressed_vocab(tok));
   model::CompressedVocabMap v{std::move(cv.map), cv.n_classes};
-  if (keyed) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache.emplace(std::move(bytes), v);
-  }
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(std::move(bytes), v);
   return v;
 }
 
