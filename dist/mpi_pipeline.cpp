@@ -186,18 +186,19 @@ Status MpiPipeline::forward_rest(std::span<const model::ForwardEntry* const> ent
   return Status();
 }
 
-// Takes every pending "handed it on" note (kTagPassed) without blocking: `passed` becomes the highest
-// rank that handed forward `seq` on (a note of an older forward is stale). Returns MPI's code.
 namespace {
-int take_passed_notes(int64_t seq, int* passed) {
+// Takes every pending "handed it on" note (kTagPassed) without blocking, marking in `reported` the
+// ranks that handed forward `seq` on (a note of an older forward is stale). Returns MPI's code.
+int take_passed_notes(int64_t seq, std::vector<char>* reported) {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    const int rc = MPI_Iprobe(MPI_ANY_SOURCE, kTagPassed, MPI_COMM_WORLD, &flag, &st);
+    int rc = MPI_Iprobe(MPI_ANY_SOURCE, kTagPassed, MPI_COMM_WORLD, &flag, &st);
     if (rc != MPI_SUCCESS || !flag) return rc;
     int64_t done = 0;
-    MPI_Recv(&done, 1, MPI_INT64_T, st.MPI_SOURCE, kTagPassed, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (done == seq) *passed = std::max(*passed, st.MPI_SOURCE);
+    rc = MPI_Recv(&done, 1, MPI_INT64_T, st.MPI_SOURCE, kTagPassed, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    if (done == seq && st.MPI_SOURCE < static_cast<int>(reported->size())) (*reported)[st.MPI_SOURCE] = 1;
   }
 }
 }  // namespace
@@ -206,6 +207,7 @@ Status MpiPipeline::wait_logits(int64_t seq, std::span<float> logits) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.answer_timeout_s);
   const int last = job_.size() - 1;
   int passed = 0;  // the last rank that handed this forward on
+  std::vector<char> reported(static_cast<size_t>(last + 1), 0);  // ranks whose note for `seq` came
   Backoff backoff(o_.spin_us);
   for (;;) {
     int flag = 0;
@@ -225,7 +227,10 @@ Status MpiPipeline::wait_logits(int64_t seq, std::span<float> logits) {
     if (st.MPI_TAG == kTagPassed) {
       int64_t done = 0;
       MPI_Recv(&done, 1, MPI_INT64_T, src, kTagPassed, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      if (done == seq) passed = std::max(passed, src);  // an older forward's note is stale
+      if (done == seq) {  // an older forward's note is stale
+        passed = std::max(passed, src);
+        if (src <= last) reported[static_cast<size_t>(src)] = 1;
+      }
       continue;
     }
     if (st.MPI_TAG == kTagFailed) {
@@ -249,23 +254,29 @@ Status MpiPipeline::wait_logits(int64_t seq, std::span<float> logits) {
     for (int done = 0; rc == MPI_SUCCESS && !done;) {
       rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       if (done || rc != MPI_SUCCESS) break;
-      if (rc = take_passed_notes(seq, &passed); rc != MPI_SUCCESS) break;
+      if (src > 1 && (rc = take_passed_notes(seq, &reported)) != MPI_SUCCESS) break;
       if (std::chrono::steady_clock::now() > deadline) {
         aborting_ = true;
-        // The last rank's logits began, so every stage before it handed this forward on; one whose
-        // note never came is the one to name. Seen at np 3 with rank 1 stopped (SIGSTOP) in the CI:
-        // rank 2's logits began and never finished while rank 1's note was missing; a rank stopped
-        // in the middle of a send can hold up the shared-memory queue into rank 0 that both use.
-        if (passed + 1 < src)
-          return IOError(who(passed + 1) + " did not answer within " + seconds_text(o_.answer_timeout_s) +
-                         " s (--mpi-timeout): it never reported handing this forward on, and " + who(src) +
-                         "'s logits stopped half-way behind it");
+        // The last rank's logits began, so every stage before it handed this forward on: name the
+        // first whose note never came, if any. The CI saw the last rank named at np 3 while rank 1
+        // was stopped (SIGSTOP); a likely, unconfirmed cause: rank 1 stopped in the middle of its
+        // send to rank 0 holds up the shared-memory transport that rank 2's fragments also use.
+        // (A last rank stopped half-way could hold up an earlier rank's note the same way and get
+        // that rank named instead: the test stops only the middle rank.)
+        for (int r = 1; r < src; ++r)
+          if (!reported[static_cast<size_t>(r)])
+            return IOError(who(r) + " did not answer within " + seconds_text(o_.answer_timeout_s) +
+                           " s (--mpi-timeout): it never reported handing this forward on, and " + who(src) +
+                           "'s logits stopped half-way behind it");
         return IOError(who(src) + " did not answer within " + seconds_text(o_.answer_timeout_s) +
                        " s (--mpi-timeout): its logits stopped half-way");
       }
       backoff.wait();
     }
-    if (rc != MPI_SUCCESS) return IOError(who(src) + ": " + mpi_error(rc));
+    if (rc != MPI_SUCCESS) {
+      aborting_ = true;  // the receive is still posted: end the job, do not send it a stop
+      return IOError(who(src) + ": " + mpi_error(rc));
+    }
     return Status();
   }
 }
