@@ -162,6 +162,55 @@ void BM_LinearFp4(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
   report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
 }
 
+// One decode layer's expert passes as the model runs them (model/moe.cpp compute_batch): the
+// top-k routed MXFP4 experts' w1 and w3 beside the FP8 shared expert's in one pass, then every w2
+// in a second (kernels::linear_batch); SwiGLU left out. Weights rotate over copies (cold,
+// as a decode step's); bytes = every matrix and its scales.
+void BM_MoeDecodeLayer(benchmark::State& state, int64_t dim, int64_t inter, int top_k) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t f4 = static_cast<size_t>(inter * dim / 2), s4 = static_cast<size_t>(inter * dim / 32);
+  const size_t f8 = static_cast<size_t>(inter * dim), s8 = static_cast<size_t>(((inter + 31) / 32) * ((dim + 31) / 32));
+  // Per copy of the layer: 3 routed matrices per expert, then the shared expert's 3.
+  const size_t layer_w = 3 * top_k * f4 + 3 * f8, layer_s = 3 * top_k * s4 + 3 * s8;
+  Copies c = make_copies(layer_w, layer_s, 1, false);
+  std::vector<float> x = make_x(1, dim), act = make_x(1, inter);
+  std::vector<float> g(static_cast<size_t>((top_k + 1) * inter)), y(static_cast<size_t>((top_k + 1) * dim));
+  std::vector<LinearJob<Fp8Weight>> j8;
+  std::vector<LinearJob<Fp4Weight>> j4;
+  size_t i = 0;
+  for (auto _ : state) {
+    uint8_t* w = c.w[i].data();
+    uint8_t* sc = c.s[i].data();
+    for (int pass = 0; pass < 2; ++pass) {
+      j8.clear();
+      j4.clear();
+      for (int e = 0; e < top_k; ++e)
+        for (int m = 0; m < 3; ++m) {
+          const bool down = m == 2;
+          if (down != (pass == 1)) continue;
+          const size_t at = static_cast<size_t>(3 * e + m);
+          j4.push_back({down ? act.data() : x.data(), 1,
+                        Fp4Weight{w + at * f4, sc + at * s4, down ? dim : inter, down ? inter : dim},
+                        down ? y.data() + e * dim : g.data() + e * inter});
+        }
+      for (int m = 0; m < 3; ++m) {
+        const bool down = m == 2;
+        if (down != (pass == 1)) continue;
+        const size_t base_w = 3 * top_k * f4, base_s = 3 * top_k * s4;
+        j8.push_back({down ? act.data() : x.data(), 1,
+                      Fp8Weight{w + base_w + m * f8, sc + base_s + m * s8, down ? dim : inter, down ? inter : dim},
+                      down ? y.data() + top_k * dim : g.data() + top_k * inter});
+      }
+      linear_batch(LinearBatch{j8, j4, {}, {}}, pool.get(), level);
+    }
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * static_cast<double>(layer_w + layer_s)));
+}
+
 void BM_LinearBf16(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;
@@ -389,6 +438,10 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wq_b_6144x256, 4, 6144, 256)->Apply(leve
 BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wo_b_1024x1536, 4, 1024, 1536)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode4_expert_448x1024, 4, 448, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
+// One decode layer's routed (top-6 MXFP4) and shared (FP8) expert passes: the 8 GB scaled
+// checkpoint's shapes (dim 1024, moe_inter 448) and the release's (dim 5120, moe_inter 2304).
+BENCHMARK_CAPTURE(BM_MoeDecodeLayer, decode_moe_1024x448_top6, 1024, 448, 6)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_MoeDecodeLayer, decode_moe_5120x2304_top6, 5120, 2304, 6)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_5120x2304, 1, 5120, 2304)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Apply(levels_and_threads);
 // The 8 GB synth checkpoint's head (dim 1024) and one wo_a group (192 x 768), for the end-to-end profile.

@@ -136,12 +136,10 @@ void BM_HcPrePost(benchmark::State& state, int64_t n) {
 }
 
 // Decode attention of one query: 64 heads x 512 over `entries` cache entries (window 128 + top-512).
-void BM_Attention(benchmark::State& state, int64_t entries) {
+void BM_Attention(benchmark::State& state, int H, int64_t D, int64_t entries) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;
   if (!setup(state, &level, &pool)) return;
-  const int H = 64;
-  const int64_t D = 512;
   std::vector<float> cache = randn(static_cast<size_t>(entries * D), 13, 0.5f);
   act_quant_fp8_inplace(cache.data(), static_cast<int64_t>(cache.size()), 32);
   std::vector<const float*> ent;
@@ -219,7 +217,9 @@ BENCHMARK_CAPTURE(BM_HcMixes, decode_24x20480, 1)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_HcMixes, prefill512_24x20480, 512)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_HcPrePost, decode_4x5120, 1)->Apply(levels);
 BENCHMARK_CAPTURE(BM_HcPrePost, prefill512_4x5120, 512)->Apply(levels_and_threads);
-BENCHMARK_CAPTURE(BM_Attention, decode_64x512_640, 640)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_Attention, decode_64x512_640, 64, 512, 640)->Apply(levels_and_threads);
+// The 8 GB scaled checkpoint's shape (48 heads x 128, ~450 entries at the roofline's context).
+BENCHMARK_CAPTURE(BM_Attention, decode_48x128_450, 48, 128, 450)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_IndexScores, decode_32x128_8k, 8192)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_IndexScores, decode_32x128_32k, 32768)->Apply(levels_and_threads);
 BENCHMARK(BM_TopK)->Args({0, 32768})->Args({1, 32768})->Args({0, 262144})->Args({1, 262144})->Unit(benchmark::kMicrosecond);

@@ -126,6 +126,17 @@ void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* po
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level) {
   linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Fp4Weight& b, float* c) { ref::linear_fp4(a, m, b, c); });
 }
+void linear_batch(const LinearBatch& jobs, ThreadPool* pool, KernelLevel level) {
+  const detail::LevelKernels* t = table(level);
+  if (t == nullptr) {
+    for (const LinearJob<Fp8Weight>& j : jobs.fp8) ref::linear_fp8(j.x, j.n, j.w, j.y);
+    for (const LinearJob<Fp4Weight>& j : jobs.fp4) ref::linear_fp4(j.x, j.n, j.w, j.y);
+    for (const LinearJob<Bf16Weight>& j : jobs.bf16) ref::linear_bf16(j.x, j.n, j.w, j.y);
+    for (const LinearJob<F32Weight>& j : jobs.f32) ref::linear_f32(j.x, j.n, j.w, j.y);
+  } else {
+    detail::run_linear_batch(*t, jobs, pool);
+  }
+}
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool, KernelLevel level) {
   linear_batch_at(level, jobs, pool, [](const float* a, int64_t m, const Bf16Weight& b, float* c) { ref::linear_bf16(a, m, b, c); });
 }
@@ -149,6 +160,7 @@ void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* po
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool) {
   linear_fp4_batch(jobs, pool, best_kernel_level());
 }
+void linear_batch(const LinearBatch& jobs, ThreadPool* pool) { linear_batch(jobs, pool, best_kernel_level()); }
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool) {
   linear_bf16_batch(jobs, pool, best_kernel_level());
 }

@@ -49,6 +49,7 @@ void linear_bf16_any_order(const float* x, int64_t n, const Bf16Weight& w, float
 void linear_bf16_any_order_rows(const float* x, int64_t n, const Bf16Weight& w, float* const* y, ThreadPool* pool,
                                 KernelLevel level, RowPath path = RowPath::kAuto);
 bool any_order_writes_rows(const Bf16Weight& w, int64_t n, RowPath path, KernelLevel level);
+void linear_batch(const LinearBatch& jobs, ThreadPool* pool, KernelLevel level);
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool, KernelLevel level);
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool, KernelLevel level);
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool, KernelLevel level);

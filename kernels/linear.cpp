@@ -188,84 +188,142 @@ struct BatchChunk {
   int64_t r0, r1;
 };
 
+// One format's share of a batched pass: which jobs the matvec takes (the others have run by the
+// time the constructor returns), their prepared activations and their row chunks.
+template <class W>
+class BatchPass {
+ public:
+  BatchPass(const LevelKernels& level, std::span<const LinearJob<W>> jobs, ThreadPool* pool)
+      : f_(format_of<W>(level)), jobs_(jobs) {
+    // Decode-sized jobs this level computes itself share the pass; the rest run one by one.
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      const LinearJob<W>& job = jobs[j];
+      if (job.n <= 0 || job.w.out <= 0) continue;
+      const bool here = f_.supports == nullptr || f_.supports(job.w, regime_rows(f_, job.n, job.path));
+      if constexpr (std::is_same_v<W, Bf16Weight>) {
+        STRATA_DCHECK(!job.w.blocked || job.w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
+        STRATA_DCHECK(job.w.e4m3 == nullptr || job.w.blocked, "bf16 weight with E4M3 storage: must be blocked");
+      }
+      if (here && use_matvec(f_, job.n, job.path)) {
+        if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
+          STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
+        }
+        vec_.push_back(j);
+        bytes_ += job.w.out * weight_row_bytes(job.w);
+      } else {
+        run(level, job.x, job.n, job.w, job.y, pool, job.path);
+      }
+    }
+  }
+
+  // Whether any job is in the pass, and their weight bytes.
+  bool empty() const { return vec_.empty(); }
+  int64_t bytes() const { return bytes_; }
+  int64_t n_chunks() const { return static_cast<int64_t>(chunks_.size()); }
+
+  // Prepares the activations (one per distinct (x, n, in); w1 and w3 of an expert share theirs;
+  // formats whose matvec reads x itself, bf16 and f32, use the rows of x) and cuts each job into
+  // chunks of about chunk_bytes of weights, each a whole number of the level's row units.
+  void prepare(int64_t chunk_bytes) {
+    prep_ = f_.vec_act_bytes != nullptr;
+    act_offset_.resize(vec_.size());
+    owner_.resize(vec_.size());
+    size_t act_total = 0;
+    for (size_t i = 0; i < vec_.size() && prep_; ++i) {
+      const LinearJob<W>& job = jobs_[vec_[i]];
+      owner_[i] = i;
+      for (size_t k = 0; k < i; ++k) {
+        const LinearJob<W>& o = jobs_[vec_[k]];
+        if (owner_[k] == k && o.x == job.x && o.n == job.n && o.w.in == job.w.in) {
+          owner_[i] = k;
+          break;
+        }
+      }
+      if (owner_[i] == i) {
+        act_offset_[i] = act_total;
+        act_total += stride_of(job) * static_cast<size_t>(job.n);
+      }
+    }
+    act_.resize(act_total);
+    for (size_t i = 0; i < vec_.size() && prep_; ++i) {
+      if (owner_[i] != i) continue;
+      const LinearJob<W>& job = jobs_[vec_[i]];
+      for (int64_t r = 0; r < job.n; ++r)
+        f_.vec_prep(job.x + r * job.w.in, job.w.in, act_.get() + act_offset_[i] + r * stride_of(job));
+    }
+    for (size_t i = 0; i < vec_.size(); ++i) {
+      const LinearJob<W>& job = jobs_[vec_[i]];
+      const int64_t unit = f_.vec_row_unit;
+      const int64_t rows = unit * std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(1, unit * weight_row_bytes(job.w)));
+      for (int64_t r0 = 0; r0 < job.w.out; r0 += rows) chunks_.push_back({i, r0, std::min(job.w.out, r0 + rows)});
+    }
+  }
+
+  void run_chunk(int64_t c) const {
+    const BatchChunk& ch = chunks_[static_cast<size_t>(c)];
+    const LinearJob<W>& job = jobs_[vec_[ch.job]];
+    const size_t stride = stride_of(job);
+    const unsigned char* a = prep_ ? act_.get() + act_offset_[owner_[ch.job]] : reinterpret_cast<const unsigned char*>(job.x);
+    for (int64_t i = 0; i < job.n; i += f_.max_nx)
+      f_.matvec(a + static_cast<size_t>(i) * stride, std::min(f_.max_nx, job.n - i), stride, job.w, ch.r0, ch.r1,
+                job.y + i * job.w.out, job.w.out);
+  }
+
+ private:
+  size_t stride_of(const LinearJob<W>& job) const {
+    return prep_ ? (f_.vec_act_bytes(job.w.in) + 63) / 64 * 64 : static_cast<size_t>(job.w.in) * sizeof(float);
+  }
+
+  const FormatKernels<W>& f_;
+  std::span<const LinearJob<W>> jobs_;
+  JobVector<size_t> vec_;
+  int64_t bytes_ = 0;
+  bool prep_ = false;
+  JobVector<size_t> act_offset_;
+  JobVector<size_t> owner_;  // index into vec_ of the job whose preparation is used
+  // Prepared activations: formats whose matvec reads x itself (bf16, f32) keep nothing inline.
+  InlineScratch<(std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) ? 96 * 1024 : 0> act_{0};
+  JobVector<BatchChunk> chunks_;
+};
+
+// Row chunks over all jobs of a pass: about 4 per thread of the pass's bytes, none below
+// kMinChunkBytes (unless a job is smaller).
+int64_t batch_chunk_bytes(int64_t total_bytes, ThreadPool* pool) {
+  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
+  return std::max(kMinChunkBytes, total_bytes / (4 * n_threads));
+}
+
 template <class W>
 void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, ThreadPool* pool) {
-  const FormatKernels<W>& f = format_of<W>(level);
-  // Decode-sized jobs this level computes itself share the pass; the rest run one by one.
-  JobVector<size_t> vec;
-  int64_t total_bytes = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const LinearJob<W>& job = jobs[j];
-    if (job.n <= 0 || job.w.out <= 0) continue;
-    const bool here = f.supports == nullptr || f.supports(job.w, regime_rows(f, job.n, job.path));
-    if constexpr (std::is_same_v<W, Bf16Weight>) {
-      STRATA_DCHECK(!job.w.blocked || job.w.out % kBf16BlockRows == 0, "blocked bf16 weight: out must be a multiple of 16");
-      STRATA_DCHECK(job.w.e4m3 == nullptr || job.w.blocked, "bf16 weight with E4M3 storage: must be blocked");
-    }
-    if (here && use_matvec(f, job.n, job.path)) {
-      if constexpr (std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) {
-        STRATA_DCHECK(job.w.in % 32 == 0, "linear batch: in must be a multiple of 32");
-      }
-      vec.push_back(j);
-      total_bytes += job.w.out * weight_row_bytes(job.w);
-    } else {
-      run(level, job.x, job.n, job.w, job.y, pool, job.path);
-    }
-  }
-  if (vec.empty()) return;
+  BatchPass<W> pass(level, jobs, pool);
+  if (pass.empty()) return;
+  pass.prepare(batch_chunk_bytes(pass.bytes(), pool));
+  run_range(pool, pass.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) pass.run_chunk(c);
+  });
+}
 
-  // Prepared activations: one per distinct (x, n, in); w1 and w3 of an expert share theirs. Formats
-  // whose matvec reads x itself (vec_act_bytes null: bf16, f32) use the rows of x.
-  const bool prep = f.vec_act_bytes != nullptr;
-  auto stride_of = [&](const LinearJob<W>& job) {
-    return prep ? (f.vec_act_bytes(job.w.in) + 63) / 64 * 64 : static_cast<size_t>(job.w.in) * sizeof(float);
-  };
-  JobVector<size_t> act_offset(vec.size());
-  JobVector<size_t> owner(vec.size());  // index into vec of the job whose preparation is used
-  size_t act_total = 0;
-  for (size_t i = 0; i < vec.size() && prep; ++i) {
-    const LinearJob<W>& job = jobs[vec[i]];
-    owner[i] = i;
-    for (size_t k = 0; k < i; ++k) {
-      const LinearJob<W>& o = jobs[vec[k]];
-      if (owner[k] == k && o.x == job.x && o.n == job.n && o.w.in == job.w.in) {
-        owner[i] = k;
-        break;
-      }
-    }
-    if (owner[i] == i) {
-      act_offset[i] = act_total;
-      act_total += stride_of(job) * static_cast<size_t>(job.n);
-    }
-  }
-  DecodeScratch act(act_total);
-  for (size_t i = 0; i < vec.size() && prep; ++i) {
-    if (owner[i] != i) continue;
-    const LinearJob<W>& job = jobs[vec[i]];
-    for (int64_t r = 0; r < job.n; ++r)
-      f.vec_prep(job.x + r * job.w.in, job.w.in, act.get() + act_offset[i] + r * stride_of(job));
-  }
-
-  // Row chunks over all jobs: about 4 per thread of the batch's bytes, none below kMinChunkBytes
-  // (unless a job is smaller), each a whole number of the level's row units.
-  const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
-  const int64_t chunk_bytes = std::max(kMinChunkBytes, total_bytes / (4 * n_threads));
-  JobVector<BatchChunk> chunks;
-  for (size_t i = 0; i < vec.size(); ++i) {
-    const LinearJob<W>& job = jobs[vec[i]];
-    const int64_t unit = f.vec_row_unit;
-    const int64_t rows = unit * std::max<int64_t>(1, chunk_bytes / std::max<int64_t>(1, unit * weight_row_bytes(job.w)));
-    for (int64_t r0 = 0; r0 < job.w.out; r0 += rows) chunks.push_back({i, r0, std::min(job.w.out, r0 + rows)});
-  }
-  run_range(pool, static_cast<int64_t>(chunks.size()), 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const BatchChunk& ch = chunks[static_cast<size_t>(c)];
-      const LinearJob<W>& job = jobs[vec[ch.job]];
-      const size_t stride = stride_of(job);
-      const unsigned char* a = prep ? act.get() + act_offset[owner[ch.job]] : reinterpret_cast<const unsigned char*>(job.x);
-      for (int64_t i = 0; i < job.n; i += f.max_nx)
-        f.matvec(a + static_cast<size_t>(i) * stride, std::min(f.max_nx, job.n - i), stride, job.w, ch.r0, ch.r1,
-                 job.y + i * job.w.out, job.w.out);
+// Jobs of every format in one pass: each job's rows as run_batch computes them (the chunk bounds
+// follow the pass's bytes; a row's bits do not depend on them).
+void run_batch_all(const LevelKernels& level, const LinearBatch& jobs, ThreadPool* pool) {
+  BatchPass<Fp8Weight> a(level, jobs.fp8, pool);
+  BatchPass<Fp4Weight> b(level, jobs.fp4, pool);
+  BatchPass<Bf16Weight> c(level, jobs.bf16, pool);
+  BatchPass<F32Weight> d(level, jobs.f32, pool);
+  if (a.empty() && b.empty() && c.empty() && d.empty()) return;
+  const int64_t total = a.bytes() + b.bytes() + c.bytes() + d.bytes();
+  const int64_t chunk_bytes = batch_chunk_bytes(total, pool);
+  a.prepare(chunk_bytes);
+  b.prepare(chunk_bytes);
+  c.prepare(chunk_bytes);
+  d.prepare(chunk_bytes);
+  const int64_t na = a.n_chunks(), nb = na + b.n_chunks(), nc = nb + c.n_chunks();
+  run_range(pool, nc + d.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = c0; i < c1; ++i) {
+      if (i < na) a.run_chunk(i);
+      else if (i < nb) b.run_chunk(i - na);
+      else if (i < nc) c.run_chunk(i - nb);
+      else d.run_chunk(i - nc);
     }
   });
 }
@@ -280,6 +338,9 @@ void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4We
 }
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool) {
   run_batch(level, jobs, pool);
+}
+void run_linear_batch(const LevelKernels& level, const LinearBatch& jobs, ThreadPool* pool) {
+  run_batch_all(level, jobs, pool);
 }
 
 void run_linear(const LevelKernels& level, const float* x, int64_t n, const Fp8Weight& w, float* y, ThreadPool* pool,

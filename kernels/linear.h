@@ -123,6 +123,19 @@ struct LinearJob {
 // as the weight streaming. Jobs with larger n (prefill) run one after another through the GEMM.
 void linear_fp8_batch(std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
 void linear_fp4_batch(std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
+// Jobs of several formats for one pass over the pool.
+struct LinearBatch {
+  std::span<const LinearJob<Fp8Weight>> fp8;
+  std::span<const LinearJob<Fp4Weight>> fp4;
+  std::span<const LinearJob<Bf16Weight>> bf16;  // linear_bf16: the bit-exact order
+  std::span<const LinearJob<F32Weight>> f32;
+};
+// Every job of `jobs` computed as its format's batch call would (linear_fp8_batch ...,
+// linear_f32 for f32 jobs: bit for bit), the decode-sized ones of all formats in one pass over the
+// pool: a decode step's shared expert (FP8) beside its routed experts (MXFP4), an mHC projection
+// (F32) beside the sublayer's first linears, one hand-off and one tail instead of one per format.
+// Rows of x are [n, in] f32, y [n, out] f32. Jobs must not write what another job reads.
+void linear_batch(const LinearBatch& jobs, ThreadPool* pool);
 // The same for linear_bf16 (bit-exact order): the o_groups parts of attn.wo_a in one pass.
 void linear_bf16_batch(std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool);
 

@@ -175,6 +175,7 @@ void run_indexer(const ModelConfig& c, const RopeTable& rope, const KvCache& cac
   else decode_keys(0, max_vis);
   sh.topk.assign(static_cast<size_t>(n * K), -1);
   sh.have_topk = true;
+  ++sh.topk_gen;
   const bool cand_source = c.is_candidate_source(layer);
   const bool use_cand = c.uses_candidates(layer);
   if (cand_source) {
@@ -272,7 +273,8 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
                     start, ctx.pool, ctx.obs, es);
 }
 
-void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out) {
+void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out,
+                       std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along) {
   const ModelConfig& c = b.c;
   const int H = c.n_heads;
   const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;
@@ -293,13 +295,15 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
   sc.qr.resize(static_cast<size_t>(N * qrank));
   sc.kv.resize(static_cast<size_t>(N * D));
   if (w.wq_a.kind == Linear::Kind::kFp8 && w.wkv.kind == Linear::Kind::kFp8) {
-    // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both.
+    // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both
+    // (and the block's mHC projection riding along, model.cpp block_forward).
     std::vector<kernels::LinearJob<kernels::Fp8Weight>>& first = sc.fp8_jobs;
     first.clear();
     add_linear_jobs(&first, x, rows, w.wq_a.fp8, sc.qr.data());
     add_linear_jobs(&first, x, rows, w.wkv.fp8, sc.kv.data());
-    kernels::linear_fp8_batch(first, b.pool);
+    kernels::linear_batch(kernels::LinearBatch{first, {}, {}, ride_along}, b.pool);
   } else {
+    kernels::linear_batch(kernels::LinearBatch{{}, {}, {}, ride_along}, b.pool);
     w.wq_a.apply(x, rows, sc.qr.data(), b.pool);
     w.wkv.apply(x, rows, sc.kv.data(), b.pool);
   }
@@ -434,7 +438,21 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
         n_decode = static_cast<int64_t>(groups.size());
       }
     }
-    float* comp_rows = room(es.comp_rows, n_decode * D);
+    // A lone query's selected rows are the same at every layer that reads this KV source with this
+    // selection (the layers after an index source: 5 of the 8 GB scaled checkpoint's 6 layers per
+    // source below layer 20, 3 of 4 above): decoded at the first, reused after. Within one forward
+    // pass nothing writes a source's compressed rows after the source layer; topk_gen changes with
+    // every selection, so rows decoded in an earlier pass never match.
+    const bool reuse = lone && es.comp_cache == e.cache && es.comp_src == src && es.comp_gen == e.shared->topk_gen;
+    if (lone) {
+      es.comp_cache = e.cache;
+      es.comp_src = src;
+      es.comp_gen = e.shared->topk_gen;
+    } else {
+      es.comp_cache = nullptr;  // a chunk's union (or nothing) in comp_rows now
+    }
+    if (reuse) n_decode = 0;  // the rows below are already there
+    float* comp_rows = room(es.comp_rows, (reuse ? K : n_decode) * D);
     // The ring and those rows in one pass over the pool (items [0, n_ring) are ring positions):
     // a lone decode query's ~100-640 rows, decoded on the main thread while the pool's worker
     // waited, were 2.8% of the main thread's decode samples on the 8 GB scaled checkpoint at 2

@@ -38,6 +38,9 @@ struct AttentionShared {
   std::vector<uint8_t> candidates;  // [n, cand_width] candidate-block mask (1 = kept)
   int64_t cand_width = 0;
   bool have_topk = false, have_candidates = false;
+  // Bumped whenever topk is written or dropped: names one selection, so the layers after an index
+  // source that read the same compressed cache reuse its decoded rows (AttentionEntryScratch).
+  uint64_t topk_gen = 0;
 };
 
 struct AttentionContext {
@@ -66,6 +69,11 @@ struct AttentionEntry {
 struct AttentionEntryScratch {
   std::vector<float> ring;        // [n_ring, head_dim] decoded window positions before the entry
   std::vector<float> comp_rows;   // [index_topk or groups, head_dim] selected compressed rows, decoded
+  // What comp_rows holds for a lone decode query: the selection (AttentionShared::topk_gen) of
+  // `comp_cache`'s KV source layer `comp_src`. Layers that share both read the same rows.
+  const KvCache* comp_cache = nullptr;
+  int comp_src = -1;
+  uint64_t comp_gen = 0;
   std::vector<float> query_rows;  // [index_topk, head_dim] one query's selection (very long contexts)
   std::vector<int32_t> slot, groups;  // a chunk's union: group -> row, rows -> group
   std::vector<const float*> ent;  // one query's attention entries
@@ -101,7 +109,10 @@ struct AttentionBatch {
 // Runs layer `layer`'s attention for x [rows.n, dim] (the normed sublayer input of every entry's
 // rows) and writes out [rows.n, dim]; updates each entry's caches (window ring; at a KV source its
 // compressor, unless attention_compress already consumed these positions).
-void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out);
+// `ride_along`: independent F32 jobs (the block's mHC projection) run in the first pass over the
+// pool, beside wq_a and wkv (kernels::linear_batch).
+void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out,
+                       std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along = {});
 
 // Only the KV-source part of layer `layer` for x [n, dim] at positions start..: its compressor,
 // compressed KV and index keys (no queries, no window, no output). Bounded replay runs this at the

@@ -71,7 +71,8 @@ Result<DSparkDraft> Model::dspark_draft(DSparkState& st, int32_t token, const fl
     const BlockWeights& bw = w_.mtp[s];
     LayerKvCache& ring = st.stages[s];
     dspark_write_ring(c_, bw.attn, act.rope_window, main_x.data(), 1, pos, ring, pool_.get());
-    auto attend = [&](const float* u, float* f) {
+    auto attend = [&](const float* u, float* f, RideAlong ride) {
+      kernels::linear_batch(kernels::LinearBatch{{}, {}, {}, ride}, pool_.get());
       dspark_attention(c_, bw.attn, act.rope_window, u, B, pos, ring, pool_.get(), f);
     };
     const Status st_block = block_forward(c_.n_layers + static_cast<int>(s), bw, x.data(), pre_mix, Rows{B, -1}, attend,

@@ -8,29 +8,42 @@
 
 namespace strata::model {
 
-void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
-              kernels::RowPath path) {
+kernels::LinearJob<kernels::F32Weight> hc_mixes_job(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n,
+                                                    HcMix* out, kernels::RowPath path) {
   const int hc = c.hc_mult;
   const int64_t width = hc * c.dim;
   const int mix = (2 + hc) * hc;
   out->pre.resize(static_cast<size_t>(n * hc));
   out->post.resize(static_cast<size_t>(n * hc));
   out->comb.resize(static_cast<size_t>(n * hc * hc));
+  out->mixes.resize(static_cast<size_t>(n * mix));
+  out->rsqrt.resize(static_cast<size_t>(n));
   // mixes = (fn . x) * rsqrt(mean(x^2) + eps): one RMS over all hc*dim values, applied after the
   // projection (model.py hc_mixes). The projection is an f32 linear that adds k in order at every
   // kernel level (bit-exact with the scalar loop), so the pre weights that collapse the next
   // sublayer's input do not move by an ulp.
+  for (int64_t t = 0; t < n; ++t)
+    out->rsqrt[static_cast<size_t>(t)] = kernels::rms_rsqrt(x + t * width, width, static_cast<float>(c.norm_eps));
+  return {x, n, kernels::F32Weight{w.fn.data(), mix, width}, out->mixes.data(), path};
+}
+
+void hc_mixes_finish(const ModelConfig& c, const HcWeights& w, int64_t n, HcMix* out, ThreadPool* pool) {
+  const int hc = c.hc_mult;
+  const int mix = (2 + hc) * hc;
   std::vector<float>& m = out->mixes;
-  m.resize(static_cast<size_t>(n * mix));
-  kernels::linear_f32(x, n, kernels::F32Weight{w.fn.data(), mix, width}, m.data(), pool, path);
-  for (int64_t t = 0; t < n; ++t) {
-    const float r = kernels::rms_rsqrt(x + t * width, width, static_cast<float>(c.norm_eps));
-    for (int k = 0; k < mix; ++k) m[static_cast<size_t>(t * mix + k)] *= r;
-  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int k = 0; k < mix; ++k) m[static_cast<size_t>(t * mix + k)] *= out->rsqrt[static_cast<size_t>(t)];
   // pre/post sigmoids; comb by row softmax + eps, column normalise, then (iters - 1) rounds of
   // rows-then-columns (kernels/mhc.h, the hc_split_sinkhorn shim).
   const kernels::HcSplitParams p{hc, c.hc_sinkhorn_iters, static_cast<float>(c.hc_eps), w.scale.data(), w.base.data()};
   kernels::hc_split_sinkhorn(m.data(), n, p, out->pre.data(), out->post.data(), out->comb.data(), pool);
+}
+
+void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
+              kernels::RowPath path) {
+  const kernels::LinearJob<kernels::F32Weight> job = hc_mixes_job(c, w, x, n, out, path);
+  kernels::linear_f32(job.x, job.n, job.w, job.y, pool, job.path);
+  hc_mixes_finish(c, w, n, out, pool);
 }
 
 void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y, ThreadPool* pool) {

@@ -25,6 +25,7 @@ struct HcMix {
   std::vector<float> post;  // [n, hc]
   std::vector<float> comb;  // [n, hc, hc]
   std::vector<float> mixes;  // [n, (2 + hc) * hc] scratch of hc_mixes
+  std::vector<float> rsqrt;  // [n] rsqrt(mean(X^2) + eps) of each token's streams (hc_mixes_job)
 };
 
 // Computes the mixing coefficients of one site for every token of X [n, hc, dim].
@@ -32,6 +33,16 @@ struct HcMix {
 // batches run faster in the matvec).
 void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
               kernels::RowPath path = kernels::RowPath::kAuto);
+
+// hc_mixes in two halves, for a caller that runs the projection in a pass of its own
+// (kernels::linear_batch, beside a sublayer's first linears: the mHC projection is a small pass
+// of its own otherwise, 80 a decode token on the 8 GB scaled checkpoint). hc_mixes_job sizes
+// out's buffers, takes each token's RMS of X now (X may change before the second half) and
+// returns the projection job (x = X, y = out->mixes); once it has run, hc_mixes_finish does the
+// rest. Together: the bits of hc_mixes.
+kernels::LinearJob<kernels::F32Weight> hc_mixes_job(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n,
+                                                    HcMix* out, kernels::RowPath path = kernels::RowPath::kAuto);
+void hc_mixes_finish(const ModelConfig& c, const HcWeights& w, int64_t n, HcMix* out, ThreadPool* pool);
 
 // y[t] = sum_j pre[t, j] * X[t, j]   ([n, dim]); rows split over `pool` (may be null; the same bits).
 void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y, ThreadPool* pool = nullptr);

@@ -144,22 +144,27 @@ Status Model::block_forward(int layer, const BlockWeights& bw, float* x, std::ve
   // Attention sublayer: collapse with the previous sublayer's pre-mix, norm, attend, expand.
   // A decode-only batch runs the bit-exact mHC projections in the matvec (faster at these sizes).
   const kernels::RowPath bitexact = !rows.by_size() && rows.n_decode == n ? kernels::RowPath::kDecode : kernels::RowPath::kAuto;
-  hc_mixes(c_, bw.hc_attn, x, n, &s.attn_mix, pool_.get(), bitexact);
+  // The sublayer's input needs the previous sublayer's pre-mix only; this sublayer's mixes are
+  // needed after it (hc_post) and by the next sublayer (its pre), so their projection of x runs in
+  // the sublayer's first pass over the pool (mhc.h hc_mixes_job) and is finished after.
+  const kernels::LinearJob<kernels::F32Weight> attn_mix_job = hc_mixes_job(c_, bw.hc_attn, x, n, &s.attn_mix, bitexact);
   hc_pre(c_, x, pre_mix.data(), n, u, pool_.get());
   for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.attn_norm.data(), c_.norm_eps, u + t * dim);
   {
     ScopedNs timer(prof ? &prof->attention_ns : nullptr);
-    attend(u, f);
+    attend(u, f, RideAlong(&attn_mix_job, 1));
   }
+  hc_mixes_finish(c_, bw.hc_attn, n, &s.attn_mix, pool_.get());
   if (obs) obs->tensor("attn_out", layer, std::span<const float>(f, static_cast<size_t>(n * dim)), {n, dim});
   hc_post(c_, f, s.attn_mix, n, x, pool_.get());
 
   // FFN sublayer: uses this attention's pre-mix (single-pass mHC).
-  hc_mixes(c_, bw.hc_ffn, x, n, &s.ffn_mix, pool_.get(), bitexact);
+  const kernels::LinearJob<kernels::F32Weight> ffn_mix_job = hc_mixes_job(c_, bw.hc_ffn, x, n, &s.ffn_mix, bitexact);
   hc_pre(c_, x, s.attn_mix.pre.data(), n, u, pool_.get());
   for (int64_t t = 0; t < n; ++t) rms_norm(u + t * dim, dim, bw.ffn_norm.data(), c_.norm_eps, u + t * dim);
   STRATA_RETURN_IF_ERROR(moe_forward(c_, bw.ffn, *store_, u, rows, f, pool_.get(), obs, ahead, prof, &s.moe,
-                                     layer < c_.n_layers ? peers_ : nullptr));
+                                     layer < c_.n_layers ? peers_ : nullptr, RideAlong(&ffn_mix_job, 1)));
+  hc_mixes_finish(c_, bw.hc_ffn, n, &s.ffn_mix, pool_.get());
   hc_post(c_, f, s.ffn_mix, n, x, pool_.get());
   std::swap(pre_mix, s.ffn_mix.pre);  // the next sublayer's pre-mix; the old buffer is reused
   if (obs) {
@@ -331,7 +336,10 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
 
   std::vector<AttentionShared>& shared = fs.shared;
   if (shared.size() < spans.size()) shared.resize(spans.size());
-  for (AttentionShared& sh : shared) sh.have_topk = sh.have_candidates = false;  // their buffers are kept
+  for (AttentionShared& sh : shared) {  // their buffers are kept
+    sh.have_topk = sh.have_candidates = false;
+    ++sh.topk_gen;
+  }
   std::vector<AttentionEntry>& aentries = fs.aentries;
   aentries.resize(spans.size());
   // CED bounded replay (a request of one entry): the decoder runs only the last `tail` rows.
@@ -367,7 +375,7 @@ Status Model::forward(const ForwardRequest& r, Activations& act) const {
                                    spans[i].e->kind == RowKind::kDecode ? kernels::RowPath::kDecode : kernels::RowPath::kPrompt,
                                    spans[i].e->undo};
     AttentionBatch ab{c_, rope, aentries, rows, pool_.get(), obs, *act.attn};
-    auto attend = [&](const float* u, float* f) { attention_forward(ab, l, bw.attn, u, f); };
+    auto attend = [&](const float* u, float* f, RideAlong ride) { attention_forward(ab, l, bw.attn, u, f, ride); };
     STRATA_RETURN_IF_ERROR(block_forward(l, bw, x.data(), pre_mix, rows, attend, &act.lookahead, obs, &profile, act.block));
     // Only each entry's last row's streams (hc * dim floats, nothing beside the layer's work):
     // enough to name where a corrupt weight or input turned the state non-finite (issue 13 item 7).

@@ -9,6 +9,8 @@
 
 namespace strata::model {
 
+using RideAlong = std::span<const kernels::LinearJob<kernels::F32Weight>>;
+
 void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool,
            kernels::RowPath path) {
   const int E = w.n_experts, k = w.n_active;
@@ -110,13 +112,30 @@ Rows regime_of(std::span<const int64_t> slots, int k, Rows rows) {
   return regime;
 }
 
+// Work for compute_batch to run in its passes (kernels::linear_batch), two pool passes a layer
+// fewer in decode: the shared expert (FP8) over every row, its w1/w3 beside the routed w1/w3 and
+// its w2 beside the routed w2 (when `shared`; buffers are the caller's), and independent F32 jobs
+// in the first pass (`ride_along`, emptied once run). `shared_done` is set when the expert ran.
+struct CompanionJobs {
+  bool shared = false;
+  const float* x;
+  Rows rows;
+  kernels::Fp8Weight w1, w3, w2;
+  float *g, *u, *act, *y;
+  bool shared_done = false;
+  std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along;
+};
+
 // Routed experts of one batch: each batch's w1/w3 products share one pass over the pool, then its
 // w2 products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer
 // instead of three per expert. sc.scale rows [b.row, b.row + b.m) hold the routing weights; the
 // outputs land in sc.y rows [b.row, b.row + b.m). Each job's rows are computed independently of
-// the other jobs, so a row's bits do not depend on the batch it is in.
+// the other jobs, so a row's bits do not depend on the batch it is in. `more` (may be null): MXFP4
+// routed experts take its shared expert into their passes; block-quantised ones leave that to the
+// caller (shared_done stays false). Either runs its ride-along jobs.
 Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store, std::vector<BatchedExpert>& batch,
-                     int64_t rows_taken, MoeScratch& sc, ThreadPool* pool, Observer* obs = nullptr) {
+                     int64_t rows_taken, MoeScratch& sc, ThreadPool* pool, Observer* obs = nullptr,
+                     CompanionJobs* more = nullptr) {
   const int64_t dim = c.dim, inter = c.moe_inter_dim;
   if (obs)
     for (const BatchedExpert& b : batch)
@@ -150,6 +169,10 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
   // official MXFP4 path applies; rows are computed independently, so the regimes need no split.
   kernels::QuantType qt;
   if (!batch.empty() && quant_type_of(batch.front().view.w1.dtype, &qt)) {
+    if (more) {
+      kernels::linear_batch(kernels::LinearBatch{{}, {}, {}, more->ride_along}, pool);
+      more->ride_along = {};
+    }
     for (const BatchedExpert& b : batch) {
       const store::ExpertView& ev = b.view;
       kernels::QuantType t1, t2, t3;
@@ -179,9 +202,18 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
     add_linear_jobs(&jobs, b.x, b.regime, kernels::Fp4Weight{ev.w3.as<uint8_t>(), ev.w3_scale.as<uint8_t>(), inter, dim},
                     sc.u.data() + b.row * inter);
   }
-  kernels::linear_fp4_batch(jobs, pool);
+  const bool shared = more != nullptr && more->shared && !more->shared_done;
+  std::vector<kernels::LinearJob<kernels::Fp8Weight>>& shared_jobs = sc.fp8_jobs;
+  shared_jobs.clear();
+  if (shared) {
+    add_linear_jobs(&shared_jobs, more->x, more->rows, more->w1, more->g);
+    add_linear_jobs(&shared_jobs, more->x, more->rows, more->w3, more->u);
+  }
+  kernels::linear_batch(kernels::LinearBatch{shared_jobs, jobs, {}, more ? more->ride_along : RideAlong()}, pool);
+  if (more) more->ride_along = {};
   // The routing weight multiplies silu(gate) * up before w2 (model.py Expert.forward); row-wise.
   swiglu(c, sc.g.data(), sc.u.data(), sc.scale.data(), rows_taken, inter, sc.act.data(), pool);
+  if (shared) swiglu(c, more->g, more->u, nullptr, more->rows.n, inter, more->act, pool);
   observe_w2();
   jobs.clear();
   for (const BatchedExpert& b : batch) {
@@ -190,7 +222,10 @@ Status compute_batch(const ModelConfig& c, int layer, store::WeightStore& store,
                     kernels::Fp4Weight{ev.w2.as<uint8_t>(), ev.w2_scale.as<uint8_t>(), dim, inter},
                     sc.y.data() + b.row * dim);
   }
-  kernels::linear_fp4_batch(jobs, pool);
+  shared_jobs.clear();
+  if (shared) add_linear_jobs(&shared_jobs, more->act, more->rows, more->w2, more->y);
+  kernels::linear_batch(kernels::LinearBatch{shared_jobs, jobs, {}, {}}, pool);
+  if (shared) more->shared_done = true;
   return Status();
 }
 
@@ -249,7 +284,7 @@ Status run_expert_tasks(const ModelConfig& c, int layer, store::WeightStore& sto
 
 Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x, Rows rows,
                    float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead, ForwardProfile* prof,
-                   MoeScratch* scratch, ExpertPeers* peers) {
+                   MoeScratch* scratch, ExpertPeers* peers, RideAlong ride_along) {
   ScopedNs timer(prof ? &prof->moe_ns : nullptr);
   const int64_t n = rows.n;
   const int64_t dim = c.dim;
@@ -346,6 +381,19 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
   // share one pool pass for w1/w3 and one for w2 instead of one pair per top-k of them. Every
   // expert's rows, own or a peer's, are added to `out` in ascending expert id, as one process
   // without batching would: bit-identical.
+  // The shared expert runs in the first batch's passes where both are in the formats those passes
+  // take (FP8 shared, MXFP4 routed: checked per batch); else after the routed experts, as before.
+  // Either way its rows are added to `out` after every routed row, as the reference adds them.
+  const int64_t inter = c.moe_inter_dim;
+  std::vector<float>&g = sc.shared_g, &u = sc.shared_u, &act = sc.shared_act, &y = sc.shared_y;
+  g.resize(static_cast<size_t>(n * inter));
+  u.resize(static_cast<size_t>(n * inter));
+  act.resize(static_cast<size_t>(n * inter));
+  y.resize(static_cast<size_t>(n * dim));
+  const bool fp8_shared = w.shared_w1.kind == Linear::Kind::kFp8 && w.shared_w3.kind == Linear::Kind::kFp8 &&
+                          w.shared_w2.kind == Linear::Kind::kFp8;
+  CompanionJobs more{fp8_shared, x, rows, w.shared_w1.fp8, w.shared_w3.fp8, w.shared_w2.fp8, g.data(), u.data(),
+                     act.data(), y.data(), false, ride_along};
   const int64_t cap_rows = std::max<int64_t>(n, 64);
   const size_t cap_leases = store.expert_reads() == store::ExpertReads::kNotStreamed ? used.size() : static_cast<size_t>(k);
   std::vector<BatchedExpert>& batch = sc.batch;
@@ -398,36 +446,34 @@ Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore
       for (int64_t i = 0; i < b.m; ++i)
         sc.scale[static_cast<size_t>(b.row + i)] = r.weights[static_cast<size_t>(slots[static_cast<size_t>(i)])];
     }
-    STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool, obs));
+    STRATA_RETURN_IF_ERROR(compute_batch(c, w.layer, store, batch, rows_taken, sc, pool, obs, &more));
     for (const BatchedExpert& b : batch)
       add_expert_rows(by_expert(b.e), k, sc.y.data() + b.row * dim, dim, out);
   }
 
+  // No batch of own experts ran (each is another process's): the ride-along jobs on their own.
+  if (!more.ride_along.empty()) kernels::linear_batch(kernels::LinearBatch{{}, {}, {}, more.ride_along}, pool);
   // Shared expert: every token, no routing weight.
-  const int64_t inter = c.moe_inter_dim;
-  std::vector<float>&g = sc.g, &u = sc.u, &act = sc.act, &y = sc.y;
-  g.resize(static_cast<size_t>(n * inter));
-  u.resize(static_cast<size_t>(n * inter));
-  act.resize(static_cast<size_t>(n * inter));
-  y.resize(static_cast<size_t>(n * dim));
-  if (w.shared_w1.kind == Linear::Kind::kFp8 && w.shared_w3.kind == Linear::Kind::kFp8) {
-    std::vector<kernels::LinearJob<kernels::Fp8Weight>>& shared = sc.fp8_jobs;
-    shared.clear();
-    add_linear_jobs(&shared, x, rows, w.shared_w1.fp8, g.data());
-    add_linear_jobs(&shared, x, rows, w.shared_w3.fp8, u.data());
-    kernels::linear_fp8_batch(shared, pool);
-  } else {
-    w.shared_w1.apply(x, rows, g.data(), pool);
-    w.shared_w3.apply(x, rows, u.data(), pool);
+  if (!more.shared_done) {
+    if (fp8_shared) {
+      std::vector<kernels::LinearJob<kernels::Fp8Weight>>& shared = sc.fp8_jobs;
+      shared.clear();
+      add_linear_jobs(&shared, x, rows, w.shared_w1.fp8, g.data());
+      add_linear_jobs(&shared, x, rows, w.shared_w3.fp8, u.data());
+      kernels::linear_fp8_batch(shared, pool);
+    } else {
+      w.shared_w1.apply(x, rows, g.data(), pool);
+      w.shared_w3.apply(x, rows, u.data(), pool);
+    }
+    swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data(), pool);
   }
-  swiglu(c, g.data(), u.data(), nullptr, n, inter, act.data(), pool);
   if (obs) {
     const std::span<const float> xs(x, static_cast<size_t>(n * dim));
     obs->linear_input("ffn.shared_experts.w1", w.layer, -1, xs, dim);
     obs->linear_input("ffn.shared_experts.w3", w.layer, -1, xs, dim);
     obs->linear_input("ffn.shared_experts.w2", w.layer, -1, std::span<const float>(act.data(), static_cast<size_t>(n * inter)), inter);
   }
-  w.shared_w2.apply(act.data(), rows, y.data(), pool);
+  if (!more.shared_done) w.shared_w2.apply(act.data(), rows, y.data(), pool);
   for (int64_t i = 0; i < n * dim; ++i) out[i] += y[static_cast<size_t>(i)];
   return Status();
 }

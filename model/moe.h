@@ -86,6 +86,7 @@ struct BatchedExpert {
 // nothing in them once a step of its size has run (beyond the store's expert leases).
 struct MoeScratch {
   std::vector<float> xs, g, u, act, y, scale;
+  std::vector<float> shared_g, shared_u, shared_act, shared_y;  // the shared expert's rows
   std::vector<int64_t> slots;       // (token, slot) pairs grouped by expert, tokens ascending
   std::vector<int32_t> slot_first;  // [n_experts + 1]: expert e's pairs are slots[slot_first[e] ..)
   std::vector<int32_t> slot_fill;   // [n_experts] the counting sort's cursors
@@ -106,11 +107,13 @@ struct MoeScratch {
 // prompt rows run as separate jobs, so a row's result does not depend on which other rows picked
 // the same expert. `scratch` (may be null) holds the buffers between calls. `peers` (may be null):
 // the routed experts other processes own are computed there (model/expert_peers.h); errors then
-// include the transport's, naming the peer.
+// include the transport's, naming the peer. `ride_along`: independent F32 jobs (the block's mHC
+// projection) run in the first routed pass over the pool (kernels::linear_batch), else before return.
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,
                                  Rows rows, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
                                  ForwardProfile* prof = nullptr, MoeScratch* scratch = nullptr,
-                                 ExpertPeers* peers = nullptr);
+                                 ExpertPeers* peers = nullptr,
+                                 std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along = {});
 
 // A peer's half of expert parallelism: runs routed experts of layer `layer` over given rows with
 // the arithmetic moe_forward uses. tasks: ascending expert ids (model/expert_peers.h); x [sum m,

@@ -61,6 +61,7 @@ void Model::replay_narrow(int layer, const BlockWeights& bw, std::vector<float>&
   if (shared.have_topk) {
     const int64_t k = c_.index_topk;
     shared.topk.erase(shared.topk.begin(), shared.topk.begin() + drop * k);
+    ++shared.topk_gen;
   }
   if (shared.have_candidates)
     shared.candidates.erase(shared.candidates.begin(), shared.candidates.begin() + drop * shared.cand_width);

@@ -19,16 +19,21 @@ namespace strata::kernels::detail {
 template <size_t N>
 class InlineScratch {
  public:
-  explicit InlineScratch(size_t bytes) {
+  explicit InlineScratch(size_t bytes) { resize(bytes); }
+  InlineScratch(const InlineScratch&) = delete;
+  InlineScratch& operator=(const InlineScratch&) = delete;
+
+  // Room for `bytes` (what it held is not kept): for scratch sized after it is constructed.
+  void resize(size_t bytes) {
+    heap_.reset();
     if (bytes <= N) return;
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     STRATA_CHECK(p != nullptr, "kernels: out of memory for scratch");
     heap_.reset(static_cast<unsigned char*>(p));
   }
-  InlineScratch(const InlineScratch&) = delete;
-  InlineScratch& operator=(const InlineScratch&) = delete;
 
   unsigned char* get() { return heap_ ? heap_.get() : inline_.data(); }
+  const unsigned char* get() const { return heap_ ? heap_.get() : inline_.data(); }
   template <class T>
   T* as() {
     return reinterpret_cast<T*>(get());

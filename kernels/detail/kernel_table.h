@@ -98,5 +98,6 @@ void run_linear(const LevelKernels& level, const float* x, int64_t n, const F32W
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp8Weight>> jobs, ThreadPool* pool);
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Fp4Weight>> jobs, ThreadPool* pool);
 void run_linear_batch(const LevelKernels& level, std::span<const LinearJob<Bf16Weight>> jobs, ThreadPool* pool);
+void run_linear_batch(const LevelKernels& level, const LinearBatch& jobs, ThreadPool* pool);
 
 }  // namespace strata::kernels::detail

@@ -427,6 +427,28 @@ TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
   for (size_t i = 0; i < specs.size(); ++i)
     EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float))) << "fp4 serial job " << i;
 
+  // FP8 and FP4 jobs in one pass (a decode step's shared expert beside its routed experts): the
+  // same bits as each format's own calls, with the pool, serially and with either list empty.
+  for (ThreadPool* p : {static_cast<ThreadPool*>(&pool), static_cast<ThreadPool*>(nullptr)}) {
+    for (int empty = 0; empty < 3; ++empty) {
+      for (auto& y : y8) std::fill(y.begin(), y.end(), -1.0f);
+      for (auto& y : y4) std::fill(y.begin(), y.end(), -1.0f);
+      const std::span<const LinearJob<Fp8Weight>> a = empty == 1 ? std::span<const LinearJob<Fp8Weight>>() : j8;
+      const std::span<const LinearJob<Fp4Weight>> b = empty == 2 ? std::span<const LinearJob<Fp4Weight>>() : j4;
+      linear_batch(LinearBatch{a, b, {}, {}}, p, level());
+      for (size_t i = 0; i < specs.size(); ++i) {
+        if (empty != 1) {
+          EXPECT_EQ(0, std::memcmp(y8[i].data(), want8[i].data(), y8[i].size() * sizeof(float)))
+              << "mixed pass, fp8 job " << i << (p ? "" : " serial") << " empty " << empty;
+        }
+        if (empty != 2) {
+          EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float)))
+              << "mixed pass, fp4 job " << i << (p ? "" : " serial") << " empty " << empty;
+        }
+      }
+    }
+  }
+
   // BF16 (bit-exact order, x read in place): the wo_a groups of a decode step, slices of one x.
   const int64_t groups = 8, rank = 40, gin = 96;
   Buf<float> xo = make_x(1, groups * gin, 0, rng);
@@ -441,6 +463,30 @@ TEST_P(LinearLevel, BatchEqualsSeparateCalls) {
   }
   linear_bf16_batch(jb, &pool, level());
   EXPECT_EQ(0, std::memcmp(yb.data(), wantb.data(), yb.size() * sizeof(float))) << "bf16 batch";
+
+  // Every format in one pass, with an F32 job (an mHC projection: 24 rows, x read in place) and the
+  // prompt-sized jobs above (run through their GEMMs before the pass): each job's bits as alone.
+  const int64_t mix = 24, width = 512;
+  std::vector<float> wf(static_cast<size_t>(mix * width));
+  for (float& v : wf) v = std::normal_distribution<float>(0.0f, 0.1f)(rng);
+  Buf<float> xf = make_x(1, width, 0, rng);
+  std::vector<float> yf(static_cast<size_t>(mix), -1.0f), wantf(yf.size(), -1.0f);
+  const F32Weight fw{wf.data(), mix, width};
+  linear_f32(xf.data(), 1, fw, wantf.data(), &pool, level());
+  const std::vector<LinearJob<F32Weight>> jf = {{xf.data(), 1, fw, yf.data(), RowPath::kDecode}};
+  for (ThreadPool* p : {static_cast<ThreadPool*>(&pool), static_cast<ThreadPool*>(nullptr)}) {
+    for (auto& y : y8) std::fill(y.begin(), y.end(), -1.0f);
+    for (auto& y : y4) std::fill(y.begin(), y.end(), -1.0f);
+    std::fill(yb.begin(), yb.end(), -1.0f);
+    std::fill(yf.begin(), yf.end(), -1.0f);
+    linear_batch(LinearBatch{j8, j4, jb, jf}, p, level());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(0, std::memcmp(y8[i].data(), want8[i].data(), y8[i].size() * sizeof(float))) << "all formats, fp8 job " << i;
+      EXPECT_EQ(0, std::memcmp(y4[i].data(), want4[i].data(), y4[i].size() * sizeof(float))) << "all formats, fp4 job " << i;
+    }
+    EXPECT_EQ(0, std::memcmp(yb.data(), wantb.data(), yb.size() * sizeof(float))) << "all formats, bf16 jobs";
+    EXPECT_EQ(0, std::memcmp(yf.data(), wantf.data(), yf.size() * sizeof(float))) << "all formats, f32 job";
+  }
 }
 
 // The blocked BF16 layout (attn.wo_a) gives the row-major layout's bits at every level: decode rows
