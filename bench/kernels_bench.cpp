@@ -176,7 +176,7 @@ void BM_MoeDecodeLayer(benchmark::State& state, int64_t dim, int64_t inter, int 
   const size_t layer_w = 3 * top_k * f4 + 3 * f8, layer_s = 3 * top_k * s4 + 3 * s8;
   Copies c = make_copies(layer_w, layer_s, 1, false);
   std::vector<float> x = make_x(1, dim), act = make_x(1, inter);
-  std::vector<float> g(static_cast<size_t>((top_k + 1) * inter)), y(static_cast<size_t>((top_k + 1) * dim));
+  std::vector<float> g(static_cast<size_t>(2 * (top_k + 1) * inter)), y(static_cast<size_t>((top_k + 1) * dim));
   std::vector<LinearJob<Fp8Weight>> j8;
   std::vector<LinearJob<Fp4Weight>> j4;
   size_t i = 0;
@@ -193,7 +193,7 @@ void BM_MoeDecodeLayer(benchmark::State& state, int64_t dim, int64_t inter, int 
           const size_t at = static_cast<size_t>(3 * e + m);
           j4.push_back({down ? act.data() : x.data(), 1,
                         Fp4Weight{w + at * f4, sc + at * s4, down ? dim : inter, down ? inter : dim},
-                        down ? y.data() + e * dim : g.data() + e * inter});
+                        down ? y.data() + e * dim : g.data() + (2 * e + m) * inter});
         }
       for (int m = 0; m < 3; ++m) {
         const bool down = m == 2;
@@ -201,7 +201,7 @@ void BM_MoeDecodeLayer(benchmark::State& state, int64_t dim, int64_t inter, int 
         const size_t base_w = 3 * top_k * f4, base_s = 3 * top_k * s4;
         j8.push_back({down ? act.data() : x.data(), 1,
                       Fp8Weight{w + base_w + m * f8, sc + base_s + m * s8, down ? dim : inter, down ? inter : dim},
-                      down ? y.data() + top_k * dim : g.data() + top_k * inter});
+                      down ? y.data() + top_k * dim : g.data() + (2 * top_k + m) * inter});
       }
       linear_batch(LinearBatch{j8, j4, {}, {}}, pool.get(), level);
     }

@@ -135,7 +135,8 @@ void BM_HcPrePost(benchmark::State& state, int64_t n) {
   counters(state, 4.0 * static_cast<double>(n * (2 * hc + 1) * dim), 0);
 }
 
-// Decode attention of one query: 64 heads x 512 over `entries` cache entries (window 128 + top-512).
+// Decode attention of one query: H heads x D over `entries` cache entries (the release: 64 x 512 over
+// window 128 + top-512).
 void BM_Attention(benchmark::State& state, int H, int64_t D, int64_t entries) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;

@@ -274,7 +274,7 @@ void attention_compress(const AttentionContext& ctx, int layer, const AttentionW
 }
 
 void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out,
-                       std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along) {
+                       RideAlong ride_along) {
   const ModelConfig& c = b.c;
   const int H = c.n_heads;
   const int64_t D = c.head_dim, rd = c.rope_head_dim, win = c.window_size, qrank = c.q_lora_rank;

@@ -112,7 +112,7 @@ struct AttentionBatch {
 // `ride_along`: independent F32 jobs (the block's mHC projection) run in the first pass over the
 // pool, beside wq_a and wkv (kernels::linear_batch).
 void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out,
-                       std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along = {});
+                       RideAlong ride_along = {});
 
 // Only the KV-source part of layer `layer` for x [n, dim] at positions start..: its compressor,
 // compressed KV and index keys (no queries, no window, no output). Bounded replay runs this at the

@@ -39,13 +39,6 @@ void hc_mixes_finish(const ModelConfig& c, const HcWeights& w, int64_t n, HcMix*
   kernels::hc_split_sinkhorn(m.data(), n, p, out->pre.data(), out->post.data(), out->comb.data(), pool);
 }
 
-void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
-              kernels::RowPath path) {
-  const kernels::LinearJob<kernels::F32Weight> job = hc_mixes_job(c, w, x, n, out, path);
-  kernels::linear_f32(job.x, job.n, job.w, job.y, pool, job.path);
-  hc_mixes_finish(c, w, n, out, pool);
-}
-
 void hc_pre(const ModelConfig& c, const float* x, const float* pre, int64_t n, float* y, ThreadPool* pool) {
   kernels::hc_pre(x, pre, n, c.hc_mult, c.dim, y, pool);
 }

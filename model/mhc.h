@@ -24,22 +24,17 @@ struct HcMix {
   std::vector<float> pre;   // [n, hc]
   std::vector<float> post;  // [n, hc]
   std::vector<float> comb;  // [n, hc, hc]
-  std::vector<float> mixes;  // [n, (2 + hc) * hc] scratch of hc_mixes
+  std::vector<float> mixes;  // [n, (2 + hc) * hc] the projection (hc_mixes_job), then the mixes
   std::vector<float> rsqrt;  // [n] rsqrt(mean(X^2) + eps) of each token's streams (hc_mixes_job)
 };
 
-// Computes the mixing coefficients of one site for every token of X [n, hc, dim].
-// `path`: the projection's regime (f32 in the reference order: the same bits in both; decode-sized
-// batches run faster in the matvec).
-void hc_mixes(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n, HcMix* out, ThreadPool* pool,
-              kernels::RowPath path = kernels::RowPath::kAuto);
-
-// hc_mixes in two halves, for a caller that runs the projection in a pass of its own
-// (kernels::linear_batch, beside a sublayer's first linears: the mHC projection is a small pass
-// of its own otherwise, 80 a decode token on the 8 GB scaled checkpoint). hc_mixes_job sizes
-// out's buffers, takes each token's RMS of X now (X may change before the second half) and
-// returns the projection job (x = X, y = out->mixes); once it has run, hc_mixes_finish does the
-// rest. Together: the bits of hc_mixes.
+// The mixing coefficients of one site for every token of X [n, hc, dim], in two halves: the
+// projection (an f32 linear) runs in a pass the caller runs (kernels::linear_batch, beside a
+// sublayer's first linears: on its own it was a small pass, 80 a decode token on the 8 GB scaled
+// checkpoint). hc_mixes_job sizes out's buffers, takes each token's RMS of X now (X may change
+// before the second half) and returns the projection job (x = X, y = out->mixes; `path`: its
+// regime, f32 in the reference order, the same bits in both); once it has run, hc_mixes_finish
+// does the rest.
 kernels::LinearJob<kernels::F32Weight> hc_mixes_job(const ModelConfig& c, const HcWeights& w, const float* x, int64_t n,
                                                     HcMix* out, kernels::RowPath path = kernels::RowPath::kAuto);
 void hc_mixes_finish(const ModelConfig& c, const HcWeights& w, int64_t n, HcMix* out, ThreadPool* pool);

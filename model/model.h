@@ -149,11 +149,10 @@ class Model {
 
  private:
   Model(const ModelConfig& c, std::unique_ptr<store::WeightStore> s, const ModelOptions& opt);
-  // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out)`, MoE) on x [n, hc, dim].
+  // One block (mHC, attention via `attend(u [n, dim] normed, f [n, dim] out, ride_along)`, MoE) on
+  // x [n, hc, dim]. `attend` must run the ride-along jobs (the block's mHC projection, F32) before
+  // it returns, in its first pass over the pool (kernels::linear_batch) or on their own.
   // A FunctionRef (no allocation per layer, as a std::function of the caller's lambda was).
-  // Attention of one block: u [n, dim] in, f [n, dim] out; `ride_along` are independent F32 jobs
-  // (the block's mHC projection) to run in its first pass over the pool (kernels::linear_batch).
-  using RideAlong = std::span<const kernels::LinearJob<kernels::F32Weight>>;
   using AttendFn = FunctionRef<void(const float* u, float* f, RideAlong ride_along)>;
   // x [rows.n, hc, dim]; `s` holds the block's buffers.
   [[nodiscard]] Status block_forward(int layer, const BlockWeights& bw, float* x, std::vector<float>& pre_mix, Rows rows,

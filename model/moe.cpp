@@ -9,8 +9,6 @@
 
 namespace strata::model {
 
-using RideAlong = std::span<const kernels::LinearJob<kernels::F32Weight>>;
-
 void route(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t n, RouterOutput* out, ThreadPool* pool,
            kernels::RowPath path) {
   const int E = w.n_experts, k = w.n_active;
@@ -123,11 +121,11 @@ struct CompanionJobs {
   kernels::Fp8Weight w1, w3, w2;
   float *g, *u, *act, *y;
   bool shared_done = false;
-  std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along;
+  RideAlong ride_along;
 };
 
 // Routed experts of one batch: each batch's w1/w3 products share one pass over the pool, then its
-// w2 products another (kernels::linear_fp4_batch), so a decode step pays two hand-offs per layer
+// w2 products another (kernels::linear_batch), so a decode step pays two hand-offs per layer
 // instead of three per expert. sc.scale rows [b.row, b.row + b.m) hold the routing weights; the
 // outputs land in sc.y rows [b.row, b.row + b.m). Each job's rows are computed independently of
 // the other jobs, so a row's bits do not depend on the batch it is in. `more` (may be null): MXFP4

@@ -112,8 +112,7 @@ struct MoeScratch {
 [[nodiscard]] Status moe_forward(const ModelConfig& c, const MoeWeights& w, store::WeightStore& store, const float* x,
                                  Rows rows, float* out, ThreadPool* pool, Observer* obs, MoeLookahead* ahead = nullptr,
                                  ForwardProfile* prof = nullptr, MoeScratch* scratch = nullptr,
-                                 ExpertPeers* peers = nullptr,
-                                 std::span<const kernels::LinearJob<kernels::F32Weight>> ride_along = {});
+                                 ExpertPeers* peers = nullptr, RideAlong ride_along = {});
 
 // A peer's half of expert parallelism: runs routed experts of layer `layer` over given rows with
 // the arithmetic moe_forward uses. tasks: ascending expert ids (model/expert_peers.h); x [sum m,

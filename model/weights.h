@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ void add_linear_jobs(std::vector<kernels::LinearJob<W>>* jobs, const float* x, R
   if (r.n_prompt() > 0)
     jobs->push_back({x + r.n_decode * w.in, r.n_prompt(), w, y + r.n_decode * w.out, kernels::RowPath::kPrompt});
 }
+
+// Independent F32 jobs a sublayer runs in its first pass over the pool (kernels::linear_batch):
+// the block's mHC projection (model.cpp block_forward, mhc.h hc_mixes_job).
+using RideAlong = std::span<const kernels::LinearJob<kernels::F32Weight>>;
 
 // The kernels' block format of a ggml block dtype (core/dtype.h kQ8_0..kIQ4_NL); false otherwise.
 bool quant_type_of(DType d, kernels::QuantType* out);

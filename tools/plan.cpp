@@ -66,6 +66,7 @@ std::string seconds_str(double s) {
 uint64_t scratch_bytes(const model::ModelConfig& c, int64_t n, int64_t context) {
   const double per_token = static_cast<double>(c.hc_mult * c.dim + 4 * c.dim + 2 * c.n_heads * c.head_dim +
                                                c.q_lora_rank + c.head_dim + 3 * c.moe_inter_dim +
+                                               3 * c.moe_inter_dim + c.dim +  // the shared expert's own rows
                                                c.o_groups * c.o_lora_rank + c.index_n_heads * c.index_head_dim);
   double b = per_token * 4.0 * static_cast<double>(n);
   b += 4.0 * static_cast<double>(c.vocab_size);  // logits
