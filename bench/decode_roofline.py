@@ -3,9 +3,14 @@
 
 Counts the weight bytes one decode token reads from a checkpoint's safetensors headers, runs
 `strata run` to measure decode tokens/s, measures the machine's read bandwidth at the same thread
-count (bench/kernels_bench BM_MemRead), and prints
+count (bench/kernels_bench BM_MemRead) right before and right after each run, and prints
 
     roofline share = (weight bytes per token x decode tok/s) / read bandwidth
+
+with the mean of the run's two bandwidth samples as its read bandwidth. On a shared VM the
+bandwidth moves within minutes (BM_MemRead/2 28-46 GB/s within ten minutes, 2026-12-06): one sample
+before a run could land in a different minute than the decode it divides; the two samples bracket
+it, and both are printed, so a run whose bandwidth moved meanwhile shows it.
 
 Bytes per decode token (what the resident forward pass reads, ARCHITECTURE.md):
   - every backbone tensor in full (attention, compressor/indexer at their layers, shared expert,
@@ -133,12 +138,16 @@ def main():
         print("  %-24s %8.1f MB (%4.1f%%)" % (k, v / 1e6, 100 * v / per_token))
     rates, shares = [], []
     for r in range(a.runs):
-        bw = read_bandwidth(a.bench, a.threads)
+        bw_before = read_bandwidth(a.bench, a.threads)
         prefill, gen, tps, cmd = run_decode(a.strata, a.model, a.threads, a.tokens, repo)
+        bw_after = read_bandwidth(a.bench, a.threads)
+        bw = (bw_before + bw_after) / 2
         rates.append(tps)
         shares.append(per_token * tps / bw)
-        print("run %d: decode %.2f tok/s (%d tokens), prefill %.1f tok/s; read BW %.1f GB/s; %.1f GB/s of weights = %.0f%%"
-              % (r + 1, tps, gen, prefill, bw / 1e9, per_token * tps / 1e9, 100 * per_token * tps / bw))
+        print("run %d: decode %.2f tok/s (%d tokens), prefill %.1f tok/s; read BW %.1f GB/s (before %.1f, after %.1f); "
+              "%.1f GB/s of weights = %.0f%%"
+              % (r + 1, tps, gen, prefill, bw / 1e9, bw_before / 1e9, bw_after / 1e9, per_token * tps / 1e9,
+                 100 * per_token * tps / bw))
     print("command: " + " ".join(cmd))
     print("median: decode %.2f tok/s, roofline share %.0f%% (threads %d)"
           % (statistics.median(rates), 100 * statistics.median(shares), a.threads))

@@ -291,32 +291,56 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     return sc.entries[static_cast<size_t>(&e - b.entries.data())];
   };
 
-  // Queries: q = wq_b(q_norm(wq_a(x))), RoPE on the tail of every head. No per-head q re-norm in V4.1.
+  // Projections in two passes over the pool, each linear as Linear::apply computes it (the same
+  // bits): first those of x, then those of the normed q_lora. Separate passes for the compressor's
+  // and the indexer's were a hand-off and a tail each at every KV and index source.
+  const bool compress = ratio > 0 && c.is_kv_source(layer);
+  const bool index = ratio > 0 && c.is_index_source(layer);
+  const int64_t iw = static_cast<int64_t>(c.index_n_heads) * c.index_head_dim;
+  LinearJobs& jobs = sc.jobs;
+  auto add = [&](const Linear& l, const float* in, float* y) {
+    if (!l.add_jobs(&jobs, in, rows, y)) l.apply(in, rows, y, b.pool);
+  };
+  // First pass: queries' q_lora = wq_a(x), the window KV wkv(x), the compressor's kv and gate
+  // scores (KV sources), the indexer's head weights (index sources), and the block's mHC
+  // projection riding along (model.cpp block_forward).
   sc.qr.resize(static_cast<size_t>(N * qrank));
   sc.kv.resize(static_cast<size_t>(N * D));
-  if (w.wq_a.kind == Linear::Kind::kFp8 && w.wkv.kind == Linear::Kind::kFp8) {
-    // wq_a and wkv read the same x: in decode one pool pass and one activation quantisation for both
-    // (and the block's mHC projection riding along, model.cpp block_forward).
-    std::vector<kernels::LinearJob<kernels::Fp8Weight>>& first = sc.fp8_jobs;
-    first.clear();
-    add_linear_jobs(&first, x, rows, w.wq_a.fp8, sc.qr.data());
-    add_linear_jobs(&first, x, rows, w.wkv.fp8, sc.kv.data());
-    kernels::linear_batch(kernels::LinearBatch{first, {}, {}, ride_along}, b.pool);
-  } else {
-    kernels::linear_batch(kernels::LinearBatch{{}, {}, {}, ride_along}, b.pool);
-    w.wq_a.apply(x, rows, sc.qr.data(), b.pool);
-    w.wkv.apply(x, rows, sc.kv.data(), b.pool);
+  jobs.clear();
+  jobs.f32.assign(ride_along.begin(), ride_along.end());
+  add(w.wq_a, x, sc.qr.data());
+  add(w.wkv, x, sc.kv.data());
+  if (compress) {
+    sc.comp_kv.resize(static_cast<size_t>(N * D));
+    add(w.comp_wkv, x, sc.comp_kv.data());
+    if (ratio > 1) {
+      sc.comp_score.resize(static_cast<size_t>(N * D));
+      add(w.comp_wgate, x, sc.comp_score.data());
+    }
   }
+  if (index) {
+    sc.idx_w.resize(static_cast<size_t>(N * c.index_n_heads));
+    add(w.idx_weights_proj, x, sc.idx_w.data());
+  }
+  kernels::linear_batch(jobs.batch(), b.pool);
   rms_norm_rows(sc.qr.data(), N, qrank, w.q_norm, c.norm_eps);
   if (b.obs) {
     const std::span<const float> xs(x, static_cast<size_t>(N * c.dim)), qr(sc.qr.data(), static_cast<size_t>(N * qrank));
     b.obs->linear_input("attn.wq_a", layer, -1, xs, c.dim);
     b.obs->linear_input("attn.wkv", layer, -1, xs, c.dim);
     b.obs->linear_input("attn.wq_b", layer, -1, qr, qrank);
-    if (ratio > 0 && c.is_index_source(layer)) b.obs->linear_input("attn.indexer.wq_b", layer, -1, qr, qrank);
+    if (index) b.obs->linear_input("attn.indexer.wq_b", layer, -1, qr, qrank);
   }
+  // Second pass: q = wq_b(q_norm(q_lora)) (no per-head q re-norm in V4.1) and the indexer's queries.
+  jobs.clear();
   sc.q.resize(static_cast<size_t>(N * H * D));
-  w.wq_b.apply(sc.qr.data(), rows, sc.q.data(), b.pool);
+  add(w.wq_b, sc.qr.data(), sc.q.data());
+  if (index) {
+    sc.idx_q.resize(static_cast<size_t>(N * iw));
+    add(w.idx_wq_b, sc.qr.data(), sc.idx_q.data());
+  }
+  kernels::linear_batch(jobs.batch(), b.pool);
+  // RoPE on the tail of every head.
   for (int64_t t = 0; t < N; ++t)
     for (int h = 0; h < H; ++h) b.rope.apply(sc.q.data() + (t * H + h) * D + D - rd, pos[t]);
 
@@ -332,25 +356,7 @@ void attention_forward(const AttentionBatch& b, int layer, const AttentionWeight
     decode_window_row(sc.kvq.data() + t * wrow, D, sc.kv.data() + t * D);
   }
 
-  // Compressor (KV sources) and indexer (index sources): their projections over every row, the
-  // state and the selection per entry.
-  const bool compress = ratio > 0 && c.is_kv_source(layer);
-  if (compress) {
-    sc.comp_kv.resize(static_cast<size_t>(N * D));
-    w.comp_wkv.apply(x, rows, sc.comp_kv.data(), b.pool);
-    if (ratio > 1) {
-      sc.comp_score.resize(static_cast<size_t>(N * D));
-      w.comp_wgate.apply(x, rows, sc.comp_score.data(), b.pool);
-    }
-  }
-  const bool index = ratio > 0 && c.is_index_source(layer);
-  const int64_t iw = static_cast<int64_t>(c.index_n_heads) * c.index_head_dim;
-  if (index) {
-    sc.idx_q.resize(static_cast<size_t>(N * iw));
-    w.idx_wq_b.apply(sc.qr.data(), rows, sc.idx_q.data(), b.pool);
-    sc.idx_w.resize(static_cast<size_t>(N * c.index_n_heads));
-    w.idx_weights_proj.apply(x, rows, sc.idx_w.data(), b.pool);
-  }
+  // Compressor (KV sources) and indexer (index sources): the state and the selection per entry.
   const int K = c.index_topk;
   // One entry's compressor state and indexer selection, against its own caches only; `pool` for
   // its own parallelism (null: serial, the same bits: kernels/indexer.h, the matvec regime).

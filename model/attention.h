@@ -87,7 +87,7 @@ struct AttentionScratch {
   std::vector<uint8_t> kvq;
   std::vector<int64_t> pos;
   std::vector<const AttentionEntry*> one_row, singles;
-  std::vector<kernels::LinearJob<kernels::Fp8Weight>> fp8_jobs;
+  LinearJobs jobs;  // one pass's projections (attention_forward)
   std::vector<kernels::LinearJob<kernels::Bf16Weight>> bf16_jobs;
   std::vector<AttentionEntryScratch> entries;  // [batch entries]
 };
@@ -109,8 +109,9 @@ struct AttentionBatch {
 // Runs layer `layer`'s attention for x [rows.n, dim] (the normed sublayer input of every entry's
 // rows) and writes out [rows.n, dim]; updates each entry's caches (window ring; at a KV source its
 // compressor, unless attention_compress already consumed these positions).
-// `ride_along`: independent F32 jobs (the block's mHC projection) run in the first pass over the
-// pool, beside wq_a and wkv (kernels::linear_batch).
+// The projections run in two passes over the pool (kernels::linear_batch): those of x (wq_a, wkv,
+// the compressor's wkv and wgate, the indexer's weights_proj) with `ride_along`, independent F32
+// jobs (the block's mHC projection); then those of the normed q_lora (wq_b, the indexer's wq_b).
 void attention_forward(const AttentionBatch& b, int layer, const AttentionWeights& w, const float* x, float* out,
                        RideAlong ride_along = {});
 

@@ -43,6 +43,20 @@ void Linear::apply(const float* x, Rows r, float* y, ThreadPool* pool) const {
   if (r.n_prompt() > 0) apply(x + r.n_decode * in, r.n_prompt(), y + r.n_decode * out, pool, kernels::RowPath::kPrompt);
 }
 
+bool Linear::add_jobs(LinearJobs* jobs, const float* x, Rows r, float* y) const {
+  switch (kind) {
+    case Kind::kFp8: add_linear_jobs(&jobs->fp8, x, r, fp8, y); return true;
+    case Kind::kBf16: add_linear_jobs(&jobs->bf16, x, r, bf16, y); return true;
+    case Kind::kF32:
+      if (act_fp8) return false;  // apply() rounds x to E4M3 first
+      add_linear_jobs(&jobs->f32, x, r, f32, y);
+      return true;
+    case Kind::kQuant:
+    case Kind::kNone: break;
+  }
+  return false;
+}
+
 uint64_t Linear::weight_bytes() const {
   switch (kind) {
     case Kind::kFp8: return static_cast<uint64_t>(out * in) + ((out + 31) / 32) * ((in + 31) / 32);

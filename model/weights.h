@@ -52,6 +52,21 @@ void add_linear_jobs(std::vector<kernels::LinearJob<W>>* jobs, const float* x, R
 // the block's mHC projection (model.cpp block_forward, mhc.h hc_mixes_job).
 using RideAlong = std::span<const kernels::LinearJob<kernels::F32Weight>>;
 
+// The jobs of one pass over the pool, by format (kernels::linear_batch); scratch that only grows.
+struct LinearJobs {
+  std::vector<kernels::LinearJob<kernels::Fp8Weight>> fp8;
+  std::vector<kernels::LinearJob<kernels::Fp4Weight>> fp4;
+  std::vector<kernels::LinearJob<kernels::Bf16Weight>> bf16;
+  std::vector<kernels::LinearJob<kernels::F32Weight>> f32;
+  void clear() {
+    fp8.clear();
+    fp4.clear();
+    bf16.clear();
+    f32.clear();
+  }
+  kernels::LinearBatch batch() const { return kernels::LinearBatch{fp8, fp4, bf16, f32}; }
+};
+
 // The kernels' block format of a ggml block dtype (core/dtype.h kQ8_0..kIQ4_NL); false otherwise.
 bool quant_type_of(DType d, kernels::QuantType* out);
 
@@ -82,6 +97,10 @@ struct Linear {
              kernels::RowPath path = kernels::RowPath::kAuto) const;
   // The same over the rows of a batch, each part in its regime (Rows).
   void apply(const float* x, Rows r, float* y, ThreadPool* pool) const;
+  // Adds apply(x, r, y) to `jobs` for one pass with other linears (kernels::linear_batch gives the
+  // same bits as apply) and returns true; false, adding nothing, for what a batch cannot take (the
+  // ggml block formats, an F32 copy of an FP8 weight): the caller applies those itself.
+  bool add_jobs(LinearJobs* jobs, const float* x, Rows r, float* y) const;
   // Weight bytes read per application (for bandwidth stats).
   uint64_t weight_bytes() const;
 };

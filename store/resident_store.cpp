@@ -29,10 +29,14 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
 }
 
 Result<std::optional<ExpertView>> ResidentStore::held_expert(int layer, int expert) {
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert);
+  if (layer < 0 || expert < 0)
+    return InvalidArgument("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": negative id");
   std::lock_guard<std::mutex> lock(experts_mu_);
-  auto it = experts_.find(key);
-  if (it == experts_.end()) {
+  if (experts_.size() <= static_cast<size_t>(layer)) experts_.resize(static_cast<size_t>(layer) + 1);
+  std::vector<std::optional<ExpertView>>& row = experts_[static_cast<size_t>(layer)];
+  if (row.size() <= static_cast<size_t>(expert)) row.resize(static_cast<size_t>(expert) + 1);
+  std::optional<ExpertView>& slot = row[static_cast<size_t>(expert)];
+  if (!slot) {
     const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
     ExpertView v;
     STRATA_ASSIGN_OR_RETURN(v.w1, resident(p + "w1.weight"));
@@ -41,9 +45,9 @@ Result<std::optional<ExpertView>> ResidentStore::held_expert(int layer, int expe
     STRATA_ASSIGN_OR_RETURN(v.w2_scale, resident(p + "w2.scale"));
     STRATA_ASSIGN_OR_RETURN(v.w3, resident(p + "w3.weight"));
     STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
-    it = experts_.emplace(key, v).first;
+    slot = v;
   }
-  return std::optional<ExpertView>(it->second);
+  return slot;
 }
 
 Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep, bool engram_table) {

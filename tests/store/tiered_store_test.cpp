@@ -430,6 +430,39 @@ TEST_F(TieredTiny, LfuKeepsAFrequentExpertThatLruEvicts) {
   }
 }
 
+// held_expert's table (experts_[layer][expert]) fills in any order and gives each expert its own
+// six tensors, the same as resident() by name; ids it cannot hold are errors, not new slots.
+TEST_F(TieredTiny, ResidentExpertViewsAreTheNamedTensorsInAnyOrder) {
+  auto ck = io::Checkpoint::open(ckpt());
+  ASSERT_TRUE(ck.ok());
+  ResidentStore res(std::move(*ck), 8);
+  const std::pair<int, int> order[] = {{5, 7}, {0, 0}, {5, 2}, {7, 7}, {0, 0}, {2, 3}, {5, 7}, {1, 6}};
+  for (auto [layer, expert] : order) {
+    auto v = res.held_expert(layer, expert);
+    ASSERT_TRUE(v.ok()) << v.error().to_string();
+    ASSERT_TRUE(v->has_value());
+    const std::string p = "layers." + std::to_string(layer) + ".ffn.experts." + std::to_string(expert) + ".";
+    const std::pair<const TensorView*, const char*> parts[] = {{&(*v)->w1, "w1.weight"}, {&(*v)->w1_scale, "w1.scale"},
+                                                              {&(*v)->w2, "w2.weight"}, {&(*v)->w2_scale, "w2.scale"},
+                                                              {&(*v)->w3, "w3.weight"}, {&(*v)->w3_scale, "w3.scale"}};
+    for (auto [view, name] : parts) {
+      auto named = res.resident(p + name);
+      ASSERT_TRUE(named.ok()) << named.error().to_string();
+      EXPECT_EQ(view->data, named->data) << p << name;
+      EXPECT_EQ(view->shape, named->shape) << p << name;
+    }
+  }
+  auto missing = res.held_expert(0, 8);  // the tiny checkpoint has experts 0..7
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("layers.0.ffn.experts.8.w1.weight"), std::string::npos)
+      << missing.error().to_string();
+  EXPECT_FALSE(res.held_expert(-1, 0).ok());
+  EXPECT_FALSE(res.held_expert(0, -1).ok());
+  auto again = res.held_expert(0, 0);  // a failed lookup left the filled slots as they were
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->w1.data, res.resident("layers.0.ffn.experts.0.w1.weight")->data);
+}
+
 TEST_F(TieredTiny, EngramRowsMatchResidentAndRepeatsComeFromTheRowCache) {
   auto s = open_tiered(stream());
   ASSERT_NE(s, nullptr);
