@@ -31,23 +31,23 @@ Result<std::unique_ptr<ExpertLease>> ResidentStore::acquire_expert(int layer, in
 Result<std::optional<ExpertView>> ResidentStore::held_expert(int layer, int expert) {
   if (layer < 0 || expert < 0)
     return InvalidArgument("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": negative id");
+  const auto l = static_cast<size_t>(layer), e = static_cast<size_t>(expert);
   std::lock_guard<std::mutex> lock(experts_mu_);
-  if (experts_.size() <= static_cast<size_t>(layer)) experts_.resize(static_cast<size_t>(layer) + 1);
-  std::vector<std::optional<ExpertView>>& row = experts_[static_cast<size_t>(layer)];
-  if (row.size() <= static_cast<size_t>(expert)) row.resize(static_cast<size_t>(expert) + 1);
-  std::optional<ExpertView>& slot = row[static_cast<size_t>(expert)];
-  if (!slot) {
-    const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
-    ExpertView v;
-    STRATA_ASSIGN_OR_RETURN(v.w1, resident(p + "w1.weight"));
-    STRATA_ASSIGN_OR_RETURN(v.w1_scale, resident(p + "w1.scale"));
-    STRATA_ASSIGN_OR_RETURN(v.w2, resident(p + "w2.weight"));
-    STRATA_ASSIGN_OR_RETURN(v.w2_scale, resident(p + "w2.scale"));
-    STRATA_ASSIGN_OR_RETURN(v.w3, resident(p + "w3.weight"));
-    STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
-    slot = v;
-  }
-  return slot;
+  if (l < experts_.size() && e < experts_[l].size() && experts_[l][e]) return experts_[l][e];
+  // First use: the six tensors by name, and only then a slot (an id the checkpoint does not hold is
+  // an error naming the tensor and grows nothing).
+  const std::string p = layer_prefix(layer, n_layers_) + ".ffn.experts." + std::to_string(expert) + ".";
+  ExpertView v;
+  STRATA_ASSIGN_OR_RETURN(v.w1, resident(p + "w1.weight"));
+  STRATA_ASSIGN_OR_RETURN(v.w1_scale, resident(p + "w1.scale"));
+  STRATA_ASSIGN_OR_RETURN(v.w2, resident(p + "w2.weight"));
+  STRATA_ASSIGN_OR_RETURN(v.w2_scale, resident(p + "w2.scale"));
+  STRATA_ASSIGN_OR_RETURN(v.w3, resident(p + "w3.weight"));
+  STRATA_ASSIGN_OR_RETURN(v.w3_scale, resident(p + "w3.scale"));
+  if (l >= experts_.size()) experts_.resize(l + 1);
+  if (e >= experts_[l].size()) experts_[l].resize(e + 1);
+  experts_[l][e] = v;
+  return std::optional<ExpertView>(v);
 }
 
 Status ResidentStore::preload_layer(int layer, int n_experts, const std::function<bool(int)>& keep, bool engram_table) {

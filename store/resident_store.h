@@ -6,16 +6,16 @@
 // so nothing is read during generation. Each tensor starts 64-byte aligned (ResidentTensors).
 // Thread safety: resident() and resident_relaid() may load and must be called from one thread
 // during binding; after every tensor is bound, concurrent calls of names still held only read (a
-// relaid name is read again: bind it through resident_relaid). acquire_expert() locks its memo of
-// expert views.
+// relaid name is read again: bind it through resident_relaid). held_expert() and acquire_expert()
+// lock their memo of expert views.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 

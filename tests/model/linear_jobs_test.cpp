@@ -1,7 +1,9 @@
 // Linear::add_jobs: linears of every format a pass takes (FP8, BF16 in the bit-exact order, F32)
 // give, through one kernels::linear_batch, the bits Linear::apply gives them one by one, in every
-// regime of a batch (decode rows, prompt rows, both, by size); what a batch cannot take (an F32
-// copy of an FP8 weight, a ggml block format) is refused and adds nothing.
+// regime of a batch (decode rows, prompt rows, both, by size), two FP8 linears of the same x (one
+// prepared activation, as attention's wq_a and wkv) and an F32 job already in the pass (the mHC
+// projection riding along) included; what a batch cannot take (an F32 copy of an FP8 weight, a ggml
+// block format) is refused and adds nothing.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -37,8 +39,8 @@ TEST(LinearJobs, OnePassGivesTheBitsOfApply) {
   std::vector<uint16_t> w16(static_cast<size_t>(out * in));
   const std::vector<float> wf = normal(static_cast<size_t>(out * in), rng, 0.05f);
   for (size_t i = 0; i < w16.size(); ++i) w16[i] = f32_to_bf16(wf[i] * 0.5f);
-  Linear fp8, bf16, f32;
-  fp8.kind = Linear::Kind::kFp8;
+  Linear fp8, fp8b, bf16, f32;
+  fp8.kind = fp8b.kind = Linear::Kind::kFp8;
   bf16.kind = Linear::Kind::kBf16;
   f32.kind = Linear::Kind::kF32;
   for (Linear* l : {&fp8, &bf16, &f32}) {
@@ -46,6 +48,10 @@ TEST(LinearJobs, OnePassGivesTheBitsOfApply) {
     l->in = in;
   }
   fp8.fp8 = kernels::Fp8Weight{w8.data(), s8.data(), out, in};
+  const int64_t out_b = 64;  // the first 64 rows: their codes and scale rows lead both tensors
+  fp8b.out = out_b;
+  fp8b.in = in;
+  fp8b.fp8 = kernels::Fp8Weight{w8.data(), s8.data(), out_b, in};
   bf16.bf16 = kernels::Bf16Weight{w16.data(), out, in};
   f32.f32 = kernels::F32Weight{wf.data(), out, in};
   const std::vector<float> x = normal(static_cast<size_t>(n * in), rng, 1.0f);
@@ -53,9 +59,14 @@ TEST(LinearJobs, OnePassGivesTheBitsOfApply) {
   for (const Rows rows : {Rows{1, 1}, Rows{n, n}, Rows{n, 2}, Rows{n, 0}, Rows{n, -1}, Rows{2, -1}}) {
     const std::string what = "rows " + std::to_string(rows.n) + ", decode rows " + std::to_string(rows.n_decode);
     LinearJobs jobs;
-    std::vector<float> y_pass(static_cast<size_t>(3 * rows.n * out), -1.0f), y_one(y_pass.size(), -2.0f);
+    // One slice of rows.n * out per job; the narrower jobs leave the rest of theirs as filled.
+    std::vector<float> y_pass(static_cast<size_t>(5 * rows.n * out), -1.0f), y_one(y_pass);
+    // An F32 job already in the pass, as a ride-along one is.
+    const kernels::F32Weight ride{wf.data() + 7 * in, 24, in};
+    jobs.f32.push_back({x.data(), rows.n, ride, y_pass.data() + 4 * rows.n * out, kernels::RowPath::kAuto});
+    kernels::linear_f32(x.data(), rows.n, ride, y_one.data() + 4 * rows.n * out, &pool);
     int k = 0;
-    for (const Linear* l : {&fp8, &bf16, &f32}) {
+    for (const Linear* l : {&fp8, &fp8b, &bf16, &f32}) {
       ASSERT_TRUE(l->add_jobs(&jobs, x.data(), rows, y_pass.data() + k * rows.n * out)) << what;
       l->apply(x.data(), rows, y_one.data() + k * rows.n * out, &pool);
       ++k;

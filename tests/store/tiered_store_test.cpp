@@ -431,7 +431,8 @@ TEST_F(TieredTiny, LfuKeepsAFrequentExpertThatLruEvicts) {
 }
 
 // held_expert's table (experts_[layer][expert]) fills in any order and gives each expert its own
-// six tensors, the same as resident() by name; ids it cannot hold are errors, not new slots.
+// six tensors, the same as resident() by name; ids the checkpoint does not hold are errors that
+// leave the filled slots as they were.
 TEST_F(TieredTiny, ResidentExpertViewsAreTheNamedTensorsInAnyOrder) {
   auto ck = io::Checkpoint::open(ckpt());
   ASSERT_TRUE(ck.ok());
