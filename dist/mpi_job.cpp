@@ -93,6 +93,7 @@ class MpiJob::Peers : public model::ExpertPeers {
   struct Outbox {
     std::vector<int64_t> header;
     std::vector<float> rows;
+    std::vector<float> sink;  // an answer drained unread (drain)
     MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};  // the header's and the rows' sends
     int layer = -1;
     bool pending = false;
@@ -105,8 +106,12 @@ class MpiJob::Peers : public model::ExpertPeers {
     ob.pending = false;
     int64_t rows = 0;
     for (size_t i = 2; i + 2 < ob.header.size(); i += 3) rows += ob.header[i + 1];
-    std::vector<float> sink(ob.rows.size() - static_cast<size_t>(rows));  // rows * (dim + 1) were sent
-    return receive(peer, ob.layer, sink);
+    // The outbox's own buffer: a receive left posted by a timeout must not write into freed memory
+    // before the job is aborted.
+    ob.sink.resize(ob.rows.size() - static_cast<size_t>(rows));  // rows * (dim + 1) were sent
+    Status s = receive(peer, ob.layer, ob.sink);
+    if (!s.ok()) failed_ = true;
+    return s;
   }
 
   // Waits for rank `peer`'s answer to `layer`: y, or its error, or the timeout.
@@ -137,7 +142,21 @@ class MpiJob::Peers : public model::ExpertPeers {
           return Corruption(who + ": answer of " + std::to_string(count) + " floats, expected " +
                             std::to_string(y.size()));
         }
-        rc = MPI_Recv(y.data(), count, MPI_FLOAT, peer, kTagAnswer, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        // Non-blocking, under the same deadline: an answer above the transport's eager size comes in
+        // fragments the peer must push, and a peer stopped half-way held a blocking receive forever
+        // (cli.mpi_check's stalled rank hung the job at 120 s once in CI, no error printed; the
+        // pipeline's logits had the same hang, mpi_pipeline.cpp). On the deadline the job fails
+        // (failed_, set by collect): MpiJob aborts it, the receive still posted.
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Irecv(y.data(), count, MPI_FLOAT, peer, kTagAnswer, MPI_COMM_WORLD, &req);
+        for (int done = 0; rc == MPI_SUCCESS && !done;) {
+          rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+          if (done || rc != MPI_SUCCESS) break;
+          if (std::chrono::steady_clock::now() > deadline)
+            return IOError(who + " did not answer within " + seconds_text(o_.answer_timeout_s) +
+                           " s (--mpi-timeout): its answer stopped half-way");
+          backoff.wait();
+        }
         if (rc != MPI_SUCCESS) return IOError(who + ": " + mpi_error(rc));
         // The peer answered, so it took both messages: their sends are complete.
         rc = MPI_Waitall(2, out_[static_cast<size_t>(peer)].requests, MPI_STATUSES_IGNORE);
@@ -180,6 +199,7 @@ MpiJob::~MpiJob() {
   // it: end the whole job instead (mpirun then stops every rank and exits non-zero).
   if (peers_ && peers_->failed()) MPI_Abort(MPI_COMM_WORLD, 1);
   stop_peers();
+  if (peers_ && peers_->failed()) MPI_Abort(MPI_COMM_WORLD, 1);  // an answer drained by the stop timed out
   MPI_Finalize();
 }
 
