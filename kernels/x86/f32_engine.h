@@ -84,7 +84,7 @@ struct F32Engine {
       // The same bytes of the next R rows, once per 64 bytes: the hardware prefetchers alone left
       // the kernel waiting on DRAM (as the BF16 level's FP8 loop, see linear_avx512bf16.cpp).
       if ((k & 63) == 0)
-        for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + (i + R) * in + k), _MM_HINT_T0);
+        for (int i = 0; i < R; ++i) prefetch_weights(reinterpret_cast<const char*>(w + (i + R) * in + k));
       const F x0 = V::load(xs + k), x1 = V::load(xs + k + kW);
       for (int i = 0; i < R; ++i) {
         acc[i][0] = V::fmadd(V::e4m3x(w + i * in + k), x0, acc[i][0]);
@@ -119,7 +119,7 @@ struct F32Engine {
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t b = 0; b < nkb; ++b) {
       if ((b & 3) == 0) {  // one prefetch per 64 bytes, 1 KiB ahead (as the BF16 level's FP4 loop)
-        for (int i = 0; i < R; ++i) _mm_prefetch(reinterpret_cast<const char*>(w + i * row_bytes + b * 16 + 1024), _MM_HINT_T0);
+        for (int i = 0; i < R; ++i) prefetch_weights(reinterpret_cast<const char*>(w + i * row_bytes + b * 16 + 1024));
       }
       typename V::T t[R];
       for (int i = 0; i < R; ++i) t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
@@ -226,7 +226,7 @@ struct F32Engine {
     }
     for (int64_t k = 0; k < in; ++k) {
       if ((k & 1) == 0)
-        for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + k * br) + 2048, _MM_HINT_T0);
+        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 2048);
       F xk[NX];
       for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[static_cast<int64_t>(i * xs) + k]);
       for (int j = 0; j < NB; ++j) {
@@ -256,7 +256,7 @@ struct F32Engine {
       const int64_t k1 = imin(in, k0 + 32);
       for (int64_t k = k0; k < k1; ++k) {
         if ((k & 3) == 0)
-          for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j] + k * br) + 1024, _MM_HINT_T0);
+          for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 1024);
         F xk[NX];
         for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[static_cast<int64_t>(i * xs) + k]);
         for (int j = 0; j < NB; ++j) {

@@ -249,7 +249,7 @@ void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t
   };
   const int64_t full = in / 64;
   for (int64_t c = 0; c < full; ++c) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 64 * c + std::max(kFp8PrefetchRows * in, kFp8PrefetchMinBytes)), _MM_HINT_T0);
+    prefetch_weights(reinterpret_cast<const char*>(w + 64 * c + std::max(kFp8PrefetchRows * in, kFp8PrefetchMinBytes)));
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   // A half chunk at the end: the missing bytes load as code 0 (value 0) and meet zero x.
@@ -357,8 +357,12 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
 // prefetch 1 KiB ahead lifts it from ~9-12 to ~14-15 GB/s on Zen4 (512..2048 all alike; the FP8 loop
 // got slower with it). bench/kernels_bench decode_expert_*, t=1, alternating A/B runs.
 // 2 KiB measured 9-12% faster than 1 KiB on a Sapphire Rapids VM (12.8-13.3 -> 14.4 GB/s at 2
-// threads, decode_expert_*), 4 KiB the same as 2.
-constexpr int64_t kFp4PrefetchBytes = 2048;
+// threads, decode_expert_*), 4 KiB the same as 2. On a Zen 5 VM 4 KiB beat 2: 448 x 1024 experts
+// streamed from DRAM by both kernels alternated in one process (medians of the paired ratios over
+// 40-60 rounds, seven runs) +4 to +11% at 2 threads, +8% at 1; 3 and 6 KiB between; a near/far
+// pair (1 KiB into L1, 6 KiB into L2) -6 to -10%. BM_LinearFp4/decode_expert_448x1024/2/3 (the
+// pool's pass), the two builds alternated five times: 11.8-13.1 -> 10.7-11.6 us.
+constexpr int64_t kFp4PrefetchBytes = 4096;
 constexpr int64_t kFp4ScaleRowsAhead = 4;
 
 // Leaves NX vectors of lane partials, part[j * 16] = acc[j][0] + acc[j][1], whose horizontal sum is
@@ -372,7 +376,7 @@ void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const ui
   // BM_LinearFp4/decode_expert_* medians of 3, alternated 3 times: 448 x 1024 10.5-11.6 -> 9.4-10.4
   // us, 2304 x 5120 154-180 -> 137-164, 5120 x 2304 149-178 -> 143-165 (BM_MemRead/2 beside them).
   for (int64_t b = 0; b < nkb; b += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(sc + kFp4ScaleRowsAhead * nkb + b), _MM_HINT_T0);
+    prefetch_weights(reinterpret_cast<const char*>(sc + kFp4ScaleRowsAhead * nkb + b));
   row_scales(sc, nkb, sf);
   const __m512i table = load_words(kE2M1Bf16);
   const __m512i lanes = _mm512_load_si512(kLaneOfBlock);
@@ -395,7 +399,7 @@ void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const ui
   };
   const int64_t full = row_bytes / 64, rem = row_bytes % 64;
   for (int64_t c = 0; c < full; ++c) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + 64 * c + kFp4PrefetchBytes), _MM_HINT_T0);
+    prefetch_weights(reinterpret_cast<const char*>(w + 64 * c + kFp4PrefetchBytes));
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   if (rem != 0) step(full, _mm512_maskz_loadu_epi8(~0ULL >> (64 - rem), w + 64 * full));

@@ -466,7 +466,7 @@ struct OpsEngine {
       for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = V::zero();
       for (int64_t k = 0; k < main; k += 4 * kW) {
         for (int b = 0; b < 4 * kW * 2; b += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes, _MM_HINT_T0);
+          prefetch_weights(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes);
         for (int j = 0; j < 4; ++j) {
           const F wv = V::bf16(wr + k + j * kW);
           for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, V::loadu(x + i * ldx + k + j * kW), acc[i][j]);
@@ -508,8 +508,8 @@ struct OpsEngine {
       for (int a = 0; a < R; ++a)
         for (int i = 0; i < X; ++i) acc[a][i] = V::zero();
       for (int64_t k = j * kW; k < main; k += 4 * kW) {
-        _mm_prefetch(pf, _MM_HINT_T0);
-        if constexpr (2 * R * kW >= 128) _mm_prefetch(pf + 64, _MM_HINT_T0);
+        prefetch_weights(pf);
+        if constexpr (2 * R * kW >= 128) prefetch_weights(pf + 64);
         pf += 2 * R * kW;
         F xv[X];
         for (int i = 0; i < X; ++i) xv[i] = V::loadu(x + i * ldx + k);
@@ -604,7 +604,7 @@ struct OpsEngine {
       if ((k & 1) == 0) {
         const int64_t at = 2 * br * k + ahead;
         const int64_t off = at < block_bytes ? at : at - block_bytes + next_step;
-        for (int j = 0; j < NB; ++j) _mm_prefetch(reinterpret_cast<const char*>(p[j]) + off, _MM_HINT_T0);
+        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j]) + off);
       }
       F xk[NX];
       for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[i * ldx + k]);
