@@ -64,12 +64,13 @@ void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w
   const int64_t unit = f.vec_row_unit;
   const int64_t n_units = ceil_div(w.out, unit);
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, unit * weight_row_bytes(w)));
-  // One pass over each chunk of weight rows serves every group of x rows (the chunk stays in L2).
+  // One pass over each chunk of weight rows serves every group of x rows (the chunk stays in L2:
+  // with more than one group the kernels prefetch into every cache level, `once` false).
   run_range(pool, n_units, grain, [&](int64_t u0, int64_t u1) {
     const int64_t r0 = u0 * unit, r1 = std::min(u1 * unit, w.out);
     for (int64_t i = 0; i < n; i += f.max_nx) {
       f.matvec(static_cast<const unsigned char*>(a) + static_cast<size_t>(i) * stride, std::min(f.max_nx, n - i),
-               stride, w, r0, r1, y + i * w.out, w.out);
+               stride, w, r0, r1, y + i * w.out, w.out, n <= f.max_nx);
     }
   });
 }
@@ -266,7 +267,7 @@ class BatchPass {
     const unsigned char* a = prep_ ? act_.get() + act_offset_[owner_[ch.job]] : reinterpret_cast<const unsigned char*>(job.x);
     for (int64_t i = 0; i < job.n; i += f_.max_nx)
       f_.matvec(a + static_cast<size_t>(i) * stride, std::min(f_.max_nx, job.n - i), stride, job.w, ch.r0, ch.r1,
-                job.y + i * job.w.out, job.w.out);
+                job.y + i * job.w.out, job.w.out, job.n <= f_.max_nx);
   }
 
  private:

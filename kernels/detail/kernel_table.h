@@ -50,8 +50,11 @@ struct FormatKernels {
   // y[i, r] for i < nx (nx <= max_nx) and r in [r0, r1); prepared rows are act_stride bytes apart
   // (x rows when vec_act_bytes is 0), y rows ldy floats apart. r0 is a multiple of vec_row_unit.
   // Each weight byte of the range is decoded once for all nx rows.
+  // `once`: this call is the only pass over rows [r0, r1) (false: the caller runs them again for
+  // the next group of x rows), so the weight prefetches may bypass L2/L3 (kernels/x86/common.h
+  // prefetch_weights); never changes a result.
   void (*matvec)(const void* act, int64_t nx, size_t act_stride, const W& w, int64_t r0, int64_t r1, float* y,
-                 int64_t ldy) = nullptr;
+                 int64_t ldy, bool once) = nullptr;
   int64_t vec_row_unit = 1;
   int64_t max_nx = 1;
   // n < gemm_min_rows runs the matvec kernel over groups of max_nx rows; larger n the GEMM engine.

@@ -1,4 +1,4 @@
-// Scalar helpers shared by the ISA files of kernels/x86 (each compiled with its own -m flags).
+// Scalar helpers and the weight prefetch shared by the ISA files of kernels/x86 (each compiled with its own -m flags).
 //
 // Everything here sits in an anonymous namespace on purpose: each ISA file gets its own internal copy
 // compiled with its own flags, so the linker can never merge an AVX-512 build of a helper into code
@@ -16,15 +16,19 @@
 namespace strata::kernels::x86 {
 namespace {
 
-// Prefetches the weight line at p for a decode matvec. A decode step reads each weight byte once,
-// so the line goes in non-temporal (NTA: into L1 without displacing L2/L3 on its way out): the
-// ~800 MB a token streams through the caches then no longer evict what the step reuses between
-// its passes, the activations, the KV cache's window ring and compressed rows, the mHC state, the
-// kernels' tables. Zen 5 VM, 8 GB scaled checkpoint, 2 threads, T0 -> NTA in every decode weight
-// stream (docs/performance.md, "Weights stream past the caches"): `strata run --stats` attention,
-// MoE and head times all lower in 4 of 4 alternated pairs (decode +2 to +10%); the kernels alone
-// (weights from DRAM, nothing else to keep) stream at the same rate with either hint.
-inline void prefetch_weights(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA); }
+// Prefetches the weight line at p for a decode matvec. Where the call reads each weight byte once
+// (`once`: every row of x in one pass over the weights) the line goes in non-temporal (NTA: into
+// L1, likely without displacing L2/L3 on its way out), so the ~800 MB a token streams no longer
+// evict what the step reads again between its passes: the activations, the KV cache's window ring
+// and compressed rows, the mHC state, the kernels' tables. Where a chunk is read again for another
+// group of x rows (more rows than one pass takes) the line goes to every level (T0) as before.
+// Measured on a Zen 5 VM only (8 GB scaled checkpoint, 2 threads; docs/performance.md, "Weights
+// stream past the caches"): `strata run --stats` attention, MoE and head times lower in 4 of 4
+// alternated pairs (decode +2 to +11%); the kernels alone stream at the same rate with either hint.
+inline void prefetch_weights(const void* p, bool once) {
+  if (once) _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
+  else _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
 
 inline float bits_f32(uint32_t u) {
   float f;

@@ -77,14 +77,14 @@ struct F32Engine {
   // FP8 rows [r0, r1), r0 a multiple of 32: per 32-row block, x' = xq * s_w * 2^8 (exact, powers of
   // two) is built once and dotted with the widened rows, four rows at a time.
   template <int R>
-  static void fp8_dot(const float* xs, const uint8_t* w, int64_t in, float* y) {
+  static void fp8_dot(const float* xs, const uint8_t* w, int64_t in, float* y, bool once) {
     F acc[R][2];
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t k = 0; k < in; k += 2 * kW) {
       // The same bytes of the next R rows, once per 64 bytes: the hardware prefetchers alone left
       // the kernel waiting on DRAM (as the BF16 level's FP8 loop, see linear_avx512bf16.cpp).
       if ((k & 63) == 0)
-        for (int i = 0; i < R; ++i) prefetch_weights(reinterpret_cast<const char*>(w + (i + R) * in + k));
+        for (int i = 0; i < R; ++i) prefetch_weights(reinterpret_cast<const char*>(w + (i + R) * in + k), once);
       const F x0 = V::load(xs + k), x1 = V::load(xs + k + kW);
       for (int i = 0; i < R; ++i) {
         acc[i][0] = V::fmadd(V::e4m3x(w + i * in + k), x0, acc[i][0]);
@@ -93,7 +93,7 @@ struct F32Engine {
     }
     for (int i = 0; i < R; ++i) y[i] = V::hsum(V::add(acc[i][0], acc[i][1]));
   }
-  static void fp8_matvec1(const void* act, const Fp8Weight& w, int64_t r0, int64_t r1, float* y) {
+  static void fp8_matvec1(const void* act, const Fp8Weight& w, int64_t r0, int64_t r1, float* y, bool once) {
     const float* xq = static_cast<const float*>(act);
     const int64_t in = w.in, nkb = in / 32;
     Scratch buf(static_cast<size_t>(in) * sizeof(float));
@@ -106,20 +106,22 @@ struct F32Engine {
       }
       const int64_t hi = imin(r1, rb * 32 + 32);
       int64_t r = imax(r0, rb * 32);
-      for (; r + kRowsFp8 <= hi; r += kRowsFp8) fp8_dot<kRowsFp8>(xs, w.w + r * in, in, y + r);
-      for (; r < hi; ++r) fp8_dot<1>(xs, w.w + r * in, in, y + r);
+      for (; r + kRowsFp8 <= hi; r += kRowsFp8) fp8_dot<kRowsFp8>(xs, w.w + r * in, in, y + r, once);
+      for (; r < hi; ++r) fp8_dot<1>(xs, w.w + r * in, in, y + r, once);
     }
   }
 
   // FP4 rows: per 32-block a table of the 16 codes times the row's block scale.
   template <int R>
-  static void fp4_dot(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in, float* y) {
+  static void fp4_dot(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in, float* y, bool once) {
     const int64_t nkb = in / 32, row_bytes = in / 2;
     F acc[R][2];
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t b = 0; b < nkb; ++b) {
-      if ((b & 3) == 0) {  // one prefetch per 64 bytes, 1 KiB ahead (as the BF16 level's FP4 loop)
-        for (int i = 0; i < R; ++i) prefetch_weights(reinterpret_cast<const char*>(w + i * row_bytes + b * 16 + 1024));
+      // One prefetch per 64 bytes, 1 KiB ahead (the BF16 level's FP4 loop, 4 KiB now, was 1 KiB
+      // when this was written; not re-measured here).
+      if ((b & 3) == 0) {
+        for (int i = 0; i < R; ++i) prefetch_weights(w + i * row_bytes + b * 16 + 1024, once);
       }
       typename V::T t[R];
       for (int i = 0; i < R; ++i) t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
@@ -135,12 +137,12 @@ struct F32Engine {
     }
     for (int i = 0; i < R; ++i) y[i] = V::hsum(V::add(acc[i][0], acc[i][1]));
   }
-  static void fp4_matvec1(const void* act, const Fp4Weight& w, int64_t r0, int64_t r1, float* y) {
+  static void fp4_matvec1(const void* act, const Fp4Weight& w, int64_t r0, int64_t r1, float* y, bool once) {
     const float* xa = static_cast<const float*>(act);
     const int64_t in = w.in, nkb = in / 32;
     int64_t r = r0;
-    for (; r + kRows <= r1; r += kRows) fp4_dot<kRows>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r);
-    for (; r < r1; ++r) fp4_dot<1>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r);
+    for (; r + kRows <= r1; r += kRows) fp4_dot<kRows>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r, once);
+    for (; r < r1; ++r) fp4_dot<1>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r, once);
   }
 
   // BF16 / F32 rows in the reference order. Their products are not exact, so the summation order is
@@ -214,8 +216,8 @@ struct F32Engine {
   // one row (now bound by the arithmetic, not the bytes) and 238-247 -> 279-284 at four (+15%).
   template <int NX, int NB>
   static void bf16_blocked_rows_nx(const float* x, size_t xs, const Bf16Weight& w, int64_t r, float* y,
-                                   int64_t ldy) {
-    if (w.e4m3 != nullptr) return e4m3_blocked_rows_nx<NX, NB>(x, xs, w, r, y, ldy);
+                                   int64_t ldy, bool once) {
+    if (w.e4m3 != nullptr) return e4m3_blocked_rows_nx<NX, NB>(x, xs, w, r, y, ldy, once);
     const int64_t in = w.in, br = kBf16BlockRows;
     const uint16_t* p[NB];
     F acc[NX][NB];
@@ -226,7 +228,7 @@ struct F32Engine {
     }
     for (int64_t k = 0; k < in; ++k) {
       if ((k & 1) == 0)
-        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 2048);
+        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 2048, once);
       F xk[NX];
       for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[static_cast<int64_t>(i * xs) + k]);
       for (int j = 0; j < NB; ++j) {
@@ -239,7 +241,7 @@ struct F32Engine {
   }
   template <int NX, int NB>
   static void e4m3_blocked_rows_nx(const float* x, size_t xs, const Bf16Weight& w, int64_t r, float* y,
-                                   int64_t ldy) {
+                                   int64_t ldy, bool once) {
     const int64_t in = w.in, br = kBf16BlockRows, nkb = ceil_div(in, 32);
     const uint8_t* p[NB];
     const uint8_t* sc[NB];
@@ -256,7 +258,7 @@ struct F32Engine {
       const int64_t k1 = imin(in, k0 + 32);
       for (int64_t k = k0; k < k1; ++k) {
         if ((k & 3) == 0)
-          for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 1024);
+          for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j] + k * br) + 1024, once);
         F xk[NX];
         for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[static_cast<int64_t>(i * xs) + k]);
         for (int j = 0; j < NB; ++j) {
@@ -268,13 +270,13 @@ struct F32Engine {
     for (int i = 0; i < NX; ++i)
       for (int j = 0; j < NB; ++j) V::storeu(y + i * ldy + r + j * kW, acc[i][j]);
   }
-  static void bf16_matvec1(const void* act, const Bf16Weight& w, int64_t r0, int64_t r1, float* y) {
+  static void bf16_matvec1(const void* act, const Bf16Weight& w, int64_t r0, int64_t r1, float* y, bool once) {
     const float* x = static_cast<const float*>(act);
     const int64_t in = w.in;
     int64_t r = r0;
     if (w.blocked) {
-      for (; r + 4 * kW <= r1; r += 4 * kW) bf16_blocked_rows_nx<1, 4>(x, 0, w, r, y, 0);
-      for (; r < r1; r += kW) bf16_blocked_rows_nx<1, 1>(x, 0, w, r, y, 0);
+      for (; r + 4 * kW <= r1; r += 4 * kW) bf16_blocked_rows_nx<1, 4>(x, 0, w, r, y, 0, once);
+      for (; r < r1; r += kW) bf16_blocked_rows_nx<1, 1>(x, 0, w, r, y, 0, once);
       return;
     }
     for (; r < r1; r += kW) bf16_block(x, in, w.w + r * in, y + r, static_cast<int>(imin(kW, r1 - r)));
@@ -309,7 +311,7 @@ struct F32Engine {
     }
   }
   static void f32_matvec(const void* act, int64_t nx, size_t stride, const F32Weight& w, int64_t r0, int64_t r1,
-                         float* y, int64_t ldy) {
+                         float* y, int64_t ldy, bool /*once: no software prefetch here*/) {
     const float* x = static_cast<const float*>(act);
     const size_t xs = stride / sizeof(float);
     const int64_t in = w.in;
@@ -332,40 +334,43 @@ struct F32Engine {
   }
 
   // Several rows of x: the f32 engine decodes the weights once per row (the chunk [r0, r1) is
-  // re-read from L2), which is as fast per row as n = 1; the BF16 level shares the decode.
-  template <class W, void (*One)(const void*, const W&, int64_t, int64_t, float*)>
+  // re-read from L2, so its prefetches keep it there: prefetch_weights' `once` only for one row),
+  // which is as fast per row as n = 1; the BF16 level shares the decode.
+  template <class W, void (*One)(const void*, const W&, int64_t, int64_t, float*, bool)>
   static void rows(const void* act, int64_t nx, size_t stride, const W& w, int64_t r0, int64_t r1, float* y,
-                   int64_t ldy) {
-    for (int64_t i = 0; i < nx; ++i) One(static_cast<const unsigned char*>(act) + i * stride, w, r0, r1, y + i * ldy);
+                   int64_t ldy, bool once) {
+    for (int64_t i = 0; i < nx; ++i)
+      One(static_cast<const unsigned char*>(act) + i * stride, w, r0, r1, y + i * ldy, once && nx == 1);
   }
   static constexpr auto fp8_matvec = &rows<Fp8Weight, &fp8_matvec1>;
   static constexpr auto fp4_matvec = &rows<Fp4Weight, &fp4_matvec1>;
   // Blocked BF16 with several rows of x: groups of up to four x rows share the weights
   // (bf16_blocked_rows_nx) where the registers hold 4 x 4 chains (zmm); otherwise row by row.
   static void bf16_matvec(const void* act, int64_t nx, size_t stride, const Bf16Weight& w, int64_t r0, int64_t r1,
-                          float* y, int64_t ldy) {
+                          float* y, int64_t ldy, bool once_call) {
     if constexpr (kW < 16) {  // ymm: 4 x 4 chains do not fit the registers (no such loop is built)
-      rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy);
+      rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy, once_call);
     } else {
-      if (!w.blocked || nx == 1) return rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy);
+      if (!w.blocked || nx == 1) return rows<Bf16Weight, &bf16_matvec1>(act, nx, stride, w, r0, r1, y, ldy, once_call);
       const float* x = static_cast<const float*>(act);
       const size_t xs = stride / sizeof(float);
       for (int64_t i = 0; i < nx; i += 4) {
         const float* xi = x + i * static_cast<int64_t>(xs);
         float* yi = y + i * ldy;
         const int64_t g = imin(4, nx - i);
+        const bool once = once_call && nx <= 4;  // more rows: the chunk is read again for the next group
         int64_t r = r0;
         for (; r + 4 * kW <= r1; r += 4 * kW) {
           switch (g) {
-            case 1: bf16_blocked_rows_nx<1, 4>(xi, xs, w, r, yi, ldy); break;
-            case 2: bf16_blocked_rows_nx<2, 4>(xi, xs, w, r, yi, ldy); break;
-            case 3: bf16_blocked_rows_nx<3, 4>(xi, xs, w, r, yi, ldy); break;
-            default: bf16_blocked_rows_nx<4, 4>(xi, xs, w, r, yi, ldy); break;
+            case 1: bf16_blocked_rows_nx<1, 4>(xi, xs, w, r, yi, ldy, once); break;
+            case 2: bf16_blocked_rows_nx<2, 4>(xi, xs, w, r, yi, ldy, once); break;
+            case 3: bf16_blocked_rows_nx<3, 4>(xi, xs, w, r, yi, ldy, once); break;
+            default: bf16_blocked_rows_nx<4, 4>(xi, xs, w, r, yi, ldy, once); break;
           }
         }
         for (int64_t j = 0; j < g; ++j)
           for (int64_t rr = r; rr < r1; rr += kW)
-            bf16_blocked_rows_nx<1, 1>(xi + j * static_cast<int64_t>(xs), 0, w, rr, yi + j * ldy, 0);
+            bf16_blocked_rows_nx<1, 1>(xi + j * static_cast<int64_t>(xs), 0, w, rr, yi + j * ldy, 0, false);
       }
     }
   }

@@ -235,7 +235,7 @@ constexpr int64_t kFp8PrefetchMinBytes = 4096;
 
 // It leaves lane partials, part[j * 16] = acc[j][0] + acc[j][1] (fp8_rows sums 16 rows' at once).
 template <int NX>
-void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, __m512* part) {
+void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t in, __m512* part, bool once) {
   const E4m3Decoder d;
   __m512 acc[NX][2];
   for (int j = 0; j < NX; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
@@ -249,7 +249,7 @@ void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t
   };
   const int64_t full = in / 64;
   for (int64_t c = 0; c < full; ++c) {
-    prefetch_weights(reinterpret_cast<const char*>(w + 64 * c + std::max(kFp8PrefetchRows * in, kFp8PrefetchMinBytes)));
+    prefetch_weights(w + 64 * c + imax(kFp8PrefetchRows * in, kFp8PrefetchMinBytes), once);
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   // A half chunk at the end: the missing bytes load as code 0 (value 0) and meet zero x.
@@ -259,11 +259,12 @@ void fp8_partials(const uint16_t* xs, int64_t xstride, const uint8_t* w, int64_t
 
 // Rows [r, hi) in groups of 16, each group's sums reduced together (reduce_add_16; see fp4_rows).
 template <int NX>
-void fp8_rows(const uint16_t* xs, int64_t xstride, const Fp8Weight& w, int64_t r, int64_t hi, float* y, int64_t ldy) {
+void fp8_rows(const uint16_t* xs, int64_t xstride, const Fp8Weight& w, int64_t r, int64_t hi, float* y, int64_t ldy,
+              bool once) {
   __m512 part[NX * 16];
   for (; r < hi; r += 16) {
     const int rows = static_cast<int>(imin(16, hi - r));
-    for (int i = 0; i < rows; ++i) fp8_partials<NX>(xs, xstride, w.w + (r + i) * w.in, w.in, part + i);
+    for (int i = 0; i < rows; ++i) fp8_partials<NX>(xs, xstride, w.w + (r + i) * w.in, w.in, part + i, once);
     store_row_sums<NX>(part, rows, y + r, ldy);
   }
 }
@@ -276,7 +277,7 @@ constexpr int kMaxNx = 8;
 constexpr int64_t kWideNxMaxIn = 2048;
 
 void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight& w, int64_t r0, int64_t r1, float* y,
-                int64_t ldy) {
+                int64_t ldy, bool once_call) {
   const int64_t in = w.in, nkb = in / 32, nch = ceil_div(in, 64), xstride = nch * 64;
   Scratch buf(static_cast<size_t>(nx * xstride) * 2);
   uint16_t* xs = buf.as<uint16_t>();
@@ -299,18 +300,19 @@ void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight&
     }
     const int64_t lo = imax(r0, rb * 32), hi = imin(r1, rb * 32 + 32);
     const int64_t group = in > kWideNxMaxIn ? 4 : kMaxNx;
+    const bool once = once_call && nx <= group;  // more rows: the block is read again for the next group
     for (int64_t j0 = 0; j0 < nx; j0 += group) {
       const uint16_t* xj = xs + j0 * xstride;
       float* yj = y + j0 * ldy;
       switch (imin(group, nx - j0)) {
-        case 1: fp8_rows<1>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 2: fp8_rows<2>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 3: fp8_rows<3>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 4: fp8_rows<4>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 5: fp8_rows<5>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 6: fp8_rows<6>(xj, xstride, w, lo, hi, yj, ldy); break;
-        case 7: fp8_rows<7>(xj, xstride, w, lo, hi, yj, ldy); break;
-        default: fp8_rows<8>(xj, xstride, w, lo, hi, yj, ldy); break;
+        case 1: fp8_rows<1>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 2: fp8_rows<2>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 3: fp8_rows<3>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 4: fp8_rows<4>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 5: fp8_rows<5>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 6: fp8_rows<6>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        case 7: fp8_rows<7>(xj, xstride, w, lo, hi, yj, ldy, once); break;
+        default: fp8_rows<8>(xj, xstride, w, lo, hi, yj, ldy, once); break;
       }
     }
   }
@@ -357,7 +359,8 @@ void row_scales(const uint8_t* sc, int64_t nkb, float* out) {
 // prefetch 1 KiB ahead lifts it from ~9-12 to ~14-15 GB/s on Zen4 (512..2048 all alike; the FP8 loop
 // got slower with it). bench/kernels_bench decode_expert_*, t=1, alternating A/B runs.
 // 2 KiB measured 9-12% faster than 1 KiB on a Sapphire Rapids VM (12.8-13.3 -> 14.4 GB/s at 2
-// threads, decode_expert_*), 4 KiB the same as 2. On a Zen 5 VM 4 KiB beat 2: 448 x 1024 experts
+// threads, decode_expert_*), 4 KiB the same as 2. On a Zen 5 VM 4 KiB beat 2 (both T0, before the
+// prefetches went non-temporal, prefetch_weights): 448 x 1024 experts
 // streamed from DRAM by both kernels alternated in one process (medians of the paired ratios over
 // 40-60 rounds, seven runs) +4 to +11% at 2 threads, +8% at 1; 3 and 6 KiB between; a near/far
 // pair (1 KiB into L1, 6 KiB into L2) -6 to -10%. BM_LinearFp4/decode_expert_448x1024/2/3 (the
@@ -369,14 +372,14 @@ constexpr int64_t kFp4ScaleRowsAhead = 4;
 // x row j's result (fp4_rows sums 16 weight rows' at once).
 template <int NX>
 void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const uint8_t* sc, int64_t in, float* sf,
-                  __m512* part) {
+                  __m512* part, bool once) {
   const int64_t nkb = in / 32, row_bytes = in / 2;
   // The scales are a second stream (in / 32 bytes a row, a separate tensor) that the weights'
   // prefetch does not cover: fetch those of the row kFp4ScaleRowsAhead rows on. Zen 5 VM, 2 threads,
   // BM_LinearFp4/decode_expert_* medians of 3, alternated 3 times: 448 x 1024 10.5-11.6 -> 9.4-10.4
   // us, 2304 x 5120 154-180 -> 137-164, 5120 x 2304 149-178 -> 143-165 (BM_MemRead/2 beside them).
   for (int64_t b = 0; b < nkb; b += 64)
-    prefetch_weights(reinterpret_cast<const char*>(sc + kFp4ScaleRowsAhead * nkb + b));
+    prefetch_weights(sc + kFp4ScaleRowsAhead * nkb + b, once);
   row_scales(sc, nkb, sf);
   const __m512i table = load_words(kE2M1Bf16);
   const __m512i lanes = _mm512_load_si512(kLaneOfBlock);
@@ -399,7 +402,7 @@ void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const ui
   };
   const int64_t full = row_bytes / 64, rem = row_bytes % 64;
   for (int64_t c = 0; c < full; ++c) {
-    prefetch_weights(reinterpret_cast<const char*>(w + 64 * c + kFp4PrefetchBytes));
+    prefetch_weights(w + 64 * c + kFp4PrefetchBytes, once);
     step(c, _mm512_loadu_si512(w + 64 * c));
   }
   if (rem != 0) step(full, _mm512_maskz_loadu_epi8(~0ULL >> (64 - rem), w + 64 * full));
@@ -410,36 +413,37 @@ void fp4_partials(const uint16_t* xa, size_t xstride, const uint8_t* w, const ui
 // group's 16 sums in one vector (the same bits as a horizontal sum per row, a third of its work).
 template <int NX>
 void fp4_rows(const uint16_t* xa, size_t xstride, const Fp4Weight& w, int64_t r, int64_t r1, float* sf, float* y,
-              int64_t ldy) {
+              int64_t ldy, bool once) {
   const int64_t in = w.in, nkb = in / 32;
   __m512 part[NX * 16];
   for (; r < r1; r += 16) {
     const int rows = static_cast<int>(imin(16, r1 - r));
     for (int i = 0; i < rows; ++i)
-      fp4_partials<NX>(xa, xstride, w.w + (r + i) * (in / 2), w.scale + (r + i) * nkb, in, sf, part + i);
+      fp4_partials<NX>(xa, xstride, w.w + (r + i) * (in / 2), w.scale + (r + i) * nkb, in, sf, part + i, once);
     store_row_sums<NX>(part, rows, y + r, ldy);
   }
 }
 
 void fp4_matvec(const void* act, int64_t nx, size_t act_stride, const Fp4Weight& w, int64_t r0, int64_t r1, float* y,
-                int64_t ldy) {
+                int64_t ldy, bool once_call) {
   const uint16_t* xa = static_cast<const uint16_t*>(act);
   const size_t xstride = act_stride / 2;
   Scratch buf(static_cast<size_t>(round_up(w.in / 32, 16)) * sizeof(float));
   float* sf = buf.as<float>();
   const int64_t group = w.in > kWideNxMaxIn ? 4 : kMaxNx;
+  const bool once = once_call && nx <= group;  // more rows: the chunk is read again for the next group
   for (int64_t j0 = 0; j0 < nx; j0 += group) {
     const uint16_t* xj = xa + j0 * xstride;
     float* yj = y + j0 * ldy;
     switch (imin(group, nx - j0)) {
-      case 1: fp4_rows<1>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 2: fp4_rows<2>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 3: fp4_rows<3>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 4: fp4_rows<4>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 5: fp4_rows<5>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 6: fp4_rows<6>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      case 7: fp4_rows<7>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
-      default: fp4_rows<8>(xj, xstride, w, r0, r1, sf, yj, ldy); break;
+      case 1: fp4_rows<1>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 2: fp4_rows<2>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 3: fp4_rows<3>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 4: fp4_rows<4>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 5: fp4_rows<5>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 6: fp4_rows<6>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      case 7: fp4_rows<7>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
+      default: fp4_rows<8>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
     }
   }
 }

@@ -458,7 +458,7 @@ struct OpsEngine {
   static constexpr int64_t kBf16AnyPrefetchBytes = 2048;
   template <int NX>
   static void bf16_rows_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
-                            float* y, int64_t ldy) {
+                            float* y, int64_t ldy, bool once) {
     const int64_t main = in / (4 * kW) * (4 * kW);
     for (int64_t r = r0; r < r1; ++r) {
       const uint16_t* wr = w + r * in;
@@ -466,7 +466,7 @@ struct OpsEngine {
       for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = V::zero();
       for (int64_t k = 0; k < main; k += 4 * kW) {
         for (int b = 0; b < 4 * kW * 2; b += 64)
-          prefetch_weights(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes);
+          prefetch_weights(reinterpret_cast<const char*>(wr + k) + b + kBf16AnyPrefetchBytes, once);
         for (int j = 0; j < 4; ++j) {
           const F wv = V::bf16(wr + k + j * kW);
           for (int i = 0; i < NX; ++i) acc[i][j] = V::fmadd(wv, V::loadu(x + i * ldx + k + j * kW), acc[i][j]);
@@ -499,7 +499,7 @@ struct OpsEngine {
   // pf: where this block's prefetches start (2 R kW bytes per step, a block's bytes in all).
   template <int R>
   static void bf16_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r, float* y,
-                             int64_t ldy, const char* pf) {
+                             int64_t ldy, const char* pf, bool once) {
     constexpr int X = kAnyX;
     const int64_t main = in / (4 * kW) * (4 * kW);
     F part[4][R][X];
@@ -508,8 +508,8 @@ struct OpsEngine {
       for (int a = 0; a < R; ++a)
         for (int i = 0; i < X; ++i) acc[a][i] = V::zero();
       for (int64_t k = j * kW; k < main; k += 4 * kW) {
-        prefetch_weights(pf);
-        if constexpr (2 * R * kW >= 128) prefetch_weights(pf + 64);
+        prefetch_weights(pf, once);
+        if constexpr (2 * R * kW >= 128) prefetch_weights(pf + 64, once);
         pf += 2 * R * kW;
         F xv[X];
         for (int i = 0; i < X; ++i) xv[i] = V::loadu(x + i * ldx + k);
@@ -532,7 +532,7 @@ struct OpsEngine {
     }
   }
   static void bf16_rows_block_any(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
-                                  float* y, int64_t ldy) {
+                                  float* y, int64_t ldy, bool once) {
     constexpr int R = kAnyR;
     // Each block prefetches a block's worth of bytes starting min(2 blocks, 16 KiB) ahead, spread
     // over its iterations (bf16_block_any's pf: 2 R kW bytes per step). The first version issued the
@@ -545,24 +545,26 @@ struct OpsEngine {
     const int64_t block_bytes = R * 2 * in, ahead = std::min<int64_t>(2 * block_bytes, 16 * 1024);
     int64_t r = r0;
     for (; r + R <= r1; r += R)
-      bf16_block_any<R>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in) + ahead);
+      bf16_block_any<R>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + r * in) + ahead, once);
     // The last rows (fewer than R) one at a time, each prefetching the row after it (a prefetch past
     // the matrix's end touches nothing: prefetches do not fault).
-    for (; r < r1; ++r) bf16_block_any<1>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + (r + 1) * in));
+    for (; r < r1; ++r)
+      bf16_block_any<1>(x, ldx, w, in, r, y, ldy, reinterpret_cast<const char*>(w + (r + 1) * in), once);
   }
   static void bf16_matvec_any(const float* x, int64_t nx, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0,
                               int64_t r1, float* y, int64_t ldy) {
     const int64_t tile = nx <= kAnyX ? r1 - r0 : std::max<int64_t>(1, kAnyTileBytes / std::max<int64_t>(1, 2 * in));
+    const bool once = nx <= kAnyX;  // more rows: each tile is read again for the next group
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
       const int64_t t1 = std::min(r1, t0 + tile);
       for (int64_t i = 0; i < nx; i += kAnyX) {
         const float* xi = x + i * ldx;
         float* yi = y + i * ldy;
         switch (nx - i) {
-          case 1: bf16_rows_any<1>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 2: bf16_rows_any<2>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          case 3: bf16_rows_any<3>(xi, ldx, w, in, t0, t1, yi, ldy); break;
-          default: bf16_rows_block_any(xi, ldx, w, in, t0, t1, yi, ldy); break;
+          case 1: bf16_rows_any<1>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
+          case 2: bf16_rows_any<2>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
+          case 3: bf16_rows_any<3>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
+          default: bf16_rows_block_any(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
         }
       }
     }
@@ -586,7 +588,7 @@ struct OpsEngine {
   }
   template <int NX, int NB>
   static void bf16_blocked_any_step(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r,
-                                    float* const* y) {
+                                    float* const* y, bool once) {
     constexpr int64_t br = kBf16BlockRows, ahead = kBlockedAheadBytes / NB;
     const uint16_t* p[NB];
     F acc[NX][NB];
@@ -604,7 +606,7 @@ struct OpsEngine {
       if ((k & 1) == 0) {
         const int64_t at = 2 * br * k + ahead;
         const int64_t off = at < block_bytes ? at : at - block_bytes + next_step;
-        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j]) + off);
+        for (int j = 0; j < NB; ++j) prefetch_weights(reinterpret_cast<const char*>(p[j]) + off, once);
       }
       F xk[NX];
       for (int i = 0; i < NX; ++i) xk[i] = V::set1(x[i * ldx + k]);
@@ -618,11 +620,11 @@ struct OpsEngine {
   }
   template <int NX>
   static void bf16_blocked_any_rows(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
-                                    float* const* y) {
+                                    float* const* y, bool once) {
     constexpr int NB = blocked_nb(NX);
     int64_t r = r0;
-    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y);
-    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y);
+    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y, once);
+    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y, once);
   }
   // Rows [r0, r1) (multiples of kBf16BlockRows) of a blocked weight for nx rows of x; x row i's
   // outputs go to y[i] (kernels::linear_bf16_any_order_rows). More than eight x rows go in groups of
@@ -632,20 +634,21 @@ struct OpsEngine {
     constexpr int64_t kGroup = 8;
     const int64_t br = kBf16BlockRows;
     const int64_t tile = nx <= kGroup ? r1 - r0 : std::max<int64_t>(br, (32 * 1024) / std::max<int64_t>(1, 2 * in * br) * br);
+    const bool once = nx <= kGroup;  // more rows: each tile is read again for the next group
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
       const int64_t t1 = std::min(r1, t0 + tile);
       for (int64_t i = 0; i < nx; i += kGroup) {
         const float* xi = x + i * ldx;
         float* const* yi = y + i;
         switch (std::min(kGroup, nx - i)) {
-          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi); break;
-          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi); break;
-          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi); break;
-          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi); break;
-          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi); break;
-          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi); break;
-          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi); break;
-          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi); break;
+          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi, once); break;
+          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi, once); break;
+          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi, once); break;
         }
       }
     }
