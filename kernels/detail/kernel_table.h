@@ -52,7 +52,9 @@ struct FormatKernels {
   // Each weight byte of the range is decoded once for all nx rows.
   // `once`: this call is the only pass over rows [r0, r1) (false: the caller runs them again for
   // the next group of x rows), so the weight prefetches may bypass L2/L3 (kernels/x86/common.h
-  // prefetch_weights); never changes a result.
+  // prefetch_weights); a kernel that itself reads a line more than once (its own groups of x rows,
+  // a pass per x row, half-block steps) prefetches those into every level regardless. Never
+  // changes a result.
   void (*matvec)(const void* act, int64_t nx, size_t act_stride, const W& w, int64_t r0, int64_t r1, float* y,
                  int64_t ldy, bool once) = nullptr;
   int64_t vec_row_unit = 1;

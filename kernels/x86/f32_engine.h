@@ -217,6 +217,9 @@ struct F32Engine {
   template <int NX, int NB>
   static void bf16_blocked_rows_nx(const float* x, size_t xs, const Bf16Weight& w, int64_t r, float* y,
                                    int64_t ldy, bool once) {
+    // A step that starts inside a block or covers part of one (ymm, NB = 1) reads half of each
+    // 64-byte line and another step the other half: those lines go to every cache level.
+    once = once && r % kBf16BlockRows == 0 && NB * kW % kBf16BlockRows == 0;
     if (w.e4m3 != nullptr) return e4m3_blocked_rows_nx<NX, NB>(x, xs, w, r, y, ldy, once);
     const int64_t in = w.in, br = kBf16BlockRows;
     const uint16_t* p[NB];

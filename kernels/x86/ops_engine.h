@@ -564,7 +564,8 @@ struct OpsEngine {
           case 1: bf16_rows_any<1>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
           case 2: bf16_rows_any<2>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
           case 3: bf16_rows_any<3>(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
-          default: bf16_rows_block_any(xi, ldx, w, in, t0, t1, yi, ldy, once); break;
+          // Its four passes over a block of rows each read part of every 64-byte line: T0.
+      default: bf16_rows_block_any(xi, ldx, w, in, t0, t1, yi, ldy, false); break;
         }
       }
     }
@@ -622,9 +623,12 @@ struct OpsEngine {
   static void bf16_blocked_any_rows(const float* x, int64_t ldx, const uint16_t* w, int64_t in, int64_t r0, int64_t r1,
                                     float* const* y, bool once) {
     constexpr int NB = blocked_nb(NX);
+    // A step of fewer rows than a block (ymm: NB kW = 8 of 16) reads half of each 64-byte line and
+    // the next step the other half, a block later: those lines go to every cache level.
+    constexpr bool whole = NB * kW >= kBf16BlockRows, whole_tail = kW >= kBf16BlockRows;
     int64_t r = r0;
-    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y, once);
-    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y, once);
+    for (; r + NB * kW <= r1; r += NB * kW) bf16_blocked_any_step<NX, NB>(x, ldx, w, in, r, y, once && whole);
+    for (; r < r1; r += kW) bf16_blocked_any_step<NX, 1>(x, ldx, w, in, r, y, once && whole_tail);
   }
   // Rows [r0, r1) (multiples of kBf16BlockRows) of a blocked weight for nx rows of x; x row i's
   // outputs go to y[i] (kernels::linear_bf16_any_order_rows). More than eight x rows go in groups of
