@@ -1,4 +1,5 @@
-// Scalar helpers and the weight prefetch shared by the ISA files of kernels/x86 (each compiled with its own -m flags).
+// Scalar helpers and the weight prefetch shared by the ISA files of kernels/x86 (each compiled with
+// its own -m flags).
 //
 // Everything here sits in an anonymous namespace on purpose: each ISA file gets its own internal copy
 // compiled with its own flags, so the linker can never merge an AVX-512 build of a helper into code
