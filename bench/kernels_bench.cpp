@@ -447,6 +447,10 @@ BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x5120, 1, 129280, 5120)->Appl
 // The 8 GB synth checkpoint's head (dim 1024) and one wo_a group (192 x 768), for the end-to-end profile.
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_head_129280x1024, 1, 129280, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearBf16, decode_wo_a_192x768, 1, 192, 768)->Apply(levels_and_threads);
+// The MoE router's gate (bf16, row-major, bit-exact order): the 8 GB checkpoint's 139 x 1024 and the
+// release's 384 x 5120.
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_router_139x1024, 1, 139, 1024)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearBf16, decode_router_384x5120, 1, 384, 5120)->Apply(levels_and_threads);
 // wo_a blocked, bf16 bits against E4M3 codes: the 8 GB checkpoint's group and the release's.
 BENCHMARK_CAPTURE(BM_LinearWoA, decode_bf16_192x768, 1, 192, 768, false)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearWoA, decode_e4m3_192x768, 1, 192, 768, true)->Apply(levels_and_threads);

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "core/status.h"
+
 namespace strata {
 
 namespace {
@@ -49,8 +51,9 @@ int ThreadPool::hardware_cores() {
 }
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::clamp(n_threads > 0 ? n_threads : hardware_cores(), 1, kMaxThreads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+    : n_threads_(std::clamp(n_threads > 0 ? n_threads : hardware_cores(), 1, kMaxThreads)),
+      shares_of_(static_cast<size_t>(n_threads_)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -63,7 +66,11 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(int index) {
+  if (shares_) {
+    run_shares(index);
+    return;
+  }
   // Guided self-scheduling: each grab takes 1/(2 T) of what is left, at least chunk_ (the caller's
   // grain), so the first chunks are large (few hand-offs) and the last ones small: a thread that
   // finishes early waits for at most one small chunk. The bounds depend only on n, T and the grain
@@ -79,8 +86,51 @@ void ThreadPool::run_chunks() {
   }
 }
 
-void ThreadPool::worker_loop() {
-  uint64_t seen = generation_.load();
+namespace {
+constexpr uint64_t pack_range(int64_t lo, int64_t hi) {
+  return static_cast<uint64_t>(lo) << 32 | static_cast<uint64_t>(hi);
+}
+constexpr int64_t range_lo(uint64_t r) { return static_cast<int64_t>(r >> 32); }
+constexpr int64_t range_hi(uint64_t r) { return static_cast<int64_t>(r & 0xffffffffu); }
+}  // namespace
+
+void ThreadPool::run_shares(int index) {
+  const int64_t step = chunk_;
+  // Own share first, front to back: one stream.
+  std::atomic<uint64_t>& own = shares_of_[static_cast<size_t>(index)].range;
+  uint64_t r = own.load(std::memory_order_relaxed);
+  while (range_lo(r) < range_hi(r)) {
+    const int64_t lo = range_lo(r), hi = range_hi(r), end = std::min(hi, lo + step);
+    if (!own.compare_exchange_weak(r, pack_range(end, hi), std::memory_order_relaxed)) continue;  // r reloaded
+    (*fn_)(lo, end);
+    done_.fetch_add(end - lo);
+    r = own.load(std::memory_order_relaxed);
+  }
+  // Then steps from the back of whichever share has the most left.
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int k = 0; k < n_threads_; ++k) {
+      const uint64_t v = shares_of_[static_cast<size_t>(k)].range.load(std::memory_order_relaxed);
+      if (range_hi(v) - range_lo(v) > most) most = range_hi(v) - range_lo(v), victim = k;
+    }
+    if (victim < 0) return;
+    std::atomic<uint64_t>& other = shares_of_[static_cast<size_t>(victim)].range;
+    uint64_t v = other.load(std::memory_order_relaxed);
+    while (range_lo(v) < range_hi(v)) {
+      const int64_t lo = range_lo(v), hi = range_hi(v), begin = std::max(lo, hi - step);
+      if (!other.compare_exchange_weak(v, pack_range(lo, begin), std::memory_order_relaxed)) continue;
+      (*fn_)(begin, hi);
+      done_.fetch_add(hi - begin);
+      break;
+    }
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  // The generation when the pool was made (no job yet): a worker that starts after the first job
+  // was published still runs it.
+  uint64_t seen = 0;
   for (;;) {
     uint64_t g = generation_.load();
     const auto start = std::chrono::steady_clock::now();
@@ -112,36 +162,53 @@ void ThreadPool::worker_loop() {
       continue;
     }
     seen = g;
-    run_chunks();
+    run_chunks(index);
     active_.fetch_sub(1);
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
+// Publishes a job and runs the caller's part; false where the call runs serially instead (one
+// thread, a job of one chunk, or a nested call from inside a task).
+bool ThreadPool::publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool shares) {
   bool expected = false;
-  if (n_threads_ == 1 || n <= grain || !busy_.compare_exchange_strong(expected, true)) {
-    fn(0, n);  // serial: one thread, tiny job, or a nested call from inside a task
-    return;
-  }
+  if (n_threads_ == 1 || n <= grain || !busy_.compare_exchange_strong(expected, true)) return false;
   // Write side of the seqlock: odd generation, wait for workers still leaving the last job.
   generation_.fetch_add(1);
   while (active_.load() != 0) cpu_relax();
-  chunk_ = grain;  // the smallest chunk (run_chunks: guided sizes)
+  chunk_ = grain;  // the smallest chunk (run_chunks: guided sizes), or the step of a share
   fn_ = &fn;
   n_ = n;
+  shares_ = shares;
   next_.store(0, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
+  if (shares) {
+    for (int k = 0; k < n_threads_; ++k)
+      shares_of_[static_cast<size_t>(k)].range.store(pack_range(n * k / n_threads_, n * (k + 1) / n_threads_),
+                                                      std::memory_order_relaxed);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     generation_.fetch_add(1);  // even: published
   }
   cv_.notify_all();
-  run_chunks();
+  run_chunks(0);
   // Wait for chunks other threads took, not for workers that never woke up.
   while (done_.load() != n) cpu_relax();
   busy_.store(false);
+  return true;
+}
+
+void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (!publish(n, fn, grain, false)) fn(0, n);
+}
+
+void ThreadPool::parallel_for_shares(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t step) {
+  if (n <= 0) return;
+  step = std::max<int64_t>(step, 1);
+  STRATA_CHECK(n < (int64_t{1} << 31), "parallel_for_shares: n must be below 2^31");
+  if (!publish(n, fn, step, true)) fn(0, n);
 }
 
 }  // namespace strata

@@ -10,7 +10,9 @@
 // Job hand-off is a seqlock: the job fields are written only while no worker is inside a job
 // (active_ == 0) and the generation is odd; workers read them only for an even generation they
 // re-check after announcing themselves.
-// Thread safety: parallel_for may be called from one thread at a time.
+// parallel_for_shares is the same pool with another order: each thread walks its own contiguous
+// share of [0, n) and only then takes steps from the end of the share with the most left.
+// Thread safety: parallel_for and parallel_for_shares may be called from one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -38,14 +40,34 @@ class ThreadPool {
   // fn is a FunctionRef (two pointers, no allocation): a lambda passed here lives until the call returns.
   void parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain = 1);
 
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), each at most `step` long (or fn(0, n)
+  // where the call runs serially, as parallel_for's: one thread, n <= step, a nested call). Thread k of
+  // T (the caller is 0) starts at k n / T and walks forward through its share; a thread whose share
+  // is done takes steps from the end of the share with the most indices left, so the call still
+  // never waits for a worker that does not wake up. Why: a decode pass streams weight rows laid out
+  // in index order, and one thread's consecutive chunks then continue one stream (its prefetches
+  // run into the chunk it takes next) where parallel_for's guided chunks alternate between the
+  // threads, each chunk a cold start; the small steps leave a short tail. Which thread runs an index
+  // and the chunk bounds depend on timing: use it only where fn's results do not depend on them.
+  // Requires n < 2^31.
+  void parallel_for_shares(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t step = 1);
+
   // Physical cores of this machine (1 if unknown).
   static int hardware_cores();
   // The largest thread count strata accepts (a typo like -t 1000 is refused, not obeyed).
   static constexpr int kMaxThreads = 256;
 
  private:
-  void worker_loop();
-  void run_chunks();
+  // A thread's share of a parallel_for_shares call: [lo, hi) packed as lo << 32 | hi, taken from the
+  // front by its owner and from the back by the others (one cache line each: no false sharing).
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range{0};
+  };
+
+  void worker_loop(int index);
+  void run_chunks(int index);
+  void run_shares(int index);
+  bool publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool shares);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -62,6 +84,8 @@ class ThreadPool {
   int64_t chunk_ = 1;                // the smallest chunk: the caller's grain
   std::atomic<int64_t> next_{0};     // the first index no thread has taken
   std::atomic<int64_t> done_{0};     // indices whose chunk has run
+  bool shares_ = false;              // parallel_for_shares: the threads walk shares_of_
+  std::vector<Share> shares_of_;     // one per thread
 };
 
 }  // namespace strata

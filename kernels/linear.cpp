@@ -26,6 +26,9 @@ namespace {
 
 // Decode chunks hold at least this many weight bytes, so a tiny matvec (router, 8 x 64) stays serial.
 constexpr int64_t kMinChunkBytes = 64 * 1024;
+// Chunks a thread has of a batched pass (its share walked in order, ThreadPool::parallel_for_shares):
+// the last step another thread may wait for is 1 / (16 T) of the pass.
+constexpr int64_t kChunksPerThread = 16;
 // Rows of x packed at a time in prefill: 256 rows x 5120 inputs x 2 B (bf16) = 2.5 MiB, L3-resident.
 constexpr int64_t kRowChunk = 256;
 
@@ -54,6 +57,15 @@ void run_range(ThreadPool* pool, int64_t n, int64_t grain, FunctionRef<void(int6
   else fn(0, n);
 }
 
+// A decode pass over weight rows: each thread streams its own contiguous share of the rows, `step`
+// units at a time, then helps with what is left of the others' (ThreadPool::parallel_for_shares).
+// A row's bits do not depend on which chunk computes it.
+void run_rows(ThreadPool* pool, int64_t n, int64_t step, FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  if (pool != nullptr) pool->parallel_for_shares(n, fn, step);
+  else fn(0, n);
+}
+
 template <class W>
 void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool) {
   const size_t act_bytes = f.vec_act_bytes ? (f.vec_act_bytes(w.in) + 63) / 64 * 64 : 0;
@@ -66,7 +78,7 @@ void run_matvec(const FormatKernels<W>& f, const float* x, int64_t n, const W& w
   const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(1, unit * weight_row_bytes(w)));
   // One pass over each chunk of weight rows serves every group of x rows (the chunk stays in L2:
   // with more than one group the kernels prefetch into every cache level, `once` false).
-  run_range(pool, n_units, grain, [&](int64_t u0, int64_t u1) {
+  run_rows(pool, n_units, grain, [&](int64_t u0, int64_t u1) {
     const int64_t r0 = u0 * unit, r1 = std::min(u1 * unit, w.out);
     for (int64_t i = 0; i < n; i += f.max_nx) {
       f.matvec(static_cast<const unsigned char*>(a) + static_cast<size_t>(i) * stride, std::min(f.max_nx, n - i),
@@ -291,7 +303,7 @@ class BatchPass {
 // kMinChunkBytes (unless a job is smaller).
 int64_t batch_chunk_bytes(int64_t total_bytes, ThreadPool* pool) {
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
-  return std::max(kMinChunkBytes, total_bytes / (4 * n_threads));
+  return std::max(kMinChunkBytes, total_bytes / (kChunksPerThread * n_threads));
 }
 
 template <class W>
@@ -299,7 +311,7 @@ void run_batch(const LevelKernels& level, std::span<const LinearJob<W>> jobs, Th
   BatchPass<W> pass(level, jobs, pool);
   if (pass.empty()) return;
   pass.prepare(batch_chunk_bytes(pass.bytes(), pool));
-  run_range(pool, pass.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
+  run_rows(pool, pass.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) pass.run_chunk(c);
   });
 }
@@ -319,7 +331,7 @@ void run_batch_all(const LevelKernels& level, const LinearBatch& jobs, ThreadPoo
   c.prepare(chunk_bytes);
   d.prepare(chunk_bytes);
   const int64_t na = a.n_chunks(), nb = na + b.n_chunks(), nc = nb + c.n_chunks();
-  run_range(pool, nc + d.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
+  run_rows(pool, nc + d.n_chunks(), 1, [&](int64_t c0, int64_t c1) {
     for (int64_t i = c0; i < c1; ++i) {
       if (i < na) a.run_chunk(i);
       else if (i < nb) b.run_chunk(i - na);

@@ -153,6 +153,14 @@ struct F32Engine {
   // builds with -ffp-contract=off). Lanes hold kW output rows: a kW x kW tile of weights is loaded
   // row-wise and transposed, then added column by column.
   static float bf16_value(const uint16_t* w, int64_t k) { return bits_f32(static_cast<uint32_t>(w[k]) << 16); }
+  // The row-major tiles (bf16_block, f32_ordered_rows) read kW rows side by side, one stream each,
+  // more streams than the hardware prefetchers follow: each step prefetches every row's line this
+  // far ahead (T0: a tile's lines are read once, but the measured builds kept them in L2).
+  // Zen 5 VM, kernels_bench BM_LinearBf16/decode_router_* (the MoE gate) and ops_bench
+  // BM_HcMixes/decode_24x20480 (the mHC projection), builds alternated 3-5 times: router 139 x 1024
+  // at 2 threads 12.4-15.5 -> 11.0-13.6 us, 384 x 5120 at 1 thread 194-216 -> 158-189 us; the mHC
+  // projection at 2 threads 72-76 -> 63-65 us (1 KiB ahead was no better than none for the router).
+  static constexpr int64_t kRowPrefetchBytes = 256;
 
   // `rows` (<= kW) weight rows in the lanes; rows past the end repeat the last one (valid memory,
   // results dropped), so a tail of rows runs vectorised too.
@@ -182,6 +190,10 @@ struct F32Engine {
     const int64_t main = in / (2 * kW) * (2 * kW);
     for (int64_t k0 = 0; k0 < main; k0 += 2 * kW) {
       F t[kW];
+      for (int i = 0; i < kW; ++i) {
+        const uint16_t* row = wr + (i < rows ? i : rows - 1) * in;
+        prefetch_weights(reinterpret_cast<const char*>(row + k0) + kRowPrefetchBytes, false);
+      }
       for (int i = 0; i < kW; ++i)
         t[i] = V::loadu(reinterpret_cast<const float*>(wr + (i < rows ? i : rows - 1) * in + k0));
       V::transpose(t);
@@ -297,6 +309,8 @@ struct F32Engine {
     const int64_t main = in / kW * kW;
     for (int64_t k0 = 0; k0 < main; k0 += kW) {
       F t[kW];
+      for (int i = 0; i < kW; ++i)
+        prefetch_weights(wr + (i < rows ? i : rows - 1) * in + k0 + kRowPrefetchBytes / sizeof(float), false);
       for (int i = 0; i < kW; ++i) t[i] = V::loadu(wr + (i < rows ? i : rows - 1) * in + k0);
       V::transpose(t);
       for (int m = 0; m < kW; ++m)
