@@ -52,7 +52,7 @@ int ThreadPool::hardware_cores() {
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(std::clamp(n_threads > 0 ? n_threads : hardware_cores(), 1, kMaxThreads)),
-      shares_of_(static_cast<size_t>(n_threads_)) {
+      shares_(static_cast<size_t>(n_threads_)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -67,7 +67,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks(int index) {
-  if (shares_) {
+  if (by_shares_) {
     run_shares(index);
     return;
   }
@@ -97,7 +97,7 @@ constexpr int64_t range_hi(uint64_t r) { return static_cast<int64_t>(r & 0xfffff
 void ThreadPool::run_shares(int index) {
   const int64_t step = chunk_;
   // Own share first, front to back: one stream.
-  std::atomic<uint64_t>& own = shares_of_[static_cast<size_t>(index)].range;
+  std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].range;
   uint64_t r = own.load(std::memory_order_relaxed);
   while (range_lo(r) < range_hi(r)) {
     const int64_t lo = range_lo(r), hi = range_hi(r), end = std::min(hi, lo + step);
@@ -111,11 +111,15 @@ void ThreadPool::run_shares(int index) {
     int victim = -1;
     int64_t most = 0;
     for (int k = 0; k < n_threads_; ++k) {
-      const uint64_t v = shares_of_[static_cast<size_t>(k)].range.load(std::memory_order_relaxed);
-      if (range_hi(v) - range_lo(v) > most) most = range_hi(v) - range_lo(v), victim = k;
+      const uint64_t v = shares_[static_cast<size_t>(k)].range.load(std::memory_order_relaxed);
+      const int64_t left = range_hi(v) - range_lo(v);
+      if (left > most) {
+        most = left;
+        victim = k;
+      }
     }
     if (victim < 0) return;
-    std::atomic<uint64_t>& other = shares_of_[static_cast<size_t>(victim)].range;
+    std::atomic<uint64_t>& other = shares_[static_cast<size_t>(victim)].range;
     uint64_t v = other.load(std::memory_order_relaxed);
     while (range_lo(v) < range_hi(v)) {
       const int64_t lo = range_lo(v), hi = range_hi(v), begin = std::max(lo, hi - step);
@@ -167,9 +171,9 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-// Publishes a job and runs the caller's part; false where the call runs serially instead (one
-// thread, a job of one chunk, or a nested call from inside a task).
-bool ThreadPool::publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool shares) {
+// Publishes a job, runs the caller's part and waits for the chunks other threads took; false
+// where the call runs serially instead (one thread, a job of one chunk, a nested call from a task).
+bool ThreadPool::run_job(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool by_shares) {
   bool expected = false;
   if (n_threads_ == 1 || n <= grain || !busy_.compare_exchange_strong(expected, true)) return false;
   // Write side of the seqlock: odd generation, wait for workers still leaving the last job.
@@ -178,12 +182,12 @@ bool ThreadPool::publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& f
   chunk_ = grain;  // the smallest chunk (run_chunks: guided sizes), or the step of a share
   fn_ = &fn;
   n_ = n;
-  shares_ = shares;
+  by_shares_ = by_shares;
   next_.store(0, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  if (shares) {
+  if (by_shares) {
     for (int k = 0; k < n_threads_; ++k)
-      shares_of_[static_cast<size_t>(k)].range.store(pack_range(n * k / n_threads_, n * (k + 1) / n_threads_),
+      shares_[static_cast<size_t>(k)].range.store(pack_range(n * k / n_threads_, n * (k + 1) / n_threads_),
                                                       std::memory_order_relaxed);
   }
   {
@@ -201,14 +205,14 @@ bool ThreadPool::publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& f
 void ThreadPool::parallel_for(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  if (!publish(n, fn, grain, false)) fn(0, n);
+  if (!run_job(n, fn, grain, false)) fn(0, n);
 }
 
 void ThreadPool::parallel_for_shares(int64_t n, FunctionRef<void(int64_t, int64_t)> fn, int64_t step) {
   if (n <= 0) return;
   step = std::max<int64_t>(step, 1);
   STRATA_CHECK(n < (int64_t{1} << 31), "parallel_for_shares: n must be below 2^31");
-  if (!publish(n, fn, step, true)) fn(0, n);
+  if (!run_job(n, fn, step, true)) fn(0, n);
 }
 
 }  // namespace strata

@@ -4,9 +4,9 @@
 // least the grain) and runs them on the workers plus the calling
 // thread, returning as soon as every chunk has run — it never waits for a worker that found nothing
 // to do, so a worker descheduled by a busy machine cannot stall the caller (the caller then simply
-// runs the chunks itself). One parallel_for at a time per pool; a call from inside a running task
-// runs inline, serially, so nested use cannot deadlock. Idle workers spin briefly (decode issues
-// thousands of small jobs per token) and then sleep.
+// runs the chunks itself). One job (parallel_for or parallel_for_shares) at a time per pool; a call
+// from inside a running task runs inline, serially, so nested use cannot deadlock. Idle workers
+// spin briefly (decode issues thousands of small jobs per token) and then sleep.
 // Job hand-off is a seqlock: the job fields are written only while no worker is inside a job
 // (active_ == 0) and the generation is odd; workers read them only for an even generation they
 // re-check after announcing themselves.
@@ -67,7 +67,7 @@ class ThreadPool {
   void worker_loop(int index);
   void run_chunks(int index);
   void run_shares(int index);
-  bool publish(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool shares);
+  bool run_job(int64_t n, const FunctionRef<void(int64_t, int64_t)>& fn, int64_t grain, bool by_shares);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -76,16 +76,16 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};  // odd while the job fields are being written
   std::atomic<int> active_{0};           // workers inside run_chunks
-  std::atomic<bool> busy_{false};        // a parallel_for is running (nested calls go inline)
+  std::atomic<bool> busy_{false};        // a job is running (nested calls go inline)
 
   // The job being run (valid while generation_ is even and unchanged).
   const FunctionRef<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int64_t chunk_ = 1;                // the smallest chunk: the caller's grain
+  int64_t chunk_ = 1;                // the caller's grain: the smallest chunk, or a share's step
   std::atomic<int64_t> next_{0};     // the first index no thread has taken
   std::atomic<int64_t> done_{0};     // indices whose chunk has run
-  bool shares_ = false;              // parallel_for_shares: the threads walk shares_of_
-  std::vector<Share> shares_of_;     // one per thread
+  bool by_shares_ = false;           // parallel_for_shares: the threads walk shares_
+  std::vector<Share> shares_;        // one per thread
 };
 
 }  // namespace strata

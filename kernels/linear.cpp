@@ -2,8 +2,9 @@
 // kernels of kernels/detail/kernel_table.h. Compiled for baseline x86-64.
 //
 // decode (n < gemm_min_rows): the rows of x are prepared once (quantised, laid out for the level),
-//   then output rows are split over the pool in chunks of at least kMinChunkBytes of weights; each
-//   weight byte is read from memory once and decoded once per group of max_nx rows.
+//   then output rows are split over the pool, each thread streaming its own contiguous share of
+//   them in steps of about kMinChunkBytes of weights (ThreadPool::parallel_for_shares); each weight
+//   byte is read from memory once and decoded once per group of max_nx rows.
 // prefill (n >= gemm_min_rows): x is processed in chunks of kRowChunk rows. Per chunk the rows are quantised and
 //   packed in groups of engine.xg (in parallel), then tasks = weight tiles x group ranges run in
 //   parallel; a task dequantises its tile once and multiplies every group of its range with it, so
@@ -24,7 +25,8 @@
 namespace strata::kernels::detail {
 namespace {
 
-// Decode chunks hold at least this many weight bytes, so a tiny matvec (router, 8 x 64) stays serial.
+// The step of a decode matvec's shares and the smallest chunk of a batched pass, in weight bytes: a
+// matvec of at most this many bytes (router, 8 x 64) stays serial.
 constexpr int64_t kMinChunkBytes = 64 * 1024;
 // Chunks a thread has of a batched pass (its share walked in order, ThreadPool::parallel_for_shares):
 // the last step another thread may wait for is 1 / (16 T) of the pass.
@@ -59,7 +61,7 @@ void run_range(ThreadPool* pool, int64_t n, int64_t grain, FunctionRef<void(int6
 
 // A decode pass over weight rows: each thread streams its own contiguous share of the rows, `step`
 // units at a time, then helps with what is left of the others' (ThreadPool::parallel_for_shares).
-// A row's bits do not depend on which chunk computes it.
+// The chunk bounds then depend on timing; a row's bits do not (FormatKernels::matvec's contract).
 void run_rows(ThreadPool* pool, int64_t n, int64_t step, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   if (pool != nullptr) pool->parallel_for_shares(n, fn, step);
@@ -200,6 +202,10 @@ struct BatchChunk {
   size_t job;
   int64_t r0, r1;
 };
+// A pass's row chunks: kChunksPerThread a thread plus the jobs' remainders (one or more a job),
+// inline up to 8 threads' worth beside a decode step's jobs (24 bytes a chunk: 6 KiB of stack a
+// format), so the pass allocates nothing.
+using ChunkVector = boost::container::small_vector<BatchChunk, 256>;
 
 // One format's share of a batched pass: which jobs the matvec takes (the others have run by the
 // time the constructor returns), their prepared activations and their row chunks.
@@ -296,11 +302,11 @@ class BatchPass {
   JobVector<size_t> owner_;  // index into vec_ of the job whose preparation is used
   // Prepared activations: formats whose matvec reads x itself (bf16, f32) keep nothing inline.
   InlineScratch<(std::is_same_v<W, Fp8Weight> || std::is_same_v<W, Fp4Weight>) ? 96 * 1024 : 0> act_{0};
-  JobVector<BatchChunk> chunks_;
+  ChunkVector chunks_;
 };
 
-// Row chunks over all jobs of a pass: about 4 per thread of the pass's bytes, none below
-// kMinChunkBytes (unless a job is smaller).
+// Row chunks over all jobs of a pass: about kChunksPerThread per thread of the pass's bytes, none
+// below kMinChunkBytes (unless a job is smaller).
 int64_t batch_chunk_bytes(int64_t total_bytes, ThreadPool* pool) {
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
   return std::max(kMinChunkBytes, total_bytes / (kChunksPerThread * n_threads));

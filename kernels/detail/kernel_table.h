@@ -49,7 +49,9 @@ struct FormatKernels {
   void (*vec_prep)(const float* x, int64_t in, void* act) = nullptr;
   // y[i, r] for i < nx (nx <= max_nx) and r in [r0, r1); prepared rows are act_stride bytes apart
   // (x rows when vec_act_bytes is 0), y rows ldy floats apart. r0 is a multiple of vec_row_unit.
-  // Each weight byte of the range is decoded once for all nx rows.
+  // Each weight byte of the range is decoded once for all nx rows. A row's result does not depend
+  // on r0 and r1 (the pool's decode passes cut the rows where the threads' timing puts the cuts,
+  // kernels/linear.cpp run_rows).
   // `once`: this call is the only pass over rows [r0, r1) (false: the caller runs them again for
   // the next group of x rows), so the weight prefetches may bypass L2/L3 (kernels/x86/common.h
   // prefetch_weights); a kernel that itself reads a line more than once (its own groups of x rows,

@@ -154,8 +154,10 @@ struct F32Engine {
   // row-wise and transposed, then added column by column.
   static float bf16_value(const uint16_t* w, int64_t k) { return bits_f32(static_cast<uint32_t>(w[k]) << 16); }
   // The row-major tiles (bf16_block, f32_ordered_rows) read kW rows side by side, one stream each,
-  // more streams than the hardware prefetchers follow: each step prefetches every row's line this
-  // far ahead (T0: a tile's lines are read once, but the measured builds kept them in L2).
+  // more streams than the hardware prefetchers follow: each step that starts a 64-byte line of the
+  // rows prefetches every row's line this far ahead. T0, as measured (the lines are read once, so
+  // prefetch_weights' non-temporal hint would be allowed; not measured). The AVX2 level (kW = 8,
+  // a line every second step) was not measured.
   // Zen 5 VM, kernels_bench BM_LinearBf16/decode_router_* (the MoE gate) and ops_bench
   // BM_HcMixes/decode_24x20480 (the mHC projection), builds alternated 3-5 times: router 139 x 1024
   // at 2 threads 12.4-15.5 -> 11.0-13.6 us, 384 x 5120 at 1 thread 194-216 -> 158-189 us; the mHC
@@ -190,10 +192,11 @@ struct F32Engine {
     const int64_t main = in / (2 * kW) * (2 * kW);
     for (int64_t k0 = 0; k0 < main; k0 += 2 * kW) {
       F t[kW];
-      for (int i = 0; i < kW; ++i) {
-        const uint16_t* row = wr + (i < rows ? i : rows - 1) * in;
-        prefetch_weights(reinterpret_cast<const char*>(row + k0) + kRowPrefetchBytes, false);
-      }
+      if (k0 * 2 % 64 == 0)
+        for (int i = 0; i < kW; ++i) {
+          const uint16_t* row = wr + (i < rows ? i : rows - 1) * in;
+          prefetch_weights(reinterpret_cast<const char*>(row + k0) + kRowPrefetchBytes, false);
+        }
       for (int i = 0; i < kW; ++i)
         t[i] = V::loadu(reinterpret_cast<const float*>(wr + (i < rows ? i : rows - 1) * in + k0));
       V::transpose(t);
@@ -309,8 +312,9 @@ struct F32Engine {
     const int64_t main = in / kW * kW;
     for (int64_t k0 = 0; k0 < main; k0 += kW) {
       F t[kW];
-      for (int i = 0; i < kW; ++i)
-        prefetch_weights(wr + (i < rows ? i : rows - 1) * in + k0 + kRowPrefetchBytes / sizeof(float), false);
+      if (k0 * 4 % 64 == 0)
+        for (int i = 0; i < kW; ++i)
+          prefetch_weights(wr + (i < rows ? i : rows - 1) * in + k0 + kRowPrefetchBytes / sizeof(float), false);
       for (int i = 0; i < kW; ++i) t[i] = V::loadu(wr + (i < rows ? i : rows - 1) * in + k0);
       V::transpose(t);
       for (int m = 0; m < kW; ++m)

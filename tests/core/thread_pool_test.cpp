@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -78,6 +77,7 @@ TEST(ThreadPoolShares, CoversRangeExactlyOnceInSteps) {
 TEST(ThreadPoolShares, CallerWalksItsShareFromTheFront) {
   ThreadPool pool(2);
   const std::thread::id caller = std::this_thread::get_id();
+  int walked = 0;  // reps where the caller ran any chunk (a descheduled caller may find none left)
   for (int rep = 0; rep < 200; ++rep) {
     const int64_t n = 64, step = 4;
     std::mutex mu;
@@ -90,8 +90,8 @@ TEST(ThreadPoolShares, CallerWalksItsShareFromTheFront) {
           mine.emplace_back(b, e);
         },
         step);
-    ASSERT_FALSE(mine.empty());
-    EXPECT_EQ(mine[0].first, 0);
+    if (mine.empty()) continue;
+    ++walked;
     int64_t expect = 0;
     for (const auto& [b, e] : mine) {
       if (b >= n / 2) break;  // then steps stolen from the other share
@@ -99,6 +99,7 @@ TEST(ThreadPoolShares, CallerWalksItsShareFromTheFront) {
       expect = e;
     }
   }
+  EXPECT_GT(walked, 0);
 }
 
 // A thread stuck in a chunk of its share does not hold up the rest of that share: the other
