@@ -1,8 +1,8 @@
 // ThreadPool: a fork-join pool for data-parallel kernels.
 //
 // parallel_for splits [0, n) into contiguous chunks (guided: each takes 1/(2 T) of what is left, at
-// least the grain) and runs them on the workers plus the calling
-// thread, returning as soon as every chunk has run — it never waits for a worker that found nothing
+// least the grain) and runs them on the workers plus the calling thread, returning as soon as
+// every chunk has run — it never waits for a worker that found nothing
 // to do, so a worker descheduled by a busy machine cannot stall the caller (the caller then simply
 // runs the chunks itself). One job (parallel_for or parallel_for_shares) at a time per pool; a call
 // from inside a running task runs inline, serially, so nested use cannot deadlock. Idle workers

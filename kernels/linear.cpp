@@ -25,8 +25,9 @@
 namespace strata::kernels::detail {
 namespace {
 
-// The step of a decode matvec's shares and the smallest chunk of a batched pass, in weight bytes: a
-// matvec of at most this many bytes (router, 8 x 64) stays serial.
+// Weight bytes of a decode matvec's step and the floor of a batched pass's chunk size (rows rounded
+// down to whole units; a job's last chunk is its remainder): a matvec of at most this many bytes
+// (router, 8 x 64) stays serial.
 constexpr int64_t kMinChunkBytes = 64 * 1024;
 // Chunks a thread has of a batched pass (its share walked in order, ThreadPool::parallel_for_shares):
 // the last step another thread may wait for is 1 / (16 T) of the pass.
@@ -305,8 +306,8 @@ class BatchPass {
   ChunkVector chunks_;
 };
 
-// Row chunks over all jobs of a pass: about kChunksPerThread per thread of the pass's bytes, none
-// below kMinChunkBytes (unless a job is smaller).
+// The chunk size of a pass: about kChunksPerThread chunks a thread of the pass's bytes, at least
+// kMinChunkBytes (a chunk holds at most this many bytes of whole row units).
 int64_t batch_chunk_bytes(int64_t total_bytes, ThreadPool* pool) {
   const int64_t n_threads = pool != nullptr ? pool->n_threads() : 1;
   return std::max(kMinChunkBytes, total_bytes / (kChunksPerThread * n_threads));

@@ -332,7 +332,7 @@ struct F32Engine {
     }
   }
   static void f32_matvec(const void* act, int64_t nx, size_t stride, const F32Weight& w, int64_t r0, int64_t r1,
-                         float* y, int64_t ldy, bool /*once: no software prefetch here*/) {
+                         float* y, int64_t ldy, bool /*once: the tiles prefetch T0*/) {
     const float* x = static_cast<const float*>(act);
     const size_t xs = stride / sizeof(float);
     const int64_t in = w.in;
