@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include <xmmintrin.h>
 
@@ -29,6 +31,17 @@ namespace {
 inline void prefetch_weights(const void* p, bool once) {
   if (once) _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
   else _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// Calls f(std::integral_constant<int, N>{}) with N = n, for n in [1, Max] (n > Max: Max; n <= 0:
+// not at all). The kernels' loops over a few x rows, heads or entries take the count as a template
+// parameter; this picks the instantiation at run time in one place.
+template <int Max, class F>
+inline void with_count(int64_t n, F&& f) {
+  if (n > Max) n = Max;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (void)((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max>{});
 }
 
 inline float bits_f32(uint32_t u) {

@@ -304,16 +304,9 @@ void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight&
     for (int64_t j0 = 0; j0 < nx; j0 += group) {
       const uint16_t* xj = xs + j0 * xstride;
       float* yj = y + j0 * ldy;
-      switch (imin(group, nx - j0)) {
-        case 1: fp8_rows<1>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 2: fp8_rows<2>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 3: fp8_rows<3>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 4: fp8_rows<4>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 5: fp8_rows<5>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 6: fp8_rows<6>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        case 7: fp8_rows<7>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-        default: fp8_rows<8>(xj, xstride, w, lo, hi, yj, ldy, once); break;
-      }
+      with_count<kMaxNx>(imin(group, nx - j0), [&](auto nxc) {
+        fp8_rows<decltype(nxc)::value>(xj, xstride, w, lo, hi, yj, ldy, once);
+      });
     }
   }
 }
@@ -435,16 +428,9 @@ void fp4_matvec(const void* act, int64_t nx, size_t act_stride, const Fp4Weight&
   for (int64_t j0 = 0; j0 < nx; j0 += group) {
     const uint16_t* xj = xa + j0 * xstride;
     float* yj = y + j0 * ldy;
-    switch (imin(group, nx - j0)) {
-      case 1: fp4_rows<1>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 2: fp4_rows<2>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 3: fp4_rows<3>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 4: fp4_rows<4>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 5: fp4_rows<5>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 6: fp4_rows<6>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      case 7: fp4_rows<7>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-      default: fp4_rows<8>(xj, xstride, w, r0, r1, sf, yj, ldy, once); break;
-    }
+    with_count<kMaxNx>(imin(group, nx - j0), [&](auto nxc) {
+      fp4_rows<decltype(nxc)::value>(xj, xstride, w, r0, r1, sf, yj, ldy, once);
+    });
   }
 }
 

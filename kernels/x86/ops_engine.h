@@ -312,16 +312,7 @@ struct OpsEngine {
       int64_t j = 0;
       for (; j + kE <= m; j += kE) score_block<kE>(qv, hp, D, ent + j, scale, s + j * hp + v * kW);
       float* sj = s + j * hp + v * kW;
-      switch (m - j) {
-        case 7: score_block<7>(qv, hp, D, ent + j, scale, sj); break;
-        case 6: score_block<6>(qv, hp, D, ent + j, scale, sj); break;
-        case 5: score_block<5>(qv, hp, D, ent + j, scale, sj); break;
-        case 4: score_block<4>(qv, hp, D, ent + j, scale, sj); break;
-        case 3: score_block<3>(qv, hp, D, ent + j, scale, sj); break;
-        case 2: score_block<2>(qv, hp, D, ent + j, scale, sj); break;
-        case 1: score_block<1>(qv, hp, D, ent + j, scale, sj); break;
-        default: break;
-      }
+      with_count<kE - 1>(m - j, [&](auto mc) { score_block<decltype(mc)::value>(qv, hp, D, ent + j, scale, sj); });
     }
   }
 
@@ -379,16 +370,7 @@ struct OpsEngine {
     constexpr int kH = 8;
     int64_t h = h0;
     for (; h + kH <= h1; h += kH) out_heads<kH>(s + h, hp, ent, m, D, out + h * D);
-    switch (h1 - h) {
-      case 7: out_heads<7>(s + h, hp, ent, m, D, out + h * D); break;
-      case 6: out_heads<6>(s + h, hp, ent, m, D, out + h * D); break;
-      case 5: out_heads<5>(s + h, hp, ent, m, D, out + h * D); break;
-      case 4: out_heads<4>(s + h, hp, ent, m, D, out + h * D); break;
-      case 3: out_heads<3>(s + h, hp, ent, m, D, out + h * D); break;
-      case 2: out_heads<2>(s + h, hp, ent, m, D, out + h * D); break;
-      case 1: out_heads<1>(s + h, hp, ent, m, D, out + h * D); break;
-      default: break;
-    }
+    with_count<kH - 1>(h1 - h, [&](auto hc) { out_heads<decltype(hc)::value>(s + h, hp, ent, m, D, out + h * D); });
   }
 
   // ------------------------------------------------------------------ indexer
@@ -426,16 +408,9 @@ struct OpsEngine {
       F s = V::zero();
       int h = 0;
       for (; h + kH <= n_heads; h += kH) s = index_heads<kH>(q + h * dim, w + h, dim, kt, s);
-      switch (n_heads - h) {
-        case 7: s = index_heads<7>(q + h * dim, w + h, dim, kt, s); break;
-        case 6: s = index_heads<6>(q + h * dim, w + h, dim, kt, s); break;
-        case 5: s = index_heads<5>(q + h * dim, w + h, dim, kt, s); break;
-        case 4: s = index_heads<4>(q + h * dim, w + h, dim, kt, s); break;
-        case 3: s = index_heads<3>(q + h * dim, w + h, dim, kt, s); break;
-        case 2: s = index_heads<2>(q + h * dim, w + h, dim, kt, s); break;
-        case 1: s = index_heads<1>(q + h * dim, w + h, dim, kt, s); break;
-        default: break;
-      }
+      with_count<kH - 1>(n_heads - h, [&](auto hc) {
+        s = index_heads<decltype(hc)::value>(q + h * dim, w + h, dim, kt, s);
+      });
       if (nk == kW) {
         V::storeu(scores + g, s);
       } else {
@@ -644,16 +619,9 @@ struct OpsEngine {
       for (int64_t i = 0; i < nx; i += kGroup) {
         const float* xi = x + i * ldx;
         float* const* yi = y + i;
-        switch (std::min(kGroup, nx - i)) {
-          case 1: bf16_blocked_any_rows<1>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 2: bf16_blocked_any_rows<2>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 3: bf16_blocked_any_rows<3>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 4: bf16_blocked_any_rows<4>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 5: bf16_blocked_any_rows<5>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 6: bf16_blocked_any_rows<6>(xi, ldx, w, in, t0, t1, yi, once); break;
-          case 7: bf16_blocked_any_rows<7>(xi, ldx, w, in, t0, t1, yi, once); break;
-          default: bf16_blocked_any_rows<8>(xi, ldx, w, in, t0, t1, yi, once); break;
-        }
+        with_count<kGroup>(std::min(kGroup, nx - i), [&](auto nxc) {
+          bf16_blocked_any_rows<decltype(nxc)::value>(xi, ldx, w, in, t0, t1, yi, once);
+        });
       }
     }
   }
