@@ -69,8 +69,8 @@ struct Copies {
 
 // Decode-sized calls (n < 8 rows: the matvec regime) rotate over copies, so their weights come from
 // DRAM as a decode step's do; prefill-sized calls reuse one copy (their cost is arithmetic).
-Copies make_copies(size_t w_bytes, size_t s_bytes, int64_t n, bool fp8) {
-  const size_t copies = n < 8 ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
+Copies make_copies(size_t w_bytes, size_t s_bytes, int64_t n, bool fp8, bool hot = false) {
+  const size_t copies = n < 8 && !hot ? std::max<size_t>(1, (kColdBytes + w_bytes - 1) / w_bytes) : 1;
   constexpr size_t kHuge = 2u << 20;
   const size_t w_span = (w_bytes + 4095) / 4096 * 4096, s_span = (s_bytes + 63) / 64 * 64;
   const size_t total = (copies * (w_span + s_span) + kHuge - 1) / kHuge * kHuge;
@@ -128,12 +128,14 @@ void report(benchmark::State& state, int64_t n, int64_t out, int64_t in, double 
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_LinearFp8(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+// hot: one copy of the weights, read again every iteration (from L2/L3 where it fits): the kernel's
+// own arithmetic rate, apart from DRAM's.
+void BM_LinearFp8(benchmark::State& state, int64_t n, int64_t out, int64_t in, bool hot = false) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;
   if (!setup(state, &level, &pool)) return;
   const size_t w_bytes = static_cast<size_t>(out * in), s_bytes = static_cast<size_t>(((out + 31) / 32) * (in / 32));
-  Copies c = make_copies(w_bytes, s_bytes, n, true);
+  Copies c = make_copies(w_bytes, s_bytes, n, true, hot);
   std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
   size_t i = 0;
   for (auto _ : state) {
@@ -145,12 +147,12 @@ void BM_LinearFp8(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
   report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
 }
 
-void BM_LinearFp4(benchmark::State& state, int64_t n, int64_t out, int64_t in) {
+void BM_LinearFp4(benchmark::State& state, int64_t n, int64_t out, int64_t in, bool hot = false) {
   KernelLevel level;
   std::unique_ptr<ThreadPool> pool;
   if (!setup(state, &level, &pool)) return;
   const size_t w_bytes = static_cast<size_t>(out * in / 2), s_bytes = static_cast<size_t>(out * in / 32);
-  Copies c = make_copies(w_bytes, s_bytes, n, false);
+  Copies c = make_copies(w_bytes, s_bytes, n, false, hot);
   std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
   size_t i = 0;
   for (auto _ : state) {
@@ -433,6 +435,11 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode_engram_25600x6144, 1, 25600, 6144)->Apply
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_wq_b_6144x256, 1, 6144, 256)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, decode_wo_b_1024x1536, 1, 1024, 1536)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_448x1024, 1, 448, 1024)->Apply(levels_and_threads);
+// The same weights hot (one copy, re-read from the caches): the decode kernels' arithmetic rate.
+BENCHMARK_CAPTURE(BM_LinearFp8, hot_wq_b_6144x256, 1, 6144, 256, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, hot_wo_b_1024x1536, 1, 1024, 1536, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, hot_expert_448x1024, 1, 448, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4, hot_expert_1024x448, 1, 1024, 448, true)->Apply(levels_and_threads);
 // The same small shapes at four decode rows (a batch of four streams: each weight read once for all).
 BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wq_b_6144x256, 4, 6144, 256)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wo_b_1024x1536, 4, 1024, 1536)->Apply(levels_and_threads);

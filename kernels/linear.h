@@ -33,7 +33,16 @@ struct Fp8Weight {
   const uint8_t* w = nullptr;      // [out, in] e4m3 codes
   const uint8_t* scale = nullptr;  // [ceil(out/32), ceil(in/32)] e8m0 codes
   int64_t out = 0, in = 0;
+  // The smallest and largest scale code where known (scale_lo <= scale_hi; the default says
+  // unknown): a level that takes only some scales (the AVX-512 BF16 one) checks these two instead
+  // of reading every scale on every call. with_scale_range() fills them; they must describe `scale`.
+  uint8_t scale_lo = 1, scale_hi = 0;
 };
+
+// w with scale_lo / scale_hi set from its scales (read once: a model does it when it binds the
+// weight). Why: the BF16 level read a weight's every scale on each call, 0.3-0.8% of a decode
+// token on the 8 GB scaled checkpoint (docs/performance.md, issue 15). Source: issue 15 item 1.
+Fp8Weight with_scale_range(Fp8Weight w);
 
 // MXFP4 weight [out, in]: two E2M1 codes per byte (even element in the low nibble) and one UE8M0
 // scale per 32 inputs.

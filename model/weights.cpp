@@ -201,7 +201,8 @@ class Binder {
                                                 Shape{(out + 31) / 32, (in + 31) / 32},
                                                 "UE8M0 scale per [32, 32] block of " + wname));
       l.kind = Linear::Kind::kFp8;
-      l.fp8 = kernels::Fp8Weight{w.as<uint8_t>(), s.as<uint8_t>(), out, in};
+      // The scale range once here, not on every call (kernels::with_scale_range).
+      l.fp8 = kernels::with_scale_range(kernels::Fp8Weight{w.as<uint8_t>(), s.as<uint8_t>(), out, in});
       return l;
     }
     STRATA_ASSIGN_OR_RETURN(TensorView w0, get(wname,

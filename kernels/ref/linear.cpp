@@ -6,6 +6,7 @@
 // fp8_gemm / fp4_gemm shims accumulate (fixtures README "Kernel shims"). Every product of two E4M3
 // values (or E4M3 x E2M1) is exact in f32, so only the summation rounds.
 // BF16/F32: y[i, r] = sum_k x[i, k] * w[r, k], each product rounded to f32 and added in K order.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -152,6 +153,19 @@ uint16_t Bf16Weight::at(int64_t r, int64_t k) const {
   if (e4m3 != nullptr)  // exact: e4m3 * 2^k is a bf16 value (the Bf16Weight contract)
     return f32_to_bf16(e4m3_to_f32(e4m3[i]) * e8m0_to_f32(e4m3_scale[(r / 32) * ((in + 31) / 32) + k / 32]));
   return blocked ? w[i] : w[r * in + k];
+}
+
+Fp8Weight with_scale_range(Fp8Weight w) {
+  const int64_t n = ((w.out + 31) / 32) * ((w.in + 31) / 32);
+  if (n <= 0) return w;  // no scales: the range stays unknown
+  uint8_t lo = 255, hi = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, w.scale[i]);
+    hi = std::max(hi, w.scale[i]);
+  }
+  w.scale_lo = lo;
+  w.scale_hi = hi;
+  return w;
 }
 
 Bf16Weight Bf16Weight::rows(int64_t r0, int64_t n) const {

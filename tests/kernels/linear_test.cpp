@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -372,6 +374,71 @@ TEST_P(LinearLevel, ThreadCountDoesNotChangeResults) {
     linear_fp8(x.data(), n, w, y1.data(), nullptr, level());
     linear_fp8(x.data(), n, w, y4.data(), &pool, level());
     EXPECT_EQ(0, std::memcmp(y1.data(), y4.data(), static_cast<size_t>(n * s.out) * sizeof(float))) << "n=" << n;
+  }
+}
+
+// A decode row's bits do not depend on its neighbours: pool passes cut rows anywhere (kernels/detail
+// kernel_table.h, FormatKernels::matvec's contract) and the kernels sum rows in groups (the BF16
+// level 16 at a time), so each row of a whole-matrix call must equal that row alone, bit for bit.
+// 37 rows leave a partial group; in = 96 ends in a half chunk (FP8), 448 in a partial one (FP4).
+TEST_P(LinearLevel, DecodeRowEqualsTheRowAlone) {
+  std::mt19937 rng(501);
+  for (int64_t in : {int64_t{64}, int64_t{96}, int64_t{256}, int64_t{448}, int64_t{1024}, int64_t{2080}}) {
+    const int64_t out = 37, nkb = in / 32;
+    std::vector<uint8_t> w8(static_cast<size_t>(out * in)), s8(static_cast<size_t>((out + 31) / 32 * nkb));
+    std::vector<uint8_t> w4(static_cast<size_t>(out * in / 2)), s4(static_cast<size_t>(out * nkb));
+    for (auto& c : w8) c = random_e4m3(rng);
+    for (auto& c : s8) c = random_scale(rng, false);
+    for (auto& c : w4) c = static_cast<uint8_t>(rng());
+    for (auto& c : s4) c = random_scale(rng, false);
+    const Fp8Weight f8{w8.data(), s8.data(), out, in};
+    const Fp4Weight f4{w4.data(), s4.data(), out, in};
+    for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+      Buf<float> x = make_x(n, in, 0, rng);
+      std::vector<float> all8(static_cast<size_t>(n * out)), all4(all8.size()), one(static_cast<size_t>(n));
+      linear_fp8(x.data(), n, f8, all8.data(), nullptr, level());
+      linear_fp4(x.data(), n, f4, all4.data(), nullptr, level());
+      for (int64_t r = 0; r < out; ++r) {
+        // One row of FP8 keeps its [32, 32] scale block's row of scales; one row of MXFP4 its own.
+        linear_fp8(x.data(), n, Fp8Weight{w8.data() + r * in, s8.data() + (r / 32) * nkb, 1, in}, one.data(), nullptr,
+                   level());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(all8[i * out + r]))
+              << "fp8 in=" << in << " n=" << n << " row " << r;
+        linear_fp4(x.data(), n, Fp4Weight{w4.data() + r * in / 2, s4.data() + r * nkb, 1, in}, one.data(), nullptr,
+                   level());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(one[i]), std::bit_cast<uint32_t>(all4[i * out + r]))
+              << "fp4 in=" << in << " n=" << n << " row " << r;
+      }
+    }
+  }
+}
+
+// A weight with its scale range known (with_scale_range: the BF16 level then skips reading the
+// scales per call) computes the same bits as without, scales in the level's range or not (wide
+// ones send it to its fallback either way), and the range is the scales' min and max.
+TEST_P(LinearLevel, Fp8ScaleRangeKeepsTheBits) {
+  std::mt19937 rng(502);
+  const Shape s{9, 70, 256};
+  for (bool wide : {false, true}) {
+    std::vector<uint8_t> wq(static_cast<size_t>(s.out * s.in)), ws(static_cast<size_t>(3 * 8));
+    for (auto& c : wq) c = random_e4m3(rng);
+    for (auto& c : ws) c = random_scale(rng, wide);
+    if (wide) ws[5] = 1;  // below the BF16 level's smallest scale
+    const Fp8Weight w{wq.data(), ws.data(), s.out, s.in};
+    const Fp8Weight ranged = with_scale_range(w);
+    EXPECT_EQ(ranged.scale_lo, *std::min_element(ws.begin(), ws.end()));
+    EXPECT_EQ(ranged.scale_hi, *std::max_element(ws.begin(), ws.end()));
+    Buf<float> x = make_x(s.n, s.in, 0, rng);
+    std::vector<float> a(static_cast<size_t>(s.n * s.out)), b(a.size());
+    ThreadPool pool(2);
+    for (int64_t n : {int64_t{1}, int64_t{3}, s.n}) {
+      linear_fp8(x.data(), n, w, a.data(), &pool, level());
+      linear_fp8(x.data(), n, ranged, b.data(), &pool, level());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), static_cast<size_t>(n * s.out) * sizeof(float)))
+          << kernel_level_name(level()) << " n=" << n << (wide ? " wide scales" : "");
+    }
   }
 }
 
