@@ -97,6 +97,7 @@ struct StrataWeights {
   std::vector<strata::AlignedBytes> w, s;
   bool fp4 = false;
   int64_t out = 0, in = 0;
+  uint8_t scale_lo = 1, scale_hi = 0;  // FP8: the copies' scale range, as the model binds it
   size_t bytes() const { return w[0].size() + s[0].size(); }
 };
 
@@ -136,6 +137,11 @@ StrataWeights strata_weights(const std::vector<float>& m, int64_t out, int64_t i
     std::memcpy(sw.w.back().data(), w.data(), wb);
     std::memcpy(sw.s.back().data(), s.data(), sb);
   }
+  if (!fp4) {
+    const strata::kernels::Fp8Weight ranged = strata::kernels::with_scale_range({w.data(), s.data(), out, in});
+    sw.scale_lo = ranged.scale_lo;
+    sw.scale_hi = ranged.scale_hi;
+  }
   return sw;
 }
 
@@ -147,8 +153,10 @@ void strata_call(const StrataWeights& sw, size_t copy, const float* x, int64_t n
     strata::kernels::linear_fp4(x, n, strata::kernels::Fp4Weight{sw.w[copy].data(), sw.s[copy].data(), sw.out, sw.in},
                                 y, pool, g_level);
   } else {
-    strata::kernels::linear_fp8(x, n, strata::kernels::Fp8Weight{sw.w[copy].data(), sw.s[copy].data(), sw.out, sw.in},
-                                y, pool, g_level);
+    strata::kernels::Fp8Weight w{sw.w[copy].data(), sw.s[copy].data(), sw.out, sw.in};
+    w.scale_lo = sw.scale_lo;
+    w.scale_hi = sw.scale_hi;
+    strata::kernels::linear_fp8(x, n, w, y, pool, g_level);
   }
 }
 

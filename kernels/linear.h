@@ -39,9 +39,12 @@ struct Fp8Weight {
   uint8_t scale_lo = 1, scale_hi = 0;
 };
 
-// w with scale_lo / scale_hi set from its scales (read once: a model does it when it binds the
-// weight). Why: the BF16 level read a weight's every scale on each call, 0.3-0.8% of a decode
-// token on the 8 GB scaled checkpoint (docs/performance.md, issue 15). Source: issue 15 item 1.
+// A copy of w with scale_lo / scale_hi set to the min and max of its ceil(out/32) * ceil(in/32) E8M0
+// scale codes (read once; `scale` non-null when there are any; none: the range stays unknown).
+// Allocates nothing, cannot fail. A model calls it when it binds the weight. Why: the BF16 level read
+// a weight's every scale on each call, 0.3-0.8% of a decode token on the 8 GB scaled checkpoint
+// (docs/performance.md#a-tokens-passes-from-dram-and-from-cache-what-did-not-help-2026-12-06-midday-issue-15).
+// Source: issue 15 item 1.
 Fp8Weight with_scale_range(Fp8Weight w);
 
 // MXFP4 weight [out, in]: two E2M1 codes per byte (even element in the low nibble) and one UE8M0

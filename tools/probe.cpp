@@ -93,9 +93,12 @@ struct AnyWeight {
   const uint8_t* w;
   const uint8_t* s;
   int64_t out, in;
+  kernels::Fp8Weight fp8{};  // kFp8: with its scale range, as the model binds it (kernels::with_scale_range)
   void apply(const float* x, int64_t n, float* y, ThreadPool* pool) const {
     switch (kind) {
-      case LinearKind::kFp8: kernels::linear_fp8(x, n, kernels::Fp8Weight{w, s, out, in}, y, pool); break;
+      case LinearKind::kFp8:
+        kernels::linear_fp8(x, n, fp8, y, pool);
+        break;
       case LinearKind::kFp4: kernels::linear_fp4(x, n, kernels::Fp4Weight{w, s, out, in}, y, pool); break;
       case LinearKind::kBf16:
         kernels::linear_bf16(x, n, kernels::Bf16Weight{reinterpret_cast<const uint16_t*>(w), out, in}, y, pool);
@@ -148,7 +151,11 @@ struct WeightSet {
       else fill_f32(reinterpret_cast<float*>(wp), wb / 4, 2 * i + 1);
       fill_bytes(s.back().data(), std::max<size_t>(sb, 1), 2 * i + 2, safe_scale);
     }
-    for (size_t i = 0; i < copies; ++i) views.push_back(AnyWeight{k, w[i].data(), s[i].data(), out, in});
+    for (size_t i = 0; i < copies; ++i) {
+      views.push_back(AnyWeight{k, w[i].data(), s[i].data(), out, in});
+      if (k == LinearKind::kFp8)
+        views.back().fp8 = kernels::with_scale_range(kernels::Fp8Weight{w[i].data(), s[i].data(), out, in});
+    }
   }
 };
 
