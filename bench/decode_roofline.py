@@ -38,10 +38,15 @@ DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 
 
 
 def tensor_table(model_dir):
-    """name -> (dtype, shape, nbytes) from the safetensors headers."""
-    index = json.load(open(os.path.join(model_dir, "model.safetensors.index.json")))
+    """name -> (dtype, shape, nbytes) from the safetensors headers (the index's shards, or a lone
+    model.safetensors)."""
+    index_path = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        shards = sorted(set(json.load(open(index_path))["weight_map"].values()))
+    else:
+        shards = ["model.safetensors"]
     table = {}
-    for shard in sorted(set(index["weight_map"].values())):
+    for shard in shards:
         with open(os.path.join(model_dir, shard), "rb") as f:
             (n,) = struct.unpack("<Q", f.read(8))
             header = json.loads(f.read(n))

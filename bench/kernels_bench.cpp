@@ -504,7 +504,7 @@ BENCHMARK_CAPTURE(BM_LinearQuant, iq4_nl_decode_expert_2304x5120, 5, 1, 2304, 51
 BENCHMARK_CAPTURE(BM_LinearQuant, q4_K_n16_expert_2304x5120, 2, 16, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearQuant, q2_K_n16_expert_2304x5120, 4, 16, 2304, 5120)->Apply(levels_and_threads);
 // Memory bandwidth and peak arithmetic references.
-BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakFlops)->ArgsProduct({{0, 1, 2}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -5,18 +5,26 @@
 #
 # Usage: bench/stream_bench.sh --model DIR [--text FILE] [--out DIR] [--build DIR] [--decode N]
 #          [--prompts "512 2048"] [--modes "stream mmap"] [--cold] [--threads T] [--no-disk]
-#          [--timeout S] [-- extra strata flags]
+#          [--timeout S] [--summary-only] [-- extra strata flags]
 #   --model DIR     checkpoint (e.g. strata synth --preset scaled --target-gb 48 --routing-skew 1.5)
 #   --text FILE     prompt source text; its first N tokens are the N-token prompt (default: the
 #                   GPL-3 and MPL-2.0 license texts plus stdio.h, prose then code then prose)
 #   --cold          drop the page cache before every run (needs root: /proc/sys/vm/drop_caches)
 #   --no-disk       keep the disk figures of an earlier run in --out (disk.json) instead of measuring
 #   --timeout S     stop a run that takes longer than S seconds (its row is left out of the table)
+#   --summary-only  run nothing: print the tables again from the files an earlier run left in --out
 #   extra flags     passed to every `strata logits` run (e.g. --direct-io, --ram-budget 16G)
 # Output: one stats JSON per run in --out, disk.json, and a summary table (summary.md) with the
 # figures docs/performance.md reports: tok/s, bytes read per token, hit rates, the I/O roofline
 # (miss bytes per token / sequential read bandwidth), the Engram share of decode time, and the
 # Engram prefill row rate against the disk's 4 KiB random-read IOPS at queue depth 32.
+# With build/bench/kernels_bench built, each run is bracketed by two memory read-bandwidth samples
+# (BM_MemRead at the run's threads) and a second table divides decode by the roofline of issue 15
+# item 3: 1 / (resident bytes / memory bandwidth + miss bytes / disk bandwidth) per token, where the
+# bytes a token touches come from the safetensors headers (bench/decode_roofline.py), miss bytes are
+# what the store read per decode token and resident bytes the rest (that sum assumes no overlap;
+# beside it the bound with reads fully overlapped, 1 / max of the two terms); then the process's CPU
+# time per decode token in user space and in the kernel (what the reads cost the cores).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +39,7 @@ cold=0
 threads=0
 no_disk=0
 timeout_s=0
+summary_only=0
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -45,14 +54,19 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --no-disk) no_disk=1; shift ;;
     --timeout) timeout_s="$2"; shift 2 ;;
+    --summary-only) summary_only=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stream_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ -n "$model" ]] || { echo "stream_bench.sh: --model DIR is required" >&2; exit 2; }
 strata="$build/cli/strata"
 diskb="$build/bench/disk_read_bench"
+kbench="$build/bench/kernels_bench"
+# strata's -t 0 is one thread per physical core; BM_MemRead is registered at 1, 2, 4, 8 and 16.
+bw_threads=$threads
+[[ "$bw_threads" == 0 ]] && bw_threads=$(lscpu -p=core,socket | grep -v '^#' | sort -u | wc -l)
 [[ -x "$strata" && -x "$diskb" ]] || { echo "stream_bench.sh: build strata and disk_read_bench in $build first" >&2; exit 2; }
 mkdir -p "$out"
 if [[ -z "$text" ]]; then
@@ -67,6 +81,19 @@ drop_caches() {
   fi
 }
 
+# One memory read-bandwidth sample (BM_MemRead at the run's threads, median of 3, bytes/s) appended
+# to FILE as "LABEL BYTES_PER_S"; nothing when kernels_bench is not built or has no such thread count.
+mem_bw() {
+  [[ -x "$kbench" ]] || return 0
+  "$kbench" --benchmark_filter="BM_MemRead/$bw_threads/" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null |
+    python3 -c 'import json,sys
+t=sys.stdin.read()
+b=[x for x in json.loads(t)["benchmarks"] if x.get("aggregate_name")=="median"] if t.strip() else []
+if b: print(sys.argv[1], b[0]["bytes_per_second"])' "$1" >> "$2" || true
+}
+
+if [[ $summary_only -eq 0 ]]; then
 # Disk figures first, from the checkpoint's own shards (O_DIRECT, so the page cache does not matter
 # except for the buffered random-read line).
 if [[ $no_disk -eq 0 || ! -s "$out/disk.json" ]]; then
@@ -89,7 +116,9 @@ done
 
 for mode in $modes; do
   for p in $prompts; do
+    rm -f "$out/${mode}_$p.membw"
     drop_caches
+    mem_bw before "$out/${mode}_$p.membw"
     echo "== $mode, $p-token prompt, $decode decode steps" >&2
     limit=()
     [[ "$timeout_s" != 0 ]] && limit=(timeout "$timeout_s")
@@ -98,13 +127,19 @@ for mode in $modes; do
       --stats --stats-json "$out/${mode}_$p.json" "${extra[@]}" > "$out/${mode}_$p.tokens" 2> "$out/${mode}_$p.log" ||
       { echo "stream_bench.sh: run failed or timed out, see $out/${mode}_$p.log" >&2; tail -5 "$out/${mode}_$p.log" >&2;
         rm -f "$out/${mode}_$p.json"; continue; }
+    mem_bw after "$out/${mode}_$p.membw"
     grep -E "placement|Maximum resident" "$out/${mode}_$p.log" >&2 || true
   done
 done
+fi
 
-python3 - "$out" "$modes" "$prompts" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$modes" "$prompts" "$model" "$repo/bench" "$bw_threads" <<'PY' | tee "$out/summary.md"
 import json, sys, os
-out, modes, prompts = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, modes, prompts, model = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+bw_threads = sys.argv[6]
+sys.path.insert(0, sys.argv[5])
+sys.dont_write_bytecode = True  # no __pycache__ in the repo's bench/
+from decode_roofline import decode_bytes_per_token
 disk = json.load(open(os.path.join(out, "disk.json")))
 bw = disk["seq_gbps_qd32"] * 1e9
 iops = disk["rand4k_iops_qd32"]
@@ -114,25 +149,61 @@ print("| mode | prompt | prefill tok/s | decode tok/s | decode bytes read/token 
       "prefetch hit rate | prediction recall | roofline tok/s | decode / roofline | Engram share of decode | "
       "Engram prefill rows/s (vs IOPS) | blocked on I/O (decode) |")
 print("|" + "---|" * 13)
-for m in modes:
-    for p in prompts:
-        f = os.path.join(out, f"{m}_{p}.json")
-        if not os.path.exists(f):
-            continue
-        j = json.load(open(f))
-        pre, dec = j["phases"]["prefill"], j["phases"].get("decode")
-        if dec is None:
-            continue
-        bpt = dec["bytes_read_per_token"] if m == "stream" else dec["os_read_bytes"] / max(dec["tokens"], 1)
-        roof = bw / bpt if bpt > 0 else float("inf")
-        eng = pre["engram"]
-        # Engram prefill fetch: read requests / wall time with a fetch in flight (both layers' fetches
-        # start together before layer 0).
-        rows_s = eng["reads"] / eng["busy_s"] if eng["busy_s"] > 0 else 0
-        print(f"| {m} | {p} | {pre['tok_per_s']:.2f} | {dec['tok_per_s']:.3f} | {bpt/1e6:.1f} MB | "
-              f"{100*dec['expert']['hit_rate']:.1f}% | {100*dec['prefetch']['hit_rate']:.1f}% | "
-              f"{100*dec['prefetch']['prediction_recall']:.1f}% | {roof:.3f} | "
-              f"{100*dec['tok_per_s']/roof if roof not in (0, float('inf')) else 0:.0f}% | "
-              f"{100*dec['engram']['share_of_wall']:.1f}% | {rows_s:.0f} ({100*rows_s/iops:.0f}%) | "
-              f"{dec['io_wait_s']/max(dec['wall_s'],1e-9)*100:.0f}% |")
+
+
+def runs():
+    """(mode, prompt, prefill, decode) of each run whose stats file has a decode phase."""
+    for m in modes:
+        for p in prompts:
+            f = os.path.join(out, f"{m}_{p}.json")
+            if not os.path.exists(f):
+                continue
+            phases = json.load(open(f))["phases"]
+            if phases.get("decode") and phases["decode"]["tokens"]:
+                yield m, p, phases["prefill"], phases["decode"]
+
+
+for m, p, pre, dec in runs():
+    bpt = dec["bytes_read_per_token"] if m == "stream" else dec["os_read_bytes"] / max(dec["tokens"], 1)
+    roof = bw / bpt if bpt > 0 else float("inf")
+    eng = pre["engram"]
+    # Engram prefill fetch: read requests / wall time with a fetch in flight (both layers' fetches
+    # start together before layer 0).
+    rows_s = eng["reads"] / eng["busy_s"] if eng["busy_s"] > 0 else 0
+    print(f"| {m} | {p} | {pre['tok_per_s']:.2f} | {dec['tok_per_s']:.3f} | {bpt/1e6:.1f} MB | "
+          f"{100*dec['expert']['hit_rate']:.1f}% | {100*dec['prefetch']['hit_rate']:.1f}% | "
+          f"{100*dec['prefetch']['prediction_recall']:.1f}% | {roof:.3f} | "
+          f"{100*dec['tok_per_s']/roof if roof not in (0, float('inf')) else 0:.0f}% | "
+          f"{100*dec['engram']['share_of_wall']:.1f}% | {rows_s:.0f} ({100*rows_s/iops:.0f}%) | "
+          f"{dec['io_wait_s']/max(dec['wall_s'],1e-9)*100:.0f}% |")
+
+# Issue 15 item 3: decode against 1 / (resident bytes / memory BW + miss bytes / disk BW), both
+# bandwidths measured in this run (memory: the mean of the samples before and after the run). That
+# sum assumes no read overlaps compute; the store overlaps them (decode can beat the sum), so beside
+# it the upper bound with reads fully overlapped, 1 / max(resident bytes / memory BW, miss bytes / disk BW).
+touched = sum(decode_bytes_per_token(model).values())
+print(f"\nbytes a decode token touches (safetensors headers, bench/decode_roofline.py): {touched/1e6:.1f} MB\n")
+print("| mode | prompt | decode tok/s | memory BW (before / after) | miss bytes/token | resident bytes/token | "
+      "roofline tok/s | decode / roofline | overlapped bound tok/s | decode / bound | "
+      "CPU user / kernel per decode token |")
+print("|" + "---|" * 11)
+for m, p, _, dec in runs():
+    fb = os.path.join(out, f"{m}_{p}.membw")
+    samples = {l.split()[0]: float(l.split()[1]) for l in open(fb)} if os.path.exists(fb) else {}
+    cpu = dec.get("cpu", {"user_s": 0, "sys_s": 0})
+    user_ms, sys_ms = 1e3 * cpu["user_s"] / dec["tokens"], 1e3 * cpu["sys_s"] / dec["tokens"]
+    miss = dec["bytes_read_per_token"] if m == "stream" else dec["os_read_bytes"] / dec["tokens"]
+    resident = max(touched - miss, 0.0)
+    if len(samples) < 2:
+        print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | not measured (no kernels_bench, or no BM_MemRead/{bw_threads}) | "
+              f"{miss/1e6:.1f} MB | "
+              f"{resident/1e6:.1f} MB | - | - | - | - | {user_ms:.0f} / {sys_ms:.0f} ms |")
+        continue
+    mem = (samples["before"] + samples["after"]) / 2
+    roof = 1.0 / (resident / mem + miss / bw)
+    bound = 1.0 / max(resident / mem, miss / bw)  # reads fully overlapped with compute
+    print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | {mem/1e9:.1f} GB/s ({samples['before']/1e9:.1f} / "
+          f"{samples['after']/1e9:.1f}) | {miss/1e6:.1f} MB | {resident/1e6:.1f} MB | {roof:.2f} | "
+          f"{100*dec['tok_per_s']/roof:.0f}% | {bound:.2f} | {100*dec['tok_per_s']/bound:.0f}% | "
+          f"{user_ms:.0f} / {sys_ms:.0f} ms |")
 PY

@@ -148,11 +148,11 @@ int run_plan(PlanCliOptions& o) {
     // The probe takes minutes: say so before the first silent second (its progress follows).
     if (cached.error().code() == StatusCode::kNotFound)
       std::fprintf(stderr,
-                   "strata: no machine profile at %s: measuring this machine first (~2 min, once; "
+                   "strata: no machine profile at %s: measuring this machine first (~3 min, once; "
                    "strata probe)\n",
                    o.probe.c_str());
     else
-      std::fprintf(stderr, "strata: measuring this machine first (~2 min; strata probe) into %s\n", o.probe.c_str());
+      std::fprintf(stderr, "strata: measuring this machine first (~3 min; strata probe) into %s\n", o.probe.c_str());
     tools::ProbeOptions pr;
     pr.disk_dir = storage_dir_of(o.model_dir);
     auto m = probe_machine(pr, o.probe);

@@ -1,5 +1,7 @@
 #include "cli/stats_report.h"
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 
 #include "store/placement_options.h"
@@ -14,10 +16,24 @@ double per(double a, double b) { return b > 0 ? a / b : 0; }
 // What a routed-expert counter says when the store streams no experts (resident, mmap).
 constexpr const char* kNotStreamed = "n/a (not streamed)";
 
+double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
+
 }  // namespace
 
+CpuTimes CpuTimes::now() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return CpuTimes{seconds(ru.ru_utime), seconds(ru.ru_stime)};
+}
+
 PhaseStats phase_between(const std::string& name, const StatsMark& a, const StatsMark& b, int64_t tokens, double wall_s) {
-  return PhaseStats{name, tokens, wall_s, b.store.since(a.store), b.profile.since(a.profile)};
+  return PhaseStats{name,
+                    tokens,
+                    wall_s,
+                    b.store.since(a.store),
+                    b.profile.since(a.profile),
+                    b.cpu.user_s - a.cpu.user_s,
+                    b.cpu.sys_s - a.cpu.sys_s};
 }
 
 void print_stats(std::FILE* out, const std::vector<PhaseStats>& phases) {
@@ -81,6 +97,7 @@ void print_stats(std::FILE* out, const std::vector<PhaseStats>& phases) {
   row("blocked on I/O s (share)", [&](const PhaseStats& p) {
     return f("%.3f", s_of(p.store.io_wait_ns())) + f(" (%.1f%%)", 100 * per(s_of(p.store.io_wait_ns()), p.wall_s));
   });
+  row("CPU user / kernel s", [&](const PhaseStats& p) { return f("%.2f", p.cpu_user_s) + f(" / %.2f", p.cpu_sys_s); });
 }
 
 std::string stats_json(const std::vector<PhaseStats>& phases, const std::string& model_dir, const std::string& placement) {
@@ -111,6 +128,7 @@ std::string stats_json(const std::vector<PhaseStats>& phases, const std::string&
                    {"wait_s", s_of(s.engram_wait_ns)},
                    {"time_s", s_of(p.profile.engram_ns)},       {"share_of_wall", per(s_of(p.profile.engram_ns), p.wall_s)}};
     o["io_wait_s"] = s_of(s.io_wait_ns());
+    o["cpu"] = {{"user_s", p.cpu_user_s}, {"sys_s", p.cpu_sys_s}};
     o["profile"] = {{"forwards", p.profile.forwards}, {"forward_s", s_of(p.profile.forward_ns)},
                     {"moe_s", s_of(p.profile.moe_ns)}, {"engram_s", s_of(p.profile.engram_ns)},
                     {"attention_s", s_of(p.profile.attention_ns)}, {"head_s", s_of(p.profile.head_ns)}};

@@ -1,6 +1,8 @@
 // Per-phase placement stats for `strata run --stats / --stats-json` and `strata logits --stats`:
 // tokens, wall time, bytes read, expert cache and prefetch hit rates, Engram rows and time, time
-// blocked on I/O (store::PlacementStats) next to where the forward time went (model::ForwardProfile).
+// blocked on I/O (store::PlacementStats) next to where the forward time went (model::ForwardProfile)
+// and the process's CPU time, user and kernel (the kernel's share is what reads cost the cores, issue 15
+// item 3).
 #pragma once
 
 #include <cstdio>
@@ -19,13 +21,25 @@ struct PhaseStats {
   double wall_s = 0;
   store::PlacementStats store;
   model::ForwardProfile profile;
+  double cpu_user_s = 0;  // CPU time of all the process's threads (io_uring workers included) in user space
+  double cpu_sys_s = 0;   // ... and in the kernel (reads, page faults, copies from the page cache)
+};
+
+// The process's CPU time so far, in seconds (getrusage RUSAGE_SELF: every thread, live or joined).
+struct CpuTimes {
+  double user_s = 0;
+  double sys_s = 0;
+  static CpuTimes now();
 };
 
 // Snapshot of the counters, to subtract at the end of a phase.
 struct StatsMark {
   store::PlacementStats store;
   model::ForwardProfile profile;
-  static StatsMark take(model::Model& m, const model::ForwardProfile& p) { return StatsMark{m.store().stats(), p}; }
+  CpuTimes cpu;
+  static StatsMark take(model::Model& m, const model::ForwardProfile& p) {
+    return StatsMark{m.store().stats(), p, CpuTimes::now()};
+  }
 };
 PhaseStats phase_between(const std::string& name, const StatsMark& a, const StatsMark& b, int64_t tokens, double wall_s);
 

@@ -278,9 +278,9 @@ Status bind_attention(Binder& b, int layer, const std::string& p, AttentionWeigh
     if (c.o_lora_rank % 32 != 0) return false;
     for (int64_t i = 0; i < o_out * group_in; ++i)
       if ((f.w[i] & 0x7F) == 0x7F) return false;
-    for (int64_t i = 0; i < n_scales; ++i)
-      if (f.scale[i] < 127 - 60 || f.scale[i] > 127 + 60) return false;
-    return true;
+    // The scale range was found when b.linear bound wo_a (kernels::with_scale_range); an unknown
+    // range (lo > hi) fails the test and keeps the widened copy.
+    return f.scale_lo >= 127 - 60 && f.scale_hi <= 127 + 60;
   };
   if (wo_a.kind == Linear::Kind::kFp8 && blocked && codes_exact(wo_a.fp8)) {
     // The blocked codes in place of the stored ones (the store gives their pages back), or, where

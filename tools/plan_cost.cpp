@@ -27,11 +27,18 @@ const char* linear_term(const LinearUse& u) {
 
 // Seconds of `calls` applications of a linear to `rows` rows (one weight read per application):
 // the measured matvec rate at one row; from kMatmulRows[0] rows on, the slower of streaming the
-// weight and the measured matmul rate; in between, linear in the row count.
-double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, double* overhead, double passes) {
+// weight and the measured matmul rate; in between, linear in the row count. `passes`: pool passes
+// the application costs (pool_passes); `sharing`: applications of this linear in those passes (a
+// decode layer's routed experts: the touched ones, which go together), so that the matvec rate is
+// the one of the bytes a pass streams (a short pass from DRAM streams slower: tools/probe.h).
+double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, double* overhead, double passes,
+                      double sharing = 1) {
   const double calls = u.calls;
   *overhead += passes * k.call_us * 1e-6;
-  const double read = static_cast<double>(u.bytes) * u.read_cost / (matvec_gbps_at(k, u.in) * 1e9);
+  const double bytes = static_cast<double>(u.bytes) * u.read_cost;
+  // A linear that rides along another's pass (passes 0) is counted at its own bytes.
+  const double pass_bytes = passes > 0 ? bytes * calls * sharing / passes : bytes;
+  const double read = bytes / (matvec_gbps_at(k, u.in, pass_bytes) * 1e9);
   auto at = [&](double n) {
     const double elems = static_cast<double>(u.out * u.in);
     return std::max(read, 2.0 * n * elems / (matmul_gflops_at(k, n, elems) * 1e9));
@@ -96,7 +103,7 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
       const double uses = static_cast<double>(n) * K;
       const double touched = n == 1 ? K : E * (1.0 - std::pow(1.0 - K / E, static_cast<double>(n)));
       t[linear_term(u)] += touched * linear_seconds(u, k, uses / touched, &overhead,
-                                                    pool_passes(u, uses / touched, n, touched));
+                                                    pool_passes(u, uses / touched, n, touched), touched);
       continue;
     }
     // Applications per chunk: once over n * per_token rows, or (decode of a linear that runs once per

@@ -4,7 +4,8 @@
 // Every term is a measured rate times a count taken from the config:
 //   linear       calls x (call_us + max(bytes / matvec GB/s, 2 n out in / matmul GFLOP/s at n rows))
 //                per kernel kind (fp8, fp4, bf16, f32), with the kernel rates of this build; the
-//                matmul rate also depends on the weight's size (probed on a small and a large one)
+//                matvec and matmul rates also depend on the weight's size (probed on a small and
+//                a large one; a short pass from DRAM streams slower)
 //   routed MoE   decode: n_active experts per layer; prefill: a chunk of n tokens touches
 //                E (1 - (1 - k/E)^n) experts (uniform routing) with n k / touched tokens each, and
 //                model/moe.cpp runs each touched expert once over its tokens

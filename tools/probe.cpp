@@ -161,22 +161,28 @@ struct WeightSet {
 
 constexpr size_t kColdBytes = 256u << 20;  // matvec weights rotate through at least this much memory
 
+// `matmuls`: also the prefill rates (measured in the probe's first round only).
 KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, bool matmuls) {
   KernelRates r;
-  // Decode: matvecs of rows of kMatvecIn[i] values, >= 16 MiB per weight, rotating through >= 256 MiB
-  // so the weights come from DRAM.
-  for (size_t i = 0; i < kMatvecIn.size(); ++i) {
-    const int64_t in = kMatvecIn[i];
+  // Decode: matvecs of rows of kMatvecIn[i] values, >= kLargeMatvecBytes and >= kSmallMatvecBytes per
+  // weight, rotating through >= 256 MiB so the weights come from DRAM.
+  auto matvec = [&](int64_t in, int64_t least_bytes, double share) {
     int64_t out = 32;
-    while (weight_bytes(k, out, in) < (16u << 20)) out *= 2;
+    while (weight_bytes(k, out, in) < static_cast<size_t>(least_bytes)) out *= 2;
     const size_t per = weight_bytes(k, out, in) + scale_bytes(k, out, in);
     WeightSet ws(k, out, in, (kColdBytes + per - 1) / per);
     std::vector<float> x(static_cast<size_t>(in)), y(static_cast<size_t>(out));
     fill_f32(x.data(), x.size(), 3);
     const double s = time_per_call(
         [&](int64_t c) { ws.views[static_cast<size_t>(c) % ws.views.size()].apply(x.data(), 1, y.data(), pool); },
-        budget / 2);
-    r.matvec_gbps[i] = static_cast<double>(per) / s / 1e9;
+        budget * share);
+    return static_cast<double>(per) / s / 1e9;
+  };
+  // Both sizes in every round: one round's small-weight rates moved 30-50% between probes minutes
+  // apart (2026-12-06, AVX2 EPYC VM), and the median of three moves less.
+  for (size_t i = 0; i < kMatvecIn.size(); ++i) {
+    r.matvec_gbps[i] = matvec(kMatvecIn[i], kLargeMatvecBytes, 0.5);
+    r.matvec_small_gbps[i] = matvec(kMatvecIn[i], kSmallMatvecBytes, 0.25);
   }
   // Fixed cost of a call, as decode meets it: small weights (a small model's expert or projection,
   // 256 x 512) that are not in cache, one after another; what streaming them at the measured rate
@@ -190,7 +196,8 @@ KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, bool m
     const double s = time_per_call(
         [&](int64_t c) { ws.views[static_cast<size_t>(c) % ws.views.size()].apply(x.data(), 1, y.data(), pool); },
         budget / 2);
-    r.call_us = std::max(0.0, s - static_cast<double>(per) / (matvec_gbps_at(r, in) * 1e9)) * 1e6;
+    r.call_us =
+        std::max(0.0, s - static_cast<double>(per) / (matvec_gbps_at(r, in, static_cast<double>(per)) * 1e9)) * 1e6;
   }
   // Prefill: a large and a small weight times n rows.
   auto matmul = [&](int64_t out, int64_t in, std::array<double, 4>* gflops, double share) {
@@ -454,8 +461,15 @@ double log_interp(const std::array<int, 4>& xs, const std::array<double, 4>& ys,
   return std::max(1e-3, ys.back());
 }
 
-double matvec_gbps_at(const KernelRates& k, int64_t in) {
-  return log_interp(kMatvecIn, k.matvec_gbps, static_cast<double>(std::max<int64_t>(in, 1)));
+double matvec_gbps_at(const KernelRates& k, int64_t in, double bytes) {
+  const double row = static_cast<double>(std::max<int64_t>(in, 1));
+  const double large = log_interp(kMatvecIn, k.matvec_gbps, row);
+  // Rates built in code without the small-weight ones (zero) read as the large ones.
+  const double small = k.matvec_small_gbps[0] > 0 ? log_interp(kMatvecIn, k.matvec_small_gbps, row) : large;
+  const double lo = std::log(static_cast<double>(kSmallMatvecBytes)),
+               hi = std::log(static_cast<double>(kLargeMatvecBytes));
+  const double t = std::clamp((std::log(std::max(bytes, 1.0)) - lo) / (hi - lo), 0.0, 1.0);
+  return small + t * (large - small);
 }
 
 const ThreadRates& MachineProfile::at_threads(int t) const {
@@ -509,6 +523,7 @@ std::string MachineProfile::to_json() const {
       ojson kj;
       kj["matvec_in"] = kMatvecIn;
       kj["matvec_gbps"] = kr.matvec_gbps;
+      kj["matvec_small_gbps"] = kr.matvec_small_gbps;
       kj["call_us"] = kr.call_us;
       kj["matmul_rows"] = kMatmulRows;
       kj["matmul_gflops"] = kr.matmul_gflops;
@@ -595,26 +610,28 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
       STRATA_RETURN_IF_ERROR(get_field(*kj, "matvec_in", wk, &ins));
       if (ins != std::vector<int>(kMatvecIn.begin(), kMatvecIn.end()))
         return InvalidArgument(wk + ": matvec_in differs from this build's (re-run strata probe)");
-      std::vector<double> mv;
-      STRATA_RETURN_IF_ERROR(get_field(*kj, "matvec_gbps", wk, &mv));
-      if (mv.size() != kr.matvec_gbps.size()) return InvalidArgument(wk + ": matvec_gbps has the wrong length");
-      std::copy(mv.begin(), mv.end(), kr.matvec_gbps.begin());
+      // A rate array of this build's length; `fallback` (older profiles: no small-weight rates) when
+      // the field is absent and a fallback is given.
+      auto rates = [&](const char* field, std::array<double, 4>* a, const std::array<double, 4>* fallback) -> Status {
+        if (fallback != nullptr && !kj->contains(field)) {
+          *a = *fallback;
+          return Status();
+        }
+        std::vector<double> v;
+        STRATA_RETURN_IF_ERROR(get_field(*kj, field, wk, &v));
+        if (v.size() != a->size()) return InvalidArgument(wk + ": " + field + " has the wrong length");
+        std::copy(v.begin(), v.end(), a->begin());
+        return Status();
+      };
+      STRATA_RETURN_IF_ERROR(rates("matvec_gbps", &kr.matvec_gbps, nullptr));
+      STRATA_RETURN_IF_ERROR(rates("matvec_small_gbps", &kr.matvec_small_gbps, &kr.matvec_gbps));
       STRATA_RETURN_IF_ERROR(get_field(*kj, "call_us", wk, &kr.call_us));
       std::vector<int> rows;
       STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_rows", wk, &rows));
       if (rows != std::vector<int>(kMatmulRows.begin(), kMatmulRows.end()))
         return InvalidArgument(wk + ": matmul_rows differ from this build's (re-run strata probe)");
-      std::vector<double> g;
-      STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_gflops", wk, &g));
-      if (g.size() != kr.matmul_gflops.size()) return InvalidArgument(wk + ": matmul_gflops has the wrong length");
-      std::copy(g.begin(), g.end(), kr.matmul_gflops.begin());
-      kr.matmul_small_gflops = kr.matmul_gflops;  // older profiles: no small-weight rates
-      if (kj->contains("matmul_small_gflops")) {
-        STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_small_gflops", wk, &g));
-        if (g.size() != kr.matmul_small_gflops.size())
-          return InvalidArgument(wk + ": matmul_small_gflops has the wrong length");
-        std::copy(g.begin(), g.end(), kr.matmul_small_gflops.begin());
-      }
+      STRATA_RETURN_IF_ERROR(rates("matmul_gflops", &kr.matmul_gflops, nullptr));
+      STRATA_RETURN_IF_ERROR(rates("matmul_small_gflops", &kr.matmul_small_gflops, &kr.matmul_gflops));
     }
     if (!p.threads.empty() && r.threads <= p.threads.back().threads)
       return InvalidArgument(w + ": thread counts must ascend");
@@ -796,9 +813,13 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
         const std::vector<KernelRates>& v = samples[i][static_cast<size_t>(k)];
         KernelRates kr = v.front();  // the matmuls
         for (size_t j = 0; j < kr.matvec_gbps.size(); ++j) {
-          std::vector<double> x;
-          for (const KernelRates& s : v) x.push_back(s.matvec_gbps[j]);
+          std::vector<double> x, xs;
+          for (const KernelRates& s : v) {
+            x.push_back(s.matvec_gbps[j]);
+            xs.push_back(s.matvec_small_gbps[j]);
+          }
           kr.matvec_gbps[j] = median(x);
+          kr.matvec_small_gbps[j] = median(xs);
         }
         std::vector<double> c;
         for (const KernelRates& s : v) c.push_back(s.call_us);

@@ -29,12 +29,20 @@ inline constexpr std::array<int, 4> kMatmulRows = {8, 32, 128, 512};
 // Weight shapes of the two matmul measurements (out x in).
 inline constexpr int64_t kLargeMatmulOut = 2048, kLargeMatmulIn = 2048;
 inline constexpr int64_t kSmallMatmulOut = 256, kSmallMatmulIn = 512;
+// Least weight bytes of the two matvec measurements.
+inline constexpr int64_t kSmallMatvecBytes = 1 << 20, kLargeMatvecBytes = 16 << 20;
 struct KernelRates {
   // n = 1, weight GB/s (codes + scales) with the weights streamed from DRAM (>= 256 MiB working
-  // set), for [out, kMatvecIn[i]] weights of >= 16 MiB.
+  // set), for [out, kMatvecIn[i]] weights of >= kLargeMatvecBytes.
   std::array<double, 4> matvec_gbps{};
+  // The same for weights of >= kSmallMatvecBytes, the size of a small model's decode pass (a 1-3 MB
+  // projection): a pass that short from DRAM streams slower than a long one (the 8 GB checkpoint's
+  // passes 28-34 GB/s against 60 for 16 MiB weights, docs/performance.md, issue 15 item 4).
+  // Profiles written before it was measured load with it equal to matvec_gbps.
+  std::array<double, 4> matvec_small_gbps{};
   // n = 1: fixed cost of one call (fork-join, activation preparation, split tail), measured on cold
-  // 256 x 512 weights called one after another, less their streaming time at matvec_gbps.
+  // 256 x 512 weights called one after another, less their streaming time at matvec_gbps_at (the
+  // small-weight rate, for weights that size).
   double call_us = 0;
   // GFLOP/s (2 * n * out * in per call) at n = kMatmulRows[i], cache-resident 2048 x 2048 weight.
   std::array<double, 4> matmul_gflops{};
@@ -43,9 +51,10 @@ struct KernelRates {
   // written before it was measured load with it equal to matmul_gflops.
   std::array<double, 4> matmul_small_gflops{};
 };
-// Weight GB/s of a matvec with rows of `in` values (log-linear between the probed row lengths,
-// constant outside them).
-double matvec_gbps_at(const KernelRates& k, int64_t in);
+// Weight GB/s of a matvec with rows of `in` values over a weight of `bytes` (log-linear between the
+// probed row lengths and between kSmallMatvecBytes and kLargeMatvecBytes, constant outside them;
+// matvec_small_gbps all zero: the large rates throughout).
+double matvec_gbps_at(const KernelRates& k, int64_t in, double bytes);
 // ys at x, log-linear in x between the measured points xs (ascending), constant outside them; at
 // least 1e-3 (a rate is never zero).
 double log_interp(const std::array<int, 4>& xs, const std::array<double, 4>& ys, double x);
@@ -141,7 +150,8 @@ struct ProbeOptions {
   int max_threads = 0;              // 0 = every logical core
   double seconds_per_test = 0.25;   // target time of each kernel / memory measurement
   // Interleaved rounds of the memory-bound measurements (read bandwidth, matvec rates, call cost);
-  // each value is the median of its rounds, so a burst of load from another process moves it less.
+  // each value is the median of its rounds, so a burst of load from another process moves it less
+  // (the matmuls are measured in the first round only).
   int rounds = 3;
   double disk_seconds = 1.0;        // cap of each random-read test
   bool kernels = true;              // kernel, attention and top-k rates (the slow part)

@@ -75,14 +75,19 @@ for ph in ("prefill", "decode"):
     for k in ("tokens", "wall_s", "tok_per_s", "bytes_read", "bytes_read_per_token", "io_wait_s"):
         if k not in p: missing.append(f"{ph}.{k}")
     for g, ks in (("expert", ("hit_rate", "loads", "bytes_read")), ("prefetch", ("hit_rate", "issued", "prediction_recall")),
-                  ("engram", ("rows_requested", "rows_read", "time_s", "share_of_wall"))):
+                  ("engram", ("rows_requested", "rows_read", "time_s", "share_of_wall")), ("cpu", ("user_s", "sys_s"))):
         for k in ks:
             if k not in p.get(g, {}): missing.append(f"{ph}.{g}.{k}")
 pre, dec = j["phases"]["prefill"], j["phases"]["decode"]
 # --decode 6: the first new token comes from the prefill's logits, so decode runs 5 forward passes.
-if not missing and (pre["tokens"] <= 0 or dec["tokens"] != 5 or pre["engram"]["rows_requested"] <= 0 or pre["bytes_read"] <= 0):
-    missing.append("plausible counts (tokens %d/%d, Engram rows %d, bytes %d)" %
-                   (pre["tokens"], dec["tokens"], pre["engram"]["rows_requested"], pre["bytes_read"]))
+# CPU time: the prefill runs, so its user + kernel time is above zero (getrusage splits the exact
+# total between the two by ticks, so a tiny prefill's user time alone may stay zero); no field is
+# negative (a sign error in phase_between).
+cpu_fields = [ph["cpu"][k] for ph in (pre, dec) for k in ("user_s", "sys_s")] if not missing else []
+if not missing and (pre["tokens"] <= 0 or dec["tokens"] != 5 or pre["engram"]["rows_requested"] <= 0 or pre["bytes_read"] <= 0
+                    or not pre["cpu"]["user_s"] + pre["cpu"]["sys_s"] > 0 or min(cpu_fields) < 0):
+    missing.append("plausible counts (tokens %d/%d, Engram rows %d, bytes %d, CPU user/kernel s %s)" %
+                   (pre["tokens"], dec["tokens"], pre["engram"]["rows_requested"], pre["bytes_read"], cpu_fields))
 print(("FAIL stats json lacks " + ", ".join(missing)) if missing else
       "ok   stats json: prefill %d tokens, %d bytes read, expert hit rate %.2f; decode %d tokens" %
       (pre["tokens"], pre["bytes_read"], pre["expert"]["hit_rate"], dec["tokens"]))

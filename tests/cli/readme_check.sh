@@ -10,7 +10,7 @@
 # around the binary under test), data/docs, data/real-config, and data/demo synthesized once. The
 # wrapper passes `strata plan` a machine profile (--probe tests/cli/data/machine_profile.json, measured
 # on the development VM) unless the command names one, so the check takes seconds instead of a
-# two-minute probe; nothing else is changed. When the profile format changes, regenerate that file
+# three-minute probe; nothing else is changed. When the profile format changes, regenerate that file
 # with `strata probe --cache tests/cli/data/machine_profile.json`.
 # Usage: readme_check.sh STRATA SOURCE_DIR. Exit 77 (skip) when the tokenizer package is missing.
 set -uo pipefail

@@ -55,6 +55,7 @@ MachineProfile fake_machine(double gbps, double gflops, uint64_t ram, int thread
   r.mem_read_gbps = gbps;
   for (KernelRates& k : r.kernels) {
     k.matvec_gbps.fill(gbps);
+    k.matvec_small_gbps.fill(gbps);
     k.call_us = 0;
     k.matmul_gflops.fill(gflops);
     k.matmul_small_gflops.fill(gflops);
@@ -255,6 +256,22 @@ TEST_F(PlanCost, DecodeLinearsAreBytesOverBandwidth) {
   // Dense FP8 weights (attention 4.8 GiB, shared experts, Engram projection) outweigh the 4.2 GiB
   // of six routed experts per layer.
   EXPECT_EQ(c.bottleneck, "fp8 linears");
+}
+
+TEST_F(PlanCost, ShortDecodePassesStreamSlower) {
+  // Small-weight matvec rates at half the large ones: the release has weights above 16 MiB (the LM
+  // head, Engram's projection) and below (an expert's 11.8 MB, wq_b's 6 MB), so a token costs
+  // more than at the large rates throughout and less than at half of them throughout.
+  IoModel io;
+  const MachineProfile fast = fake_machine(10.0, 100.0, 1ull << 40);
+  MachineProfile mixed = fast;
+  for (KernelRates& k : mixed.threads[0].kernels) k.matvec_small_gbps.fill(5.0);
+  const MachineProfile slow = fake_machine(5.0, 100.0, 1ull << 40);
+  const double t_fast = decode_token_cost(l.config, *f, fast, 1, 1000, io).total_s;
+  const double t_mixed = decode_token_cost(l.config, *f, mixed, 1, 1000, io).total_s;
+  const double t_slow = decode_token_cost(l.config, *f, slow, 1, 1000, io).total_s;
+  EXPECT_GT(t_mixed, t_fast * 1.01);
+  EXPECT_LT(t_mixed, t_slow * 0.99);
 }
 
 TEST_F(PlanCost, StreamingExpertsAreBoundByTheDisk) {

@@ -33,6 +33,7 @@ MachineProfile sample_profile() {
     r.mem_read_gbps = 20.0 * t;
     for (int k = 0; k < kLinearKinds; ++k) {
       r.kernels[static_cast<size_t>(k)].matvec_gbps = {5.0 + k + t, 8.0 + k + t, 10.0 + k + t, 10.5 + k + t};
+      r.kernels[static_cast<size_t>(k)].matvec_small_gbps = {3.0 + k + t, 5.0 + k + t, 6.0 + k + t, 6.5 + k + t};
       r.kernels[static_cast<size_t>(k)].call_us = 1.5;
       r.kernels[static_cast<size_t>(k)].matmul_gflops = {10.0 * t, 40.0 * t, 80.0 * t, 100.0 * t};
       r.kernels[static_cast<size_t>(k)].matmul_small_gflops = {5.0 * t, 20.0 * t, 50.0 * t, 70.0 * t};
@@ -150,12 +151,16 @@ TEST(Probe, MeminfoAndNvidiaSmiParsing) {
   EXPECT_TRUE(parse_nvidia_smi("").empty());
 }
 
-TEST(Probe, ProfileWithoutSmallMatmulRatesLoads) {
-  // Profiles saved before the small-weight matmul was measured: its rates default to the large ones.
+TEST(Probe, ProfileWithoutSmallWeightRatesLoads) {
+  // Profiles saved before the small-weight matmul and matvec were measured: their rates default to
+  // the large ones.
   MachineProfile p = sample_profile();
   auto j = nlohmann::json::parse(p.to_json());
   for (auto& t : j["threads"])
-    for (auto& [name, k] : t["kernels"].items()) k.erase("matmul_small_gflops");
+    for (auto& [name, k] : t["kernels"].items()) {
+      k.erase("matmul_small_gflops");
+      k.erase("matvec_small_gbps");
+    }
   testing::TempDir dir;
   const std::string path = dir.file("old.json");
   const std::string text = j.dump();
@@ -164,6 +169,7 @@ TEST(Probe, ProfileWithoutSmallMatmulRatesLoads) {
   ASSERT_TRUE(q.ok()) << q.error().to_string();
   const KernelRates& k = q->threads.at(0).kernels[0];
   EXPECT_EQ(k.matmul_small_gflops, k.matmul_gflops);
+  EXPECT_EQ(k.matvec_small_gbps, k.matvec_gbps);
 }
 
 TEST(Probe, MatmulRateByRowsAndWeightSize) {
@@ -184,11 +190,28 @@ TEST(Probe, MatmulRateByRowsAndWeightSize) {
 TEST(Probe, MatvecRateByRowLength) {
   KernelRates k;
   k.matvec_gbps = {2.0, 4.0, 6.0, 6.0};
-  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 64), 2.0) << "constant below the shortest probed row";
-  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 256), 2.0);
-  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 512), 3.0) << "log-linear: halfway from 256 to 1024";
-  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 4096), 6.0);
-  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1 << 20), 6.0);
+  k.matvec_small_gbps = k.matvec_gbps;
+  const double big = kLargeMatvecBytes;
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 64, big), 2.0) << "constant below the shortest probed row";
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 256, big), 2.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 512, big), 3.0) << "log-linear: halfway from 256 to 1024";
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 4096, big), 6.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1 << 20, big), 6.0);
+}
+
+TEST(Probe, MatvecRateByWeightSize) {
+  // A short pass from DRAM streams slower than a long one: the rate moves log-linearly in the
+  // weight's bytes from the small measurement to the large one, constant outside them.
+  KernelRates k;
+  k.matvec_gbps = {40.0, 60.0, 60.0, 60.0};
+  k.matvec_small_gbps = {20.0, 30.0, 30.0, 30.0};
+  const double small = kSmallMatvecBytes, large = kLargeMatvecBytes;
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1024, small / 8), 30.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1024, small), 30.0);
+  EXPECT_NEAR(matvec_gbps_at(k, 1024, std::sqrt(small * large)), 45.0, 1e-9) << "halfway in log bytes";
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1024, large), 60.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 1024, large * 64), 60.0);
+  EXPECT_DOUBLE_EQ(matvec_gbps_at(k, 512, small), 25.0) << "row length and size together";
 }
 
 TEST(Probe, OptionsValidate) {
@@ -235,6 +258,7 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
   ThreadRates& r = fast.threads[0];
   for (KernelRates& k : r.kernels) {
     k.matvec_gbps.fill(1e6);
+    k.matvec_small_gbps.fill(1e6);
     k.matmul_gflops.fill(1e6);
     k.matmul_small_gflops.fill(1e6);
     k.call_us = 0;
@@ -252,6 +276,7 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
   MachineProfile slow = fast;
   for (KernelRates& k : slow.threads[0].kernels) {
     k.matvec_gbps.fill(1e-6);
+    k.matvec_small_gbps.fill(1e-6);
     k.matmul_gflops.fill(1e-6);
     k.matmul_small_gflops.fill(1e-6);
   }
