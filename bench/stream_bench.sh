@@ -43,6 +43,8 @@ summary_only=0
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --model|--text|--out|--build|--decode|--prompts|--modes|--threads|--timeout)
+      [[ $# -ge 2 ]] || { echo "stream_bench.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;&
     --model) model="$2"; shift 2 ;;
     --text) text="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
@@ -61,6 +63,13 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$model" ]] || { echo "stream_bench.sh: --model DIR is required" >&2; exit 2; }
+[[ -f "$model/config.json" ]] || { echo "stream_bench.sh: --model $model: no config.json there (a checkpoint directory)" >&2; exit 2; }
+# The first new token comes from the prefill's logits: decode needs two steps to time one.
+[[ "$decode" =~ ^[0-9]+$ && "$decode" -ge 2 ]] || { echo "stream_bench.sh: --decode $decode: need at least 2" >&2; exit 2; }
+if [[ $summary_only -eq 1 && ! -s "$out/disk.json" ]]; then
+  echo "stream_bench.sh: --summary-only: no $out/disk.json (run the bench with --out $out first)" >&2
+  exit 2
+fi
 strata="$build/cli/strata"
 diskb="$build/bench/disk_read_bench"
 kbench="$build/bench/kernels_bench"
@@ -125,7 +134,8 @@ for mode in $modes; do
     /usr/bin/time -v "${limit[@]}" "$strata" logits -m "$model" --tokens "$out/ids_$p.json" --out "$out/logits.f32" \
       --positions $((p - 1)) --decode "$decode" -t "$threads" --load-mode "$mode" \
       --stats --stats-json "$out/${mode}_$p.json" "${extra[@]}" > "$out/${mode}_$p.tokens" 2> "$out/${mode}_$p.log" ||
-      { echo "stream_bench.sh: run failed or timed out, see $out/${mode}_$p.log" >&2; tail -5 "$out/${mode}_$p.log" >&2;
+      { echo "stream_bench.sh: run failed or timed out, see $out/${mode}_$p.log" >&2
+        sed '/Command being timed/,$d' "$out/${mode}_$p.log" | tail -5 >&2  # strata's own lines, not time -v's
         rm -f "$out/${mode}_$p.json"; continue; }
     mem_bw after "$out/${mode}_$p.membw"
     grep -E "placement|Maximum resident" "$out/${mode}_$p.log" >&2 || true
@@ -133,7 +143,9 @@ for mode in $modes; do
 done
 fi
 
-python3 - "$out" "$modes" "$prompts" "$model" "$repo/bench" "$bw_threads" <<'PY' | tee "$out/summary.md"
+# The tables go to summary.md only when some run of these --modes and --prompts has a decode phase
+# (a --summary-only with other lists, or runs that all failed, leave an earlier summary.md alone).
+python3 - "$out" "$modes" "$prompts" "$model" "$repo/bench" "$bw_threads" > "$out/summary.md.tmp" <<'PY' || { rm -f "$out/summary.md.tmp"; exit 1; }
 import json, sys, os
 out, modes, prompts, model = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 bw_threads = sys.argv[6]
@@ -141,6 +153,19 @@ sys.path.insert(0, sys.argv[5])
 sys.dont_write_bytecode = True  # no __pycache__ in the repo's bench/
 from decode_roofline import decode_bytes_per_token
 disk = json.load(open(os.path.join(out, "disk.json")))
+
+
+def any_run():
+    for m in modes:
+        for p in prompts:
+            f = os.path.join(out, f"{m}_{p}.json")
+            if os.path.exists(f) and (json.load(open(f))["phases"].get("decode") or {}).get("tokens"):
+                return True
+    return False
+
+
+if not any_run():
+    sys.exit(f"stream_bench.sh: no run of modes {modes} and prompts {prompts} with decode tokens in {out}")
 bw = disk["seq_gbps_qd32"] * 1e9
 iops = disk["rand4k_iops_qd32"]
 print(f"disk: sequential {disk['seq_gbps_qd32']:.2f} GB/s (1 MiB, QD32, O_DIRECT), "
@@ -207,3 +232,5 @@ for m, p, _, dec in runs():
           f"{100*dec['tok_per_s']/roof:.0f}% | {bound:.2f} | {100*dec['tok_per_s']/bound:.0f}% | "
           f"{user_ms:.0f} / {sys_ms:.0f} ms |")
 PY
+mv "$out/summary.md.tmp" "$out/summary.md"
+cat "$out/summary.md"

@@ -557,8 +557,13 @@ std::string MachineProfile::to_json() const {
 }
 
 Result<MachineProfile> MachineProfile::from_json(const std::string& text, const std::string& what) {
-  ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Corruption(what + ": not a JSON object");
+  ojson j;
+  try {
+    j = ojson::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Corruption(what + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) return Corruption(what + ": not a JSON object");
   std::string format;
   STRATA_RETURN_IF_ERROR(get_field(j, "format", what, &format));
   if (format != kFormat) return InvalidArgument(what + ": format '" + format + "', expected '" + kFormat + "'");
@@ -619,7 +624,11 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
         }
         std::vector<double> v;
         STRATA_RETURN_IF_ERROR(get_field(*kj, field, wk, &v));
-        if (v.size() != a->size()) return InvalidArgument(wk + ": " + field + " has the wrong length");
+        if (v.size() != a->size())
+          return InvalidArgument(wk + ": " + field + " has " + std::to_string(v.size()) + " values, expected " +
+                                 std::to_string(a->size()));
+        for (double x : v)
+          if (!(x > 0)) return InvalidArgument(wk + ": " + field + " holds " + std::to_string(x) + ", not a rate > 0");
         std::copy(v.begin(), v.end(), a->begin());
         return Status();
       };

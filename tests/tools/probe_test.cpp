@@ -128,7 +128,12 @@ TEST(Probe, JsonErrorsNameTheField) {
                         Case{cut("\"fp4\": {", "\"fp5\": {"), "missing kernel 'fp4'"},
                         Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"},
                         Case{cut("\"glue_us_decode\": 71.0", "\"glue_us_decode\": -5.0"), "'glue_us_decode' is -5"},
-                        Case{cut("\"glue_ns_prefill\": 41.0", "\"glue_ns_prefill\": 5e6"), "'glue_ns_prefill' is"}}) {
+                        Case{cut("\"glue_ns_prefill\": 41.0", "\"glue_ns_prefill\": 5e6"), "'glue_ns_prefill' is"},
+                        Case{j.substr(0, j.size() / 2), "not valid JSON"},
+                        Case{cut("\"matvec_small_gbps\": [", "\"matvec_small_gbps\": [-1.0, 2.0, 3.0, 4.0], \"x\": ["),
+                             "matvec_small_gbps holds -1"},
+                        Case{cut("\"matvec_small_gbps\": [", "\"matvec_small_gbps\": [1.0, 2.0, 3.0], \"x\": ["),
+                             "matvec_small_gbps has 3 values, expected 4"}}) {
     auto r = MachineProfile::from_json(c.text, "m.json");
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.error().message().find(c.expect), std::string::npos) << r.error().message();
