@@ -155,27 +155,6 @@ from decode_roofline import decode_bytes_per_token
 disk = json.load(open(os.path.join(out, "disk.json")))
 
 
-def any_run():
-    for m in modes:
-        for p in prompts:
-            f = os.path.join(out, f"{m}_{p}.json")
-            if os.path.exists(f) and (json.load(open(f))["phases"].get("decode") or {}).get("tokens"):
-                return True
-    return False
-
-
-if not any_run():
-    sys.exit(f"stream_bench.sh: no run of modes {modes} and prompts {prompts} with decode tokens in {out}")
-bw = disk["seq_gbps_qd32"] * 1e9
-iops = disk["rand4k_iops_qd32"]
-print(f"disk: sequential {disk['seq_gbps_qd32']:.2f} GB/s (1 MiB, QD32, O_DIRECT), "
-      f"4 KiB random {iops:.0f} IOPS (QD32, O_DIRECT), {disk['rand4k_iops_qd32_buffered']:.0f} IOPS buffered\n")
-print("| mode | prompt | prefill tok/s | decode tok/s | decode bytes read/token | expert hit rate (decode) | "
-      "prefetch hit rate | prediction recall | roofline tok/s | decode / roofline | Engram share of decode | "
-      "Engram prefill rows/s (vs IOPS) | blocked on I/O (decode) |")
-print("|" + "---|" * 13)
-
-
 def runs():
     """(mode, prompt, prefill, decode) of each run whose stats file has a decode phase."""
     for m in modes:
@@ -186,6 +165,18 @@ def runs():
             phases = json.load(open(f))["phases"]
             if phases.get("decode") and phases["decode"]["tokens"]:
                 yield m, p, phases["prefill"], phases["decode"]
+
+
+if next(runs(), None) is None:
+    sys.exit(f"stream_bench.sh: no run of modes {modes} and prompts {prompts} with decode tokens in {out}")
+bw = disk["seq_gbps_qd32"] * 1e9
+iops = disk["rand4k_iops_qd32"]
+print(f"disk: sequential {disk['seq_gbps_qd32']:.2f} GB/s (1 MiB, QD32, O_DIRECT), "
+      f"4 KiB random {iops:.0f} IOPS (QD32, O_DIRECT), {disk['rand4k_iops_qd32_buffered']:.0f} IOPS buffered\n")
+print("| mode | prompt | prefill tok/s | decode tok/s | decode bytes read/token | expert hit rate (decode) | "
+      "prefetch hit rate | prediction recall | roofline tok/s | decode / roofline | Engram share of decode | "
+      "Engram prefill rows/s (vs IOPS) | blocked on I/O (decode) |")
+print("|" + "---|" * 13)
 
 
 for m, p, pre, dec in runs():
