@@ -199,6 +199,36 @@ TEST_P(LinearLevel, ExtremeScalesMatchReference) {
   }
 }
 
+// Scale codes 24 higher with x 2^24 smaller: the same exact products, so the same bits at every
+// level. On the AVX2 level the weights then take the path for x * s_w * 2^120 overflowing (codes
+// above 134, kernels/x86/fp8_matvec_avx2.h), and this checks it sums the same products in the same
+// order as the usual path. x keeps every 32-block's amax above 1e-4 after the shift, so
+// act_quant_fp8's scale moves by exactly 2^-24 too.
+TEST_P(LinearLevel, Fp8ScaleOverflowPathKeepsTheBits) {
+  ThreadPool pool(2);
+  std::mt19937 rng(500);
+  for (const Shape& s : {Shape{1, 64, 256}, Shape{3, 70, 160}, Shape{1, 33, 5120}}) {
+    const int64_t nsc = (s.out + 31) / 32 * (s.in / 32);
+    std::vector<uint8_t> wq(static_cast<size_t>(s.out * s.in)), lo(static_cast<size_t>(nsc)), hi(lo.size());
+    for (uint8_t& c : wq) c = random_e4m3(rng);
+    for (size_t i = 0; i < lo.size(); ++i) {
+      lo[i] = static_cast<uint8_t>(112 + rng() % 12);  // 2^-15 .. 2^-4: |xq * s_w| < 2^8
+      hi[i] = static_cast<uint8_t>(lo[i] + 24);         // 136 .. 147: s_w * 2^120 overflows
+    }
+    std::normal_distribution<float> normal(0.0f, 30.0f);
+    std::vector<float> x(static_cast<size_t>(s.n * s.in)), xs(x.size());
+    for (size_t k = 0; k < x.size(); ++k) x[k] = k % 32 == 5 ? 4000.0f : normal(rng);
+    for (size_t k = 0; k < x.size(); ++k) xs[k] = std::ldexp(x[k], -24);
+    std::vector<float> a(static_cast<size_t>(s.n * s.out)), b(a.size());
+    linear_fp8(x.data(), s.n, Fp8Weight{wq.data(), lo.data(), s.out, s.in}, a.data(), &pool, level());
+    linear_fp8(xs.data(), s.n, Fp8Weight{wq.data(), hi.data(), s.out, s.in}, b.data(), &pool, level());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+          << kernel_level_name(level()) << " n=" << s.n << " out=" << s.out << " in=" << s.in << " element " << i
+          << ": " << a[i] << " vs " << b[i];
+  }
+}
+
 // BF16/F32 products are not exact, so the order is part of the result; every level reproduces the
 // reference (k in order, product and sum rounded separately) bit for bit. The model depends on it:
 // attn.wo_a (BF16) feeds act_quant_fp8, where one ulp can flip a whole E4M3 step.
