@@ -10,6 +10,7 @@
 
 #include "kernels/detail/kernel_table.h"
 #include "kernels/x86/common.h"
+#include "kernels/x86/e4m3_blocked_avx2.h"
 #include "kernels/x86/f32_engine.h"
 #include "kernels/x86/fp4_matvec_avx2.h"
 #include "kernels/x86/fp8_matvec_avx2.h"
@@ -105,6 +106,19 @@ const detail::GemmEngine kEngine = {V256::kXg, V256::kTileRows, 4, 1, &E::x_pane
 const detail::GemmEngine kEngineOrdered = {V256::kXg, V256::kTileRows, 4, 1, &E::x_panel_bytes, &E::pack_x,
                                            &E::gemm<false>};
 
+// BF16 decode: a blocked weight stored as E4M3 codes goes through e4m3_blocked_avx2.h (the same
+// bits); everything else, and the rows that kernel hands back, through the f32 engine.
+void bf16_matvec(const void* act, int64_t nx, size_t stride, const Bf16Weight& w, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy, bool once) {
+  if (w.e4m3 == nullptr || w.in % 32 != 0) return E::bf16_matvec(act, nx, stride, w, r0, r1, y, ldy, once);
+  for (int64_t i = 0; i < nx; ++i) {
+    const float* x = reinterpret_cast<const float*>(static_cast<const unsigned char*>(act) + i * stride);
+    float* yi = y + i * ldy;
+    const bool o = once && nx == 1;
+    E4m3BlockedAvx2::matvec1(x, w, r0, r1, yi, o, [&](int64_t a, int64_t b) { E::bf16_matvec1(x, w, a, b, yi, o); });
+  }
+}
+
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
   t.act_quant_fp8 = &act_quant_fp8_avx2;
@@ -114,7 +128,7 @@ detail::LevelKernels make_table() {
   // FP4 decode: the shuffle-widening kernel (fp4_matvec_avx2.h); prefill: the f32 engine's tiles.
   t.fp4 = {&Fp4MatvecAvx2::act_bytes, &Fp4MatvecAvx2::prep, &Fp4MatvecAvx2::matvec, 4, 4, 4, &kEngine, true,
            &E::fp4_pack_w, nullptr};
-  t.bf16 = {nullptr, nullptr, E::bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
+  t.bf16 = {nullptr, nullptr, &bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
   t.f32 = {nullptr, nullptr, E::f32_matvec, 8, 4, 4, &kEngineOrdered, false, nullptr, nullptr};
   return t;
 }
