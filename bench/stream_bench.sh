@@ -16,8 +16,9 @@
 #   extra flags     passed to every `strata logits` run (e.g. --direct-io, --ram-budget 16G)
 # Output: one stats JSON per run in --out, disk.json, and a summary table (summary.md) with the
 # figures docs/performance.md reports: tok/s, bytes read per token, hit rates, the I/O roofline
-# (miss bytes per token / sequential read bandwidth), the Engram share of decode time, and the
-# Engram prefill row rate against the disk's 4 KiB random-read IOPS at queue depth 32.
+# (sequential read bandwidth / miss bytes per token; "n/a" for a run that read nothing from disk,
+# or when disk.json has no rate), the Engram share of decode time, and the Engram prefill row rate
+# against the disk's 4 KiB random-read IOPS at queue depth 32.
 # With build/bench/kernels_bench built, each run is bracketed by two memory read-bandwidth samples
 # (BM_MemRead at the run's threads) and a second table divides decode by the roofline of issue 15
 # item 3: 1 / (resident bytes / memory bandwidth + miss bytes / disk bandwidth) per token, where the
@@ -58,7 +59,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout_s="$2"; shift 2 ;;
     --summary-only) summary_only=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stream_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -155,6 +156,17 @@ from decode_roofline import decode_bytes_per_token
 disk = json.load(open(os.path.join(out, "disk.json")))
 
 
+def disk_figure(key):
+    """A positive figure of disk.json, or None where it is missing or 0 (not measured)."""
+    v = disk.get(key)
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def fmt(v, spec, suffix=""):
+    """v formatted by spec, or "n/a" where there is no figure (None)."""
+    return "n/a" if v is None else format(v, spec) + suffix
+
+
 def runs():
     """(mode, prompt, prefill, decode) of each run whose stats file has a decode phase."""
     for m in modes:
@@ -169,10 +181,12 @@ def runs():
 
 if next(runs(), None) is None:
     sys.exit(f"stream_bench.sh: no run of modes {modes} and prompts {prompts} with decode tokens in {out}")
-bw = disk["seq_gbps_qd32"] * 1e9
-iops = disk["rand4k_iops_qd32"]
-print(f"disk: sequential {disk['seq_gbps_qd32']:.2f} GB/s (1 MiB, QD32, O_DIRECT), "
-      f"4 KiB random {iops:.0f} IOPS (QD32, O_DIRECT), {disk['rand4k_iops_qd32_buffered']:.0f} IOPS buffered\n")
+seq_gbps = disk_figure("seq_gbps_qd32")
+bw = seq_gbps * 1e9 if seq_gbps else None  # bytes/s; None: no disk roofline
+iops = disk_figure("rand4k_iops_qd32")
+print(f"disk: sequential {fmt(seq_gbps, '.2f', ' GB/s')} (1 MiB, QD32, O_DIRECT), "
+      f"4 KiB random {fmt(iops, '.0f', ' IOPS')} (QD32, O_DIRECT), "
+      f"{fmt(disk_figure('rand4k_iops_qd32_buffered'), '.0f', ' IOPS')} buffered\n")
 print("| mode | prompt | prefill tok/s | decode tok/s | decode bytes read/token | expert hit rate (decode) | "
       "prefetch hit rate | prediction recall | roofline tok/s | decode / roofline | Engram share of decode | "
       "Engram prefill rows/s (vs IOPS) | blocked on I/O (decode) |")
@@ -181,16 +195,18 @@ print("|" + "---|" * 13)
 
 for m, p, pre, dec in runs():
     bpt = dec["bytes_read_per_token"] if m == "stream" else dec["os_read_bytes"] / max(dec["tokens"], 1)
-    roof = bw / bpt if bpt > 0 else float("inf")
+    # No I/O roofline for a run that read nothing from disk (mmap with the page cache warm: bw / 0
+    # printed "inf") or without a disk rate; the second table bounds such a run by memory alone.
+    roof = bw / bpt if bw and bpt > 0 else None
     eng = pre["engram"]
     # Engram prefill fetch: read requests / wall time with a fetch in flight (both layers' fetches
     # start together before layer 0).
     rows_s = eng["reads"] / eng["busy_s"] if eng["busy_s"] > 0 else 0
     print(f"| {m} | {p} | {pre['tok_per_s']:.2f} | {dec['tok_per_s']:.3f} | {bpt/1e6:.1f} MB | "
           f"{100*dec['expert']['hit_rate']:.1f}% | {100*dec['prefetch']['hit_rate']:.1f}% | "
-          f"{100*dec['prefetch']['prediction_recall']:.1f}% | {roof:.3f} | "
-          f"{100*dec['tok_per_s']/roof if roof not in (0, float('inf')) else 0:.0f}% | "
-          f"{100*dec['engram']['share_of_wall']:.1f}% | {rows_s:.0f} ({100*rows_s/iops:.0f}%) | "
+          f"{100*dec['prefetch']['prediction_recall']:.1f}% | {fmt(roof, '.3f')} | "
+          f"{fmt(100*dec['tok_per_s']/roof if roof else None, '.0f', '%')} | "
+          f"{100*dec['engram']['share_of_wall']:.1f}% | {rows_s:.0f} ({fmt(100*rows_s/iops if iops else None, '.0f', '%')}) | "
           f"{dec['io_wait_s']/max(dec['wall_s'],1e-9)*100:.0f}% |")
 
 # Issue 15 item 3: decode against 1 / (resident bytes / memory BW + miss bytes / disk BW), both
@@ -216,11 +232,18 @@ for m, p, _, dec in runs():
               f"{resident/1e6:.1f} MB | - | - | - | - | {user_ms:.0f} / {sys_ms:.0f} ms |")
         continue
     mem = (samples["before"] + samples["after"]) / 2
-    roof = 1.0 / (resident / mem + miss / bw)
-    bound = 1.0 / max(resident / mem, miss / bw)  # reads fully overlapped with compute
+    mem_s = resident / mem
+    # Seconds per token reading from disk: 0 when nothing was read (the memory-only bound), unknown
+    # (no roofline) when bytes were read but disk.json has no rate.
+    disk_s = miss / bw if bw else (0.0 if miss == 0 else None)
+    roof = bound = None
+    if disk_s is not None and mem_s + disk_s > 0:
+        roof = 1.0 / (mem_s + disk_s)
+        bound = 1.0 / max(mem_s, disk_s)  # reads fully overlapped with compute
     print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | {mem/1e9:.1f} GB/s ({samples['before']/1e9:.1f} / "
-          f"{samples['after']/1e9:.1f}) | {miss/1e6:.1f} MB | {resident/1e6:.1f} MB | {roof:.2f} | "
-          f"{100*dec['tok_per_s']/roof:.0f}% | {bound:.2f} | {100*dec['tok_per_s']/bound:.0f}% | "
+          f"{samples['after']/1e9:.1f}) | {miss/1e6:.1f} MB | {resident/1e6:.1f} MB | {fmt(roof, '.2f')} | "
+          f"{fmt(100*dec['tok_per_s']/roof if roof else None, '.0f', '%')} | {fmt(bound, '.2f')} | "
+          f"{fmt(100*dec['tok_per_s']/bound if bound else None, '.0f', '%')} | "
           f"{user_ms:.0f} / {sys_ms:.0f} ms |")
 PY
 mv "$out/summary.md.tmp" "$out/summary.md"

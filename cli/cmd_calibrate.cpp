@@ -43,8 +43,9 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.out_file.empty() && o.imatrix_file.empty())
     return fail_usage(InvalidArgument("calibrate: nothing to write: give --out FILE (hot experts), --imatrix FILE "
                                       "(importance matrix), or both"));
-  // Outputs are checked before the work: none may be the input text or another output, and none
-  // may replace anything but a regular file (io::check_replaceable: never /dev/null).
+  // Outputs are checked before the work: none may be the input text or another output, and each
+  // must be writable where it is named (check_output_file: an existing, writable directory, and
+  // never /dev/null or another non-regular file).
   {
     auto same = [](const std::string& a, const std::string& b) {
       std::error_code ec;
@@ -60,7 +61,7 @@ int run_calibrate(const CalibrateOptions& o) {
       for (size_t j = 0; j < i; ++j)
         if (!outs[j].second->empty() && same(p, *outs[j].second))
           return fail_usage(InvalidArgument(std::string(outs[i].first) + " and " + outs[j].first + " name the same file " + p));
-      if (Status s = io::check_replaceable(p); !s.ok()) return fail_usage(s);
+      if (Status s = check_output_file(outs[i].first, p); !s.ok()) return fail_usage(s);
     }
   }
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);

@@ -76,6 +76,8 @@ Result<std::vector<int64_t>> parse_positions(const std::string& s, int64_t n) {
 }
 
 int run_logits(const LogitsOptions& o) {
+  // Before the model loads: a bad --stats-json path would otherwise fail only after the whole run.
+  if (Status s = check_output_file("--stats-json", o.stats_json); !s.ok()) return fail_usage(s);
   if (!o.decode_logits_file.empty() && o.decode == 0)
     return fail_usage(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
   auto ids = read_tokens(o.tokens_file);

@@ -105,6 +105,8 @@ void print_summary(std::FILE* out, const runtime::GenerateStats& st, int64_t res
 }
 
 int run_run(const RunOptions& o) {
+  // Before the model loads: a bad --stats-json path would otherwise fail only after the whole run.
+  if (Status s = check_output_file("--stats-json", o.stats_json); !s.ok()) return fail_usage(s);
   InterruptGuard interrupt;
   std::string user;
   if (!o.file.empty()) {

@@ -67,10 +67,11 @@ void print_stats(std::FILE* out, const std::vector<PhaseStats>& phases) {
     if (p.store.expert_uses() == 0) return std::string(kNotStreamed);
     return std::to_string(p.store.expert_loads) + " (" + std::to_string(p.store.expert_evictions) + ")";
   });
+  // "of N": the prefetches the phase could use, its own and those still outstanding at its start.
   row("prefetch hit rate", [&](const PhaseStats& p) {
-    if (p.store.prefetch_issued == 0)
+    if (p.store.prefetch_usable() == 0)
       return std::string(p.store.expert_uses() == 0 ? kNotStreamed : "n/a (none issued)");
-    return f("%.1f%%", 100 * p.store.prefetch_hit_rate()) + " of " + std::to_string(p.store.prefetch_issued);
+    return f("%.1f%%", 100 * p.store.prefetch_hit_rate()) + " of " + std::to_string(p.store.prefetch_usable());
   });
   row("prediction recall", [&](const PhaseStats& p) {
     if (p.store.predicted == 0) return std::string(p.store.expert_uses() == 0 ? kNotStreamed : "n/a (none predicted)");
@@ -118,6 +119,7 @@ std::string stats_json(const std::vector<PhaseStats>& phases, const std::string&
                    {"misses", s.expert_misses},     {"loads", s.expert_loads},       {"bytes_read", s.expert_bytes_read},
                    {"evictions", s.expert_evictions}, {"hit_rate", s.expert_hit_rate()}, {"wait_s", s_of(s.expert_wait_ns)}};
     o["prefetch"] = {{"issued", s.prefetch_issued},   {"used", s.prefetch_used},
+                     {"outstanding_at_start", s.prefetch_outstanding_at_start},
                      {"hit_rate", s.prefetch_hit_rate()}, {"predicted", s.predicted},
                      {"predicted_correct", s.predicted_correct}, {"prediction_recall", s.prediction_recall()}};
     o["engram"] = {{"rows_requested", s.engram_rows_requested}, {"rows_unique", s.engram_rows_unique},

@@ -21,6 +21,16 @@ std::string where(const std::string& path, uint64_t offset, size_t n) {
   return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
 }
 
+// `s` with every mention of `tmp` replaced by `path`. An atomic write's temp file is removed when
+// a step on it fails, so an error naming it sends the user after a file they never named and that
+// is gone; the step failed writing `path`, the file they asked for.
+Status naming_target(const Status& s, const std::string& tmp, const std::string& path) {
+  std::string m = s.message();
+  for (size_t at = m.find(tmp); at != std::string::npos; at = m.find(tmp, at + path.size()))
+    m.replace(at, tmp.size(), path);
+  return Status(s.code(), std::move(m));
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
@@ -171,16 +181,19 @@ Status write_file_atomic(const std::string& path, const void* data, size_t n, En
   // a directory that cannot be listed fails at the create below with a clearer error.
   (void)sweep_stale_temps_of(path, env);
   const std::string tmp = temp_path_for(path);
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> f, env->new_writable_file(tmp));
+  auto created = env->new_writable_file(tmp);
+  if (!created.ok()) return naming_target(created.error(), tmp, path);
+  std::unique_ptr<WritableFile> f = std::move(*created);
   // Any failure before the rename removes the temp file; PATH is untouched until then.
   auto fail = [&](Status s) {
     (void)f->close();
     (void)env->remove_file(tmp);
     return s;
   };
-  if (Status s = f->append(data, n); !s.ok()) return fail(s);
-  if (Status s = f->sync(); !s.ok()) return fail(s);
-  if (Status s = f->close(); !s.ok()) return fail(s);
+  if (Status s = f->append(data, n); !s.ok()) return fail(naming_target(s, tmp, path));
+  if (Status s = f->sync(); !s.ok()) return fail(naming_target(s, tmp, path));
+  if (Status s = f->close(); !s.ok()) return fail(naming_target(s, tmp, path));
+  // The rename's error names both files ("PATH: rename from TMP"): both exist at that point.
   if (Status s = env->rename_file(tmp, path); !s.ok()) return fail(s);
   return env->sync_dir(dir_of(path));
 }

@@ -83,11 +83,11 @@ enum class ReadFrom { kRegularFile, kFileOrStream };
 // Writes `data` to `path` atomically: `path`.tmp.<pid> in the same directory (io/temp_file.h),
 // fsync, close, rename over `path`, fsync the directory; a stale temp file of `path` left by a
 // killed process is swept first. All writes go through `env` (null = default_env(); tests pass an
-// io::FaultInjectionEnv). Errors name the file and the step: kResourceExhausted (ENOSPC), kIOError
-// (create, write, fsync, close, rename; a missing directory is ENOENT at create). On any error
-// before the rename the temp file is removed and `path` keeps its previous contents; an error
-// syncing the directory comes after the rename (`path` then holds the new bytes, which a crash
-// might still undo).
+// io::FaultInjectionEnv). Errors name `path`, not the temp file (only a failed rename names both),
+// and the step: kResourceExhausted (ENOSPC), kIOError (create, write, fsync, close, rename; a
+// missing directory is ENOENT at create). On any error before the rename the temp file is removed
+// and `path` keeps its previous contents; an error syncing the directory comes after the rename
+// (`path` then holds the new bytes, which a crash might still undo).
 [[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);

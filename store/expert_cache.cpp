@@ -110,6 +110,7 @@ void ExpertCache::add_stats(PlacementStats* out) const {
   out->expert_evictions += s.expert_evictions;
   out->prefetch_issued += s.prefetch_issued;
   out->prefetch_used += s.prefetch_used;
+  out->prefetch_outstanding += s.prefetch_outstanding;
   out->expert_wait_ns += s.expert_wait_ns;
 }
 
@@ -170,7 +171,7 @@ int ExpertCache::take_slot_locked(bool steal) {
       Entry& v = entries_[static_cast<size_t>(slot_owner_[static_cast<size_t>(best)])];
       v.state = Entry::State::kAbsent;
       v.slot = -1;
-      v.predicted = false;
+      drop_prediction_locked(v);
       slot_owner_[static_cast<size_t>(best)] = -1;
       ++stats_.expert_evictions;
       return best;
@@ -201,7 +202,7 @@ bool ExpertCache::try_start_locked(int id, bool predicted, bool steal, Status* e
   e.slot = slot;
   slot_owner_[static_cast<size_t>(slot)] = id;
   e.state = Entry::State::kLoading;
-  e.predicted = predicted;
+  e.predicted = predicted;  // the entry was absent, so not flagged before
   if (e.last == 0 || opt_.policy == CachePolicy::kLru) e.last = tick_;
   auto ld = std::make_shared<Load>();
   uint8_t* base = slot_ptr(slot);
@@ -221,7 +222,10 @@ bool ExpertCache::try_start_locked(int id, bool predicted, bool steal, Status* e
   loading_.push_back(id);
   ++stats_.expert_loads;
   stats_.expert_bytes_read += plan.read_bytes;
-  if (predicted) ++stats_.prefetch_issued;
+  if (predicted) {
+    ++stats_.prefetch_issued;
+    ++stats_.prefetch_outstanding;
+  }
   return true;
 }
 
@@ -249,7 +253,7 @@ void ExpertCache::reap_locked(std::vector<int>* claimed) {
       slot_owner_[static_cast<size_t>(e.slot)] = -1;
       free_slots_.push_back(e.slot);
       e.slot = -1;
-      e.predicted = false;
+      drop_prediction_locked(e);
     }
     e.load.reset();
   }
@@ -281,7 +285,13 @@ void ExpertCache::count_use_locked(Entry& e) {
   else if (e.state == Entry::State::kLoading) ++stats_.expert_inflight;
   else ++stats_.expert_misses;
   if (e.predicted && e.state != Entry::State::kAbsent) ++stats_.prefetch_used;
+  drop_prediction_locked(e);
+}
+
+void ExpertCache::drop_prediction_locked(Entry& e) {
+  if (!e.predicted) return;
   e.predicted = false;
+  --stats_.prefetch_outstanding;
 }
 
 void ExpertCache::prefetch(std::span<const int> ids, PrefetchKind kind, std::span<const uint32_t> uses) {
@@ -350,7 +360,7 @@ Result<std::unique_ptr<ExpertLease>> ExpertCache::acquire(int id) {
     wait_for_a_slot(lk);
   }
   if (e.state != Entry::State::kReady) {
-    e.predicted = false;
+    drop_prediction_locked(e);
     ++e.pins;
     Status s = settle_pinned(lk, id, e.load);
     if (!s.ok()) {
@@ -443,7 +453,7 @@ void ExpertCache::settle_locked(int id, const Status& result) {
   slot_owner_[static_cast<size_t>(e.slot)] = -1;
   free_slots_.push_back(e.slot);
   e.slot = -1;
-  e.predicted = false;
+  drop_prediction_locked(e);
 }
 
 void ExpertCache::release(int id) {

@@ -102,6 +102,9 @@ class ExpertCache {
   void touch_locked(Entry& e);
   // Counts a use as hit / in flight / miss (once per use: at the kDemand hint, else at acquire).
   void count_use_locked(Entry& e);
+  // Clears the entry's `predicted` flag (used, evicted or failed), keeping the
+  // prefetch_outstanding gauge equal to the number of flagged entries.
+  void drop_prediction_locked(Entry& e);
   double score_locked(const Entry& e) const;
   // Re-reads an expert tensor by tensor (pread) after a failed batched read.
   Status reread(int id, uint8_t* base);
@@ -128,7 +131,7 @@ class ExpertCache {
   uint64_t settle_gen_ = 0;           // loads settled so far (wait_for_a_slot's clock)
   std::condition_variable settled_cv_;  // a load settled
   uint64_t tick_ = 0;                 // acquires so far (the policy's clock)
-  PlacementStats stats_;              // expert_* and prefetch_* fields
+  PlacementStats stats_;              // expert_* and prefetch_* fields (prefetch_outstanding: a gauge)
 };
 
 }  // namespace strata::store

@@ -2,7 +2,9 @@
 // paths bump counters, `strata run --stats` and /metrics read them).
 //
 // All counts are cumulative since the store was created; subtract two snapshots for one phase
-// (prefill, decode). Times are wall nanoseconds on the thread that ran the forward pass.
+// (prefill, decode). Times are wall nanoseconds on the thread that ran the forward pass. The one
+// gauge, prefetch_outstanding, is not subtracted: a difference keeps it and, as
+// prefetch_outstanding_at_start, the earlier snapshot's value.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,13 @@ struct PlacementStats {
   uint64_t expert_evictions = 0;
   uint64_t prefetch_issued = 0;      // loads started for a predicted next-layer expert
   uint64_t prefetch_used = 0;        // ... that a later acquire used before eviction
+  // Gauge, not a count: prefetches issued and not yet used or dropped (evicted unused, failed read).
+  // A phase can use prefetches an earlier phase issued (the prefill's last layers' guesses that
+  // decode then picks), so its hit rate divides by these plus its own issues.
+  uint64_t prefetch_outstanding = 0;
+  // In a since() difference: the earlier snapshot's prefetch_outstanding (0 in a cumulative
+  // snapshot: the store started with none).
+  uint64_t prefetch_outstanding_at_start = 0;
   uint64_t predicted = 0;            // token-expert picks of the layer-ahead prediction
   uint64_t predicted_correct = 0;    // ... that the layer's router then chose
   // Engram rows.
@@ -48,13 +57,18 @@ struct PlacementStats {
   // Hit rates as fractions in [0, 1] (0 when nothing was counted).
   uint64_t expert_uses() const { return expert_hits + expert_inflight + expert_misses; }
   double expert_hit_rate() const { return expert_uses() ? double(expert_hits) / double(expert_uses()) : 0.0; }
-  double prefetch_hit_rate() const { return prefetch_issued ? double(prefetch_used) / double(prefetch_issued) : 0.0; }
+  // Prefetches this span could use: outstanding at its start plus issued in it (>= prefetch_used).
+  uint64_t prefetch_usable() const { return prefetch_outstanding_at_start + prefetch_issued; }
+  double prefetch_hit_rate() const {
+    return prefetch_usable() ? double(prefetch_used) / double(prefetch_usable()) : 0.0;
+  }
   double prediction_recall() const { return predicted ? double(predicted_correct) / double(predicted) : 0.0; }
   double engram_cache_hit_rate() const {
     return engram_rows_unique ? double(engram_rows_cached) / double(engram_rows_unique) : 0.0;
   }
 
-  // Field-wise difference (this - earlier): the counts of one phase.
+  // Field-wise difference (this - earlier): the counts of one phase; prefetch_outstanding stays
+  // this snapshot's, and prefetch_outstanding_at_start is the earlier one's.
   PlacementStats since(const PlacementStats& earlier) const;
 };
 

@@ -47,6 +47,8 @@ PlacementStats PlacementStats::since(const PlacementStats& e) const {
   STRATA_SUB_(expert_evictions);
   STRATA_SUB_(prefetch_issued);
   STRATA_SUB_(prefetch_used);
+  d.prefetch_outstanding = prefetch_outstanding;
+  d.prefetch_outstanding_at_start = e.prefetch_outstanding;
   STRATA_SUB_(predicted);
   STRATA_SUB_(predicted_correct);
   STRATA_SUB_(engram_rows_requested);

@@ -55,6 +55,26 @@ expect_error "plan: not a checkpoint directory" "not a checkpoint directory (no 
   "$strata" plan -m "$tmp/parent"
 expect_error "bench: not a checkpoint directory" "not a checkpoint directory (no config.json" -- \
   "$strata" bench -m "$tmp/parent" --no-plan
+# --stats-json is checked before anything loads (-m names no checkpoint here: the output's error must
+# come first, not after a whole run), naming the path as given and what is wrong with its directory.
+echo '[0, 1]' > "$tmp/ids.json"
+for c in run logits calibrate; do
+  case $c in
+    run) args=(run -p hi) ;;
+    logits) args=(logits --tokens "$tmp/ids.json" --out "$tmp/o.f32") ;;
+    calibrate) args=(calibrate -f "$tmp/notes.txt" --out "$tmp/hot.json") ;;
+  esac
+  expect_usage "$c --stats-json in a missing directory" \
+    "--stats-json $tmp/no/dir/s.json: directory $tmp/no/dir does not exist" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" --stats-json "$tmp/no/dir/s.json"
+  expect_usage "$c --stats-json under a file" "--stats-json $tmp/notes.txt/s.json: $tmp/notes.txt is not a directory" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" --stats-json "$tmp/notes.txt/s.json"
+done
+if [[ $(id -u) -ne 0 ]]; then  # root writes anywhere
+  mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+  expect_usage "run --stats-json in a read-only directory" "--stats-json $tmp/ro/s.json: directory $tmp/ro is not writable" -- \
+    "$strata" run -p hi -m "$tmp/none" --stats-json "$tmp/ro/s.json"
+fi
 if [[ -d "$ck" ]]; then
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"

@@ -57,6 +57,19 @@ ok = d["evictions"] > 0 and d["loads"] > 0
 print(("ok  " if ok else "FAIL") + " minimum budget: decode evicted %d experts and loaded %d" % (d["evictions"], d["loads"]))
 sys.exit(0 if ok else 1)
 PY
+  # A phase's prefetch hit rate is used / (outstanding at its start + issued in it): never above 1,
+  # even where the decode uses prefetches the prefill issued.
+  python3 - "$tmp/stream.json" "$tmp/minimum.json" <<'PY' || fail=1
+import json, sys
+bad = []
+for f in sys.argv[1:]:
+    for name, ph in json.load(open(f))["phases"].items():
+        p = ph["prefetch"]
+        if not (0 <= p["hit_rate"] <= 1 and p["used"] <= p["outstanding_at_start"] + p["issued"]):
+            bad.append("%s %s: %s" % (f.rsplit("/", 1)[-1], name, p))
+print("FAIL prefetch hit rates: " + "; ".join(bad) if bad else "ok   prefetch hit rates within [0, 1] in every phase")
+sys.exit(1 if bad else 0)
+PY
   expect_error "one byte under the minimum" "is below one token's working set" -- \
     "$strata" logits -m "$ck" --tokens "$fx/tokens.json" --out "$tmp/o.f32" --load-mode stream --ram-budget "$((min - 1))"
 else

@@ -118,6 +118,26 @@ TEST_P(WriteFileAtomicFaults, ClearErrorPreviousFileIntactNoTempLeft) {
   EXPECT_EQ(testing::read_all(path), fresh);
 }
 
+// The temp file is staged beside the target and removed on failure: an error naming it sends the
+// user looking for a file they never named and that is gone. Each step on it reports the target.
+TEST(WriteFileAtomic, ErrorsNameTheTargetNotTheTempFile) {
+  testing::TempDir d;
+  const std::string missing_dir = d.file("no/such/dir/stats.json");
+  Status s = write_file_atomic(missing_dir, "{}", 2);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind(missing_dir + ": create", 0), 0u) << s.to_string();
+  EXPECT_EQ(s.message().find(".tmp."), std::string::npos) << s.to_string();
+  const std::string path = d.file("stats.json");
+  for (const WriteFaults& f : {WriteFaults{.fail_write_call = 0}, WriteFaults{.fail_create = ENOSPC},
+                               WriteFaults{.fail_sync = EIO}, WriteFaults{.fail_close = EIO}}) {
+    FaultInjectionEnv env(f);
+    s = write_file_atomic(path, "{}", 2, &env);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.message().rfind(path + ": ", 0), 0u) << s.to_string();
+    EXPECT_EQ(s.message().find(".tmp."), std::string::npos) << s.to_string();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Io, WriteFileAtomicFaults,
     ::testing::Values(

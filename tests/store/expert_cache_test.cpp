@@ -188,5 +188,39 @@ TEST_F(ExpertCacheTest, PrefetchedReadIsCountedOnceAndUsed) {
   EXPECT_EQ(st.expert_acquires, 2u);
 }
 
+// A phase's rate counts the prefetches still waiting at its start: one issued before the mark and
+// used after it is a hit of this phase, and the rate stays within [0, 1] (a demo decode of 8 steps
+// read issued 1, used 2, rate 2.0 when it divided by this phase's issues alone).
+TEST_F(ExpertCacheTest, PhasePrefetchHitRateCountsPrefetchesOutstandingAtItsStart) {
+  Rig r(4);
+  const int before[] = {r.catalog->id(7, 0)};
+  const int during[] = {r.catalog->id(7, 1)};
+  r.cache->prefetch(before, PrefetchKind::kPredict);
+  const PlacementStats mark = r.stats();
+  r.cache->prefetch(during, PrefetchKind::kPredict);
+  for (int id : {before[0], during[0]}) ASSERT_TRUE(r.cache->acquire(id).ok());
+  const PlacementStats phase = r.stats().since(mark);
+  EXPECT_EQ(phase.prefetch_issued, 1u);
+  EXPECT_EQ(phase.prefetch_used, 2u);
+  EXPECT_EQ(phase.prefetch_outstanding_at_start, 1u);
+  EXPECT_EQ(phase.prefetch_outstanding, 0u);  // both used
+  EXPECT_DOUBLE_EQ(phase.prefetch_hit_rate(), 1.0);
+}
+
+// A prefetch evicted before any use is dropped: no longer outstanding, never used.
+TEST_F(ExpertCacheTest, EvictedPrefetchIsNoLongerOutstanding) {
+  Rig r(1);
+  const int guess[] = {r.catalog->id(7, 0)};
+  r.cache->prefetch(guess, PrefetchKind::kPredict);
+  EXPECT_EQ(r.stats().prefetch_outstanding, 1u);
+  ASSERT_TRUE(r.cache->acquire(r.catalog->id(7, 1)).ok());  // the one slot: the guess is evicted unused
+  const PlacementStats st = r.stats();
+  EXPECT_EQ(st.expert_evictions, 1u);
+  EXPECT_EQ(st.prefetch_issued, 1u);
+  EXPECT_EQ(st.prefetch_used, 0u);
+  EXPECT_EQ(st.prefetch_outstanding, 0u);
+  EXPECT_DOUBLE_EQ(st.prefetch_hit_rate(), 0.0);
+}
+
 }  // namespace
 }  // namespace strata::store
