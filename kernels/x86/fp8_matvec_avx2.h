@@ -3,7 +3,7 @@
 // Why a kernel of its own: the f32 engine's path (f32_engine.h, fp8_dot) widens 8 codes with a
 // VPMOVSXBW, two integer ops and a VCVTPH2PS; on an AVX2-only Zen 3 that ran at about 10 GB/s per
 // core, short of the memory's rate on two cores (bench/kernels_bench BM_LinearFp8, BM_MemRead;
-// docs/performance.md). Here 32 codes take 9 integer ops (3.75 a vector with the FMA instead of 5-6):
+// docs/performance.md). Here 32 codes take 11 integer ops (3.75 a vector with the FMA instead of 5-6):
 //   - an E4M3 code s eeee mmm becomes the float32 s | eeee << 23 | mmm << 20, which is the code's
 //     value times 2^-120 exactly, subnormal codes (eeee = 0) included: its top byte s000 0eee is a
 //     VPSHUFB lookup of the high nibble and its next byte emmm 0000 one of the low nibble;
