@@ -14,10 +14,10 @@
 // per row of x, so the weights need no further shuffle.
 //
 // Exactness: the x values are act_quant_fp8 values (4 significant bits), the weights E2M1 (at most 2),
-// so every product is exact; per 32-weight block the f32 partial sum is multiplied by the block's
-// power-of-two scale and added to the accumulator in one FMA: a summation order like the reference's
-// (kernels/ref/linear.cpp linear_fp4: per-block partial, then scaled), which only the f32 summation
-// order separates from it (tests/kernels/linear_test.cpp, Fp4MatchesReference). A row's bits depend
+// so every product is exact; per 32-weight block each lane's partial sum of its 8 products is
+// multiplied by the block's power-of-two scale and added to the accumulator in one FMA: a summation
+// order close to the reference's (kernels/ref/linear.cpp linear_fp4: per-block partial, then
+// scaled), which only the f32 summation order separates from it (tests/kernels/linear_test.cpp, Fp4MatchesReference). A row's bits depend
 // on `in` only, never on [r0, r1) or on how many rows of x share the call (batch invariance).
 // Included by linear_avx2.cpp only (compiled with -mavx2 -mfma -mf16c).
 #pragma once
