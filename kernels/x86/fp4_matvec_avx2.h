@@ -31,6 +31,7 @@
 #include "kernels/linear.h"
 #include "kernels/x86/common.h"
 #include "kernels/x86/quant_x86.h"
+#include "kernels/x86/simd.h"
 
 namespace strata::kernels::x86 {
 namespace {
@@ -145,11 +146,7 @@ struct Fp4MatvecAvx2 {
       const __m256 s = _mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(e8m0_value(sc[2 * g])));
       acc[0] = group(v, xa + 64 * g, s, acc[0]);
     }
-    const __m256 t = _mm256_add_ps(acc[0], acc[1]);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
+    return VF8::hsum(_mm256_add_ps(acc[0], acc[1]));
   }
 
   // FormatKernels::matvec: rows [r0, r1) for each of the nx prepared rows of x.

@@ -31,6 +31,7 @@
 #include "kernels/linear.h"
 #include "kernels/x86/common.h"
 #include "kernels/x86/quant_x86.h"
+#include "kernels/x86/simd.h"
 
 namespace strata::kernels::x86 {
 namespace {
@@ -111,11 +112,7 @@ struct Fp8MatvecAvx2 {
       }
     }
     for (int i = 0; i < R; ++i) {
-      const __m256 t = _mm256_add_ps(acc[i][0], acc[i][1]);
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-      y[i] = _mm_cvtss_f32(h);
+      y[i] = VF8::hsum(_mm256_add_ps(acc[i][0], acc[i][1]));
     }
   }
 
