@@ -1,4 +1,6 @@
-// The AVX2 level's FP4 (MXFP4) decode matvec: E2M1 codes widened with byte shuffles.
+// The AVX2 level's FP4 (MXFP4) decode matvec on float32: E2M1 codes widened with byte shuffles.
+// fp4_int_matvec_avx2.h's integer dot serves decode and hands the rows of x with a non-finite
+// value (which integers cannot carry) to this one.
 //
 // Why a kernel of its own: the f32 engine's E2M1 path (f32_engine.h, fp4_dot) spends two VPERMPS,
 // a VPMOVZXBD and six integer ops on every 16 weights, and on an AVX2-only Zen 3 it ran at
@@ -36,7 +38,7 @@
 namespace strata::kernels::x86 {
 namespace {
 
-struct Fp4MatvecAvx2 {
+struct Fp4WidenAvx2 {
   // One group is 64 weights of a row (32 packed bytes, scale blocks 2g and 2g + 1). Prepared x: per
   // group 8 vectors of 8 floats, vector v lane 4 * L + d holding x[64 g + 32 L + kOffset[v] + 4 d]
   // (L = 128-bit half, d = dword in it), in the order the shuffles below produce the weights:

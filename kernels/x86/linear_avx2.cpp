@@ -1,6 +1,7 @@
-// AVX2 + FMA + F16C linear kernels: the f32 engine (f32_engine.h) with 8 lanes, and for FP8 and FP4
-// decode the byte-shuffle kernels (fp8_matvec_avx2.h, fp4_matvec_avx2.h), which widen codes in
-// fewer operations than the engine's paths below (those still dequantise the prefill's tiles).
+// AVX2 + FMA + F16C linear kernels: the f32 engine (f32_engine.h) with 8 lanes, and for decode FP8's
+// byte-shuffle kernel (fp8_matvec_avx2.h), which widens codes in fewer operations than the engine's
+// paths below (those still dequantise the prefill's tiles), and FP4's integer dot
+// (fp4_int_matvec_avx2.h).
 //
 // E4M3 widens through the fp16 trick and VCVTPH2PS (exact, subnormals included). E2M1: VPERMPS
 // only sees 3 index bits on ymm, so the table holds the 8 magnitudes (times the block scale) and the
@@ -12,7 +13,7 @@
 #include "kernels/x86/common.h"
 #include "kernels/x86/e4m3_blocked_avx2.h"
 #include "kernels/x86/f32_engine.h"
-#include "kernels/x86/fp4_matvec_avx2.h"
+#include "kernels/x86/fp4_int_matvec_avx2.h"
 #include "kernels/x86/fp8_matvec_avx2.h"
 #include "kernels/x86/quant_x86.h"
 
@@ -125,8 +126,8 @@ detail::LevelKernels make_table() {
   // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
   t.fp8 = {&Fp8MatvecAvx2::act_bytes, &Fp8MatvecAvx2::prep, &Fp8MatvecAvx2::matvec, 32, 4, 4, &kEngine, true,
            &E::fp8_pack_w, nullptr};
-  // FP4 decode: the shuffle-widening kernel (fp4_matvec_avx2.h); prefill: the f32 engine's tiles.
-  t.fp4 = {&Fp4MatvecAvx2::act_bytes, &Fp4MatvecAvx2::prep, &Fp4MatvecAvx2::matvec, 4, 4, 4, &kEngine, true,
+  // FP4 decode: the integer dot (fp4_int_matvec_avx2.h); prefill: the f32 engine's tiles.
+  t.fp4 = {&Fp4IntMatvecAvx2::act_bytes, &Fp4IntMatvecAvx2::prep, &Fp4IntMatvecAvx2::matvec, 4, 4, 4, &kEngine, true,
            &E::fp4_pack_w, nullptr};
   t.bf16 = {nullptr, nullptr, &bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
   t.f32 = {nullptr, nullptr, E::f32_matvec, 8, 4, 4, &kEngineOrdered, false, nullptr, nullptr};

@@ -11,8 +11,9 @@ namespace {
 inline __m256 abs8(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
 
 inline __m256 quant8(__m256 v, __m256 inv, __m256 s) {
-  const __m256 q = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv), _mm256_set1_ps(-448.0f)),
-                                 _mm256_set1_ps(448.0f));  // x/s is exact: s is a power of two
+  // x/s is exact: s is a power of two. VMAXPS/VMINPS return their second operand where one is NaN,
+  // so x/s goes second: a NaN stays NaN, as std::clamp keeps it in the reference (act_quant_fp8).
+  const __m256 q = _mm256_min_ps(_mm256_set1_ps(448.0f), _mm256_max_ps(_mm256_set1_ps(-448.0f), _mm256_mul_ps(v, inv)));
   const __m256 a = abs8(q);
   const __m256 e = _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7F800000)));
   const __m256 m = _mm256_mul_ps(_mm256_max_ps(e, _mm256_set1_ps(0x1p-6f)), _mm256_set1_ps(0x1p20f));
@@ -33,7 +34,7 @@ void act_quant_fp8_avx2(float* x, int64_t n) {
     __m256 mx = _mm256_setzero_ps();
     for (int j = 0; j < 4; ++j) {
       v[j] = _mm256_loadu_ps(x + b + 8 * j);
-      mx = _mm256_max_ps(mx, abs8(v[j]));
+      mx = _mm256_max_ps(abs8(v[j]), mx);  // a NaN is skipped, as std::max(amax, |x|) skips it
     }
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));

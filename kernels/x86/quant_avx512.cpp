@@ -15,8 +15,9 @@ namespace strata::kernels::x86 {
 namespace {
 
 inline __m512 quant16(__m512 v, __m512 inv, __m512 s) {
-  const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), _mm512_set1_ps(-448.0f)),
-                                 _mm512_set1_ps(448.0f));  // x/s is exact: s is a power of two
+  // x/s is exact: s is a power of two. VMAXPS/VMINPS return their second operand where one is NaN,
+  // so x/s goes second: a NaN stays NaN, as std::clamp keeps it in the reference (act_quant_fp8).
+  const __m512 q = _mm512_min_ps(_mm512_set1_ps(448.0f), _mm512_max_ps(_mm512_set1_ps(-448.0f), _mm512_mul_ps(v, inv)));
   const __m512 a = _mm512_abs_ps(q);
   const __m512 e = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)));
   const __m512 m = _mm512_mul_ps(_mm512_max_ps(e, _mm512_set1_ps(0x1p-6f)), _mm512_set1_ps(0x1p20f));
@@ -81,8 +82,9 @@ void fp4_quant_e8m0_avx512(float* x, int64_t n) {
 void act_quant_fp8_avx512(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 32) {
     const __m512 v0 = _mm512_loadu_ps(x + b), v1 = _mm512_loadu_ps(x + b + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    const float scale = fp8_scale(amax);
+    // A NaN |x_j| leaves amax, as std::max(amax, |x_j|) in the reference (fp4_quant_e8m0_avx512's order).
+    const __m512 m = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
+    const float scale = fp8_scale(_mm512_reduce_max_ps(m));
     const __m512 s = _mm512_set1_ps(scale), inv = _mm512_set1_ps(1.0f / scale);
     _mm512_storeu_ps(x + b, quant16(v0, inv, s));
     _mm512_storeu_ps(x + b + 16, quant16(v1, inv, s));

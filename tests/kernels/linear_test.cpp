@@ -190,6 +190,118 @@ TEST_P(LinearLevel, Fp4MatchesReference) {
   }
 }
 
+// Rows whose sums are exact in f32 come out exact at every level, bit for bit. The AVX2 level's
+// integer dot (kernels/x86/fp4_int_matvec_avx2.h) keeps each act_quant value |q| / s_x * 2^9 whole
+// in one of three byte planes (below 2^8, 2^8 .. 2^13, 2^13 .. 2^18) and skips plane 0 in the groups
+// flagged empty: each row here draws its x values from one plane's range (every E4M3 code there,
+// both signs, the boundaries included), so a value put in the wrong plane, at the wrong shift or
+// with the wrong sign, or a flag that skips a nonempty plane 0 changes the bits. A 448 * 2^t anchor
+// in each block fixes s_x = 2^t (kernels/ref/quant.cpp fp8_block_scale), its weight code 0 or 8
+// (+-0). Shapes: one block (a lone half group), two, and ten blocks (the four-group loop, a tail
+// group), at n = 1 to 3 (the decode kernels) and 5 (prefill tiles).
+TEST_P(LinearLevel, Fp4ExactSumsComeOutExact) {
+  std::mt19937 rng(601);
+  // E4M3 magnitudes (codes 1-126) by plane of |v| * 2^9: [1, 2^8), [2^8, 2^13), [2^13, 2^18).
+  std::vector<float> plane_values[3];
+  for (int c = 1; c < 127; ++c) {
+    const float v = e4m3_to_f32(static_cast<uint8_t>(c));
+    const float m = v * 512.0f;
+    plane_values[m < 256.0f ? 0 : m < 8192.0f ? 1 : 2].push_back(v);
+  }
+  ASSERT_EQ(plane_values[0].front() * 512.0f, 1.0f);  // the smallest subnormal
+  ASSERT_EQ(plane_values[2].back(), 448.0f);
+  for (const int64_t in : {int64_t{32}, int64_t{64}, int64_t{320}}) {
+    const int64_t nkb = in / 32;
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}}) {
+      for (int plane = 0; plane < 3; ++plane) {
+        for (const int t : {-20, 0, 30}) {
+          const int64_t out = 9;
+          std::vector<uint8_t> wq(static_cast<size_t>(out * in / 2)), ws(static_cast<size_t>(out * nkb));
+          for (auto& c : wq) c = static_cast<uint8_t>(rng());
+          // One block: any scale near 1; several: all 1, so the sum of the blocks stays exact.
+          for (auto& c : ws) c = nkb == 1 ? static_cast<uint8_t>(124 + rng() % 7) : 127;
+          std::vector<float> x(static_cast<size_t>(n * in));
+          const std::vector<float>& vals = plane_values[plane];
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t k = 0; k < in; ++k) {
+              const float v = vals[(static_cast<size_t>(i * in + k) * 7 + rng() % 3) % vals.size()];
+              x[static_cast<size_t>(i * in + k)] = std::ldexp(rng() % 2 ? -v : v, t);
+            }
+          // The anchor: element 5 of each block of row i is +-448 2^t, times a zero weight.
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t b = 0; b < nkb; ++b)
+              x[static_cast<size_t>(i * in + 32 * b + 5)] = std::ldexp(i % 2 ? -448.0f : 448.0f, t);
+          for (int64_t r = 0; r < out; ++r)
+            for (int64_t b = 0; b < nkb; ++b) {
+              uint8_t& byte = wq[static_cast<size_t>(r * in / 2 + 16 * b + 2)];  // element 5: high nibble
+              byte = static_cast<uint8_t>((byte & 0x0F) | (r % 2 ? 0x80 : 0x00));
+            }
+          std::vector<float> y(static_cast<size_t>(n * out));
+          linear_fp4(x.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = 0; r < out; ++r) {
+              double exact = 0;
+              for (int64_t k = 0; k < in; ++k) {
+                const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
+                exact += static_cast<double>(x[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(code) *
+                         e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
+              }
+              ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
+              ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
+                        std::bit_cast<uint32_t>(static_cast<float>(exact)))
+                  << kernel_level_name(level()) << " in=" << in << " n=" << n << " plane " << plane << " t=" << t
+                  << " i=" << i << " r=" << r << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
+            }
+        }
+      }
+    }
+  }
+}
+
+// A NaN or an infinity in a row of x makes that row's outputs NaN, as in the reference (act_quant
+// turns its values into NaN: std::clamp keeps a NaN, and an infinite amax makes s_x infinite). The
+// AVX2 and AVX-512 act_quant once clamped a NaN to -448; the AVX2 level's FP4 integer dot cannot
+// carry a NaN and hands such rows to its float kernel.
+TEST_P(LinearLevel, NonFiniteInputGivesNaNAsReference) {
+  std::mt19937 rng(602);
+  const int64_t out = 7;
+  for (const int64_t in : {int64_t{64}, int64_t{96}, int64_t{1024}}) {
+    std::vector<uint8_t> w4(static_cast<size_t>(out * in / 2)), s4(static_cast<size_t>(out * in / 32));
+    std::vector<uint8_t> w8(static_cast<size_t>(out * in)), s8(static_cast<size_t>(in / 32));
+    for (auto& c : w4) c = static_cast<uint8_t>(rng());
+    for (auto& c : s4) c = random_scale(rng, false);
+    for (auto& c : w8) c = random_e4m3(rng);
+    for (auto& c : s8) c = random_scale(rng, false);
+    const Fp4Weight f4{w4.data(), s4.data(), out, in};
+    const Fp8Weight f8{w8.data(), s8.data(), out, in};
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()}) {
+      for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{6}}) {
+        Buf<float> x = make_x(n, in, 0, rng);
+        x[static_cast<size_t>((n - 1) * in + in / 2 + 3)] = bad;  // the last row only
+        for (const bool fp4 : {true, false}) {
+          std::vector<float> y(static_cast<size_t>(n * out)), yref(y.size());
+          if (fp4) {
+            linear_fp4(x.data(), n, f4, y.data(), nullptr, level());
+            ref::linear_fp4(x.data(), n, f4, yref.data());
+          } else {
+            linear_fp8(x.data(), n, f8, y.data(), nullptr, level());
+            ref::linear_fp8(x.data(), n, f8, yref.data());
+          }
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t r = 0; r < out; ++r) {
+              const size_t at = static_cast<size_t>(i * out + r);
+              ASSERT_EQ(std::isnan(yref[at]), i == n - 1) << "reference: the NaN stays in its row of x";
+              ASSERT_EQ(std::isnan(y[at]), std::isnan(yref[at]))
+                  << (fp4 ? "fp4 " : "fp8 ") << kernel_level_name(level()) << " in=" << in << " n=" << n
+                  << " bad=" << bad << " i=" << i << " r=" << r;
+            }
+        }
+      }
+    }
+  }
+}
+
 // Scale codes far from 1 (2^-117 .. 2^72): the AVX-512 BF16 level must hand these to the f32 level.
 TEST_P(LinearLevel, ExtremeScalesMatchReference) {
   ThreadPool pool(2);

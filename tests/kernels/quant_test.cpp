@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -147,6 +148,29 @@ TEST_P(QuantLevel, ActQuantFp8InplaceMatchesDefinitionBitForBit) {
     act_quant_fp8_inplace(got.data(), static_cast<int64_t>(got.size()), 32, GetParam());
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_TRUE(same_bits(got[i], want[i])) << "i=" << i << " x=" << x[i] << " got " << got[i] << " want " << want[i];
+  }
+}
+
+// A NaN in a block stays NaN (std::clamp keeps it in ref::act_quant_fp8_inplace) and does not enter
+// the block's amax (std::max(amax, NaN) keeps amax), so the block's other values are the definition's
+// bits. The vector levels once clamped it to -448 (VMAXPS returns its second operand on a NaN).
+TEST_P(QuantLevel, ActQuantFp8KeepsNaNOutOfTheScale) {
+  for (const size_t at : {size_t{0}, size_t{5}, size_t{31}}) {
+    std::vector<float> x = edge_inputs(3);
+    x[32 + at] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> want = x, got = x, r = x;
+    want[32 + at] = 0.0f;  // the definition's other values: the NaN ignored
+    def_act_quant(want);
+    ref::act_quant_fp8_inplace(r.data(), static_cast<int64_t>(r.size()), 32);
+    act_quant_fp8_inplace(got.data(), static_cast<int64_t>(got.size()), 32, GetParam());
+    ASSERT_TRUE(std::isnan(r[32 + at])) << "reference";
+    ASSERT_TRUE(std::isnan(got[32 + at])) << kernel_level_name(GetParam()) << " at " << at << " got " << got[32 + at];
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i == 32 + at) continue;
+      ASSERT_TRUE(same_bits(r[i], want[i])) << "reference i=" << i;
+      ASSERT_TRUE(same_bits(got[i], want[i])) << kernel_level_name(GetParam()) << " i=" << i << " x=" << x[i] << " got "
+                                              << got[i] << " want " << want[i];
+    }
   }
 }
 
