@@ -147,24 +147,71 @@ fi
 # The tables go to summary.md only when some run of these --modes and --prompts has a decode phase
 # (a --summary-only with other lists, or runs that all failed, leave an earlier summary.md alone).
 python3 - "$out" "$modes" "$prompts" "$model" "$repo/bench" "$bw_threads" > "$out/summary.md.tmp" <<'PY' || { rm -f "$out/summary.md.tmp"; exit 1; }
-import json, sys, os
+import json, math, sys, os
 out, modes, prompts, model = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 bw_threads = sys.argv[6]
 sys.path.insert(0, sys.argv[5])
 sys.dont_write_bytecode = True  # no __pycache__ in the repo's bench/
 from decode_roofline import decode_bytes_per_token
-disk = json.load(open(os.path.join(out, "disk.json")))
+
+
+def fail(msg):
+    """Exits 1 with one line on stderr (a file that does not parse is named, never a traceback)."""
+    sys.exit(f"stream_bench.sh: {msg}")
+
+
+def load_object(path, what):
+    """The JSON object in `path`, or a one-line error naming the file and what it should hold."""
+    try:
+        with open(path) as f:
+            v = json.load(f)
+    except OSError as e:
+        fail(f"{path}: cannot read ({e.strerror})")
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+        fail(f"{path}: not JSON ({e}; expected {what})")
+    if not isinstance(v, dict):
+        fail(f"{path}: not a JSON object (expected {what})")
+    return v
+
+
+def positive(v):
+    """v where it is a finite number > 0, else None (JSON true is not a number here, though Python
+    would count it as 1)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return v if ok else None
+
+
+disk = load_object(os.path.join(out, "disk.json"), "disk_read_bench --json output")
 
 
 def disk_figure(key):
-    """A positive figure of disk.json, or None where it is missing or 0 (not measured)."""
-    v = disk.get(key)
-    return v if isinstance(v, (int, float)) and v > 0 else None
+    """A positive figure of disk.json, or None where it is missing, 0 or not a number (not measured)."""
+    return positive(disk.get(key))
 
 
 def fmt(v, spec, suffix=""):
     """v formatted by spec, or "n/a" where there is no figure (None)."""
     return "n/a" if v is None else format(v, spec) + suffix
+
+
+def membw(path):
+    """The memory bandwidth samples of one run, {label: bytes/s} ({} when none were taken); a line
+    that is not "LABEL BYTES_PER_S" is a one-line error naming the file."""
+    samples = {}
+    if not os.path.exists(path):
+        return samples
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                if len(parts) != 2:
+                    raise ValueError
+                samples[parts[0]] = float(parts[1])
+            except ValueError:
+                fail(f"{path}: line {i} {line.strip()!r} is not 'LABEL BYTES_PER_S'")
+    return samples
 
 
 def runs():
@@ -174,7 +221,9 @@ def runs():
             f = os.path.join(out, f"{m}_{p}.json")
             if not os.path.exists(f):
                 continue
-            phases = json.load(open(f))["phases"]
+            phases = load_object(f, "strata --stats-json output").get("phases")
+            if not isinstance(phases, dict):
+                fail(f'{f}: no "phases" object (expected strata --stats-json output)')
             if phases.get("decode") and phases["decode"]["tokens"]:
                 yield m, p, phases["prefill"], phases["decode"]
 
@@ -221,27 +270,29 @@ print("| mode | prompt | decode tok/s | memory BW (before / after) | miss bytes/
 print("|" + "---|" * 11)
 for m, p, _, dec in runs():
     fb = os.path.join(out, f"{m}_{p}.membw")
-    samples = {l.split()[0]: float(l.split()[1]) for l in open(fb)} if os.path.exists(fb) else {}
+    samples = membw(fb)
     cpu = dec.get("cpu", {"user_s": 0, "sys_s": 0})
     user_ms, sys_ms = 1e3 * cpu["user_s"] / dec["tokens"], 1e3 * cpu["sys_s"] / dec["tokens"]
     miss = dec["bytes_read_per_token"] if m == "stream" else dec["os_read_bytes"] / dec["tokens"]
     resident = max(touched - miss, 0.0)
-    if len(samples) < 2:
+    before, after = samples.get("before"), samples.get("after")
+    if before is None or after is None:
         print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | not measured (no kernels_bench, or no BM_MemRead/{bw_threads}) | "
               f"{miss/1e6:.1f} MB | "
               f"{resident/1e6:.1f} MB | - | - | - | - | {user_ms:.0f} / {sys_ms:.0f} ms |")
         continue
-    mem = (samples["before"] + samples["after"]) / 2
-    mem_s = resident / mem
+    # A sample of 0 (or below) measured nothing: no memory term, so no roofline for this run.
+    mem = (before + after) / 2 if positive(before) and positive(after) else None
+    mem_s = resident / mem if mem else None
     # Seconds per token reading from disk: 0 when nothing was read (the memory-only bound), unknown
     # (no roofline) when bytes were read but disk.json has no rate.
     disk_s = miss / bw if bw else (0.0 if miss == 0 else None)
     roof = bound = None
-    if disk_s is not None and mem_s + disk_s > 0:
+    if mem_s is not None and disk_s is not None and mem_s + disk_s > 0:
         roof = 1.0 / (mem_s + disk_s)
         bound = 1.0 / max(mem_s, disk_s)  # reads fully overlapped with compute
-    print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | {mem/1e9:.1f} GB/s ({samples['before']/1e9:.1f} / "
-          f"{samples['after']/1e9:.1f}) | {miss/1e6:.1f} MB | {resident/1e6:.1f} MB | {fmt(roof, '.2f')} | "
+    print(f"| {m} | {p} | {dec['tok_per_s']:.3f} | {fmt(mem and mem/1e9, '.1f', ' GB/s')} ({before/1e9:.1f} / "
+          f"{after/1e9:.1f}) | {miss/1e6:.1f} MB | {resident/1e6:.1f} MB | {fmt(roof, '.2f')} | "
           f"{fmt(100*dec['tok_per_s']/roof if roof else None, '.0f', '%')} | {fmt(bound, '.2f')} | "
           f"{fmt(100*dec['tok_per_s']/bound if bound else None, '.0f', '%')} | "
           f"{user_ms:.0f} / {sys_ms:.0f} ms |")

@@ -2,7 +2,9 @@
 # bench/stream_bench.sh --summary-only on hand-made stats files (the bench itself needs a checkpoint
 # larger than RAM and is not run here): a run that read nothing from disk (mmap with the page cache
 # warm) or a disk.json without a sequential rate has no I/O roofline, and its cells read "n/a", never
-# "inf" or a ZeroDivisionError; the table of a run with disk reads still divides by the disk.
+# "inf" or a ZeroDivisionError; the table of a run with disk reads still divides by the disk. Figures
+# that are not numbers (a rate of `true`, memory samples of 0) read "n/a" too, and a file that does
+# not parse (disk.json, a stats JSON, a .membw) gives one line naming it, never a traceback.
 # Usage: stream_bench_summary_check.sh REPO_ROOT FIXTURES_DIR. Exit 77 = fixture missing (skip).
 set -uo pipefail
 repo="$1"; fixtures="$2"
@@ -69,4 +71,38 @@ if summary nodisk '{"rand4k_iops_qd32": 0}'; then
   check "stream roofline without a disk rate: n/a" "$tmp/nodisk.md" '^\| stream \| 512 \| 2\.000 \|.*\| n/a \| n/a \| n/a \| n/a \|'
   check "mmap memory-only roofline without a disk rate" "$tmp/nodisk.md" '^\| mmap \| 512 \| 2\.000 \|.*\| 0\.0 MB \| [0-9.]+ MB \| [0-9.]+ \| [0-9]+% \|'
 fi
+# expect_summary_error NAME DISK_JSON PATTERN: --summary-only fails with one stderr line matching
+# PATTERN (grep -F) and no Python traceback.
+expect_summary_error() {
+  echo "$2" > "$tmp/out/disk.json"
+  if bash "$repo/bench/stream_bench.sh" --model "$ck" --out "$tmp/out" --build "$tmp/build" --prompts 512 \
+       --threads 2 --summary-only >"$tmp/$1.md" 2>"$tmp/$1.err"; then
+    echo "FAIL $1: exit 0"; fail=1; return
+  fi
+  if [[ $(wc -l <"$tmp/$1.err") -ne 1 ]] || ! grep -qF -- "$3" "$tmp/$1.err"; then
+    echo "FAIL $1: expected one stderr line with '$3', got:"; cat "$tmp/$1.err"; fail=1; return
+  fi
+  echo "ok   $1: $(cat "$tmp/$1.err")"
+}
+# A disk rate that is not a number (JSON true is 1 in Python's arithmetic: it read as 1 GB/s) is no rate.
+if summary boolrate '{"seq_gbps_qd32": true, "rand4k_iops_qd32": 100000}'; then
+  check "boolean disk rate: n/a in the header" "$tmp/boolrate.md" '^disk: sequential n/a '
+  check "boolean disk rate: stream row n/a" "$tmp/boolrate.md" '^\| stream \| 512 \| 50\.00 \|.*\| n/a \| n/a \|'
+fi
+# Memory bandwidth samples of 0 (no measurement): no memory roofline for that run, not a ZeroDivisionError.
+printf 'before 0\nafter 0\n' > "$tmp/out/mmap_512.membw"
+if summary zeromem "$disk"; then
+  check "memory samples of 0: roofline n/a" "$tmp/zeromem.md" '^\| mmap \| 512 \| 2\.000 \| n/a .*\| n/a \| n/a \| n/a \| n/a \|'
+  check "memory samples of 0: the other run keeps its roofline" "$tmp/zeromem.md" '^\| stream \| 512 \| 2\.000 \| 21\.0 GB/s '
+fi
+printf 'before 2e10\nafter lots\n' > "$tmp/out/mmap_512.membw"
+expect_summary_error badmem "$disk" "$tmp/out/mmap_512.membw: line 2"
+printf 'before 20000000000\nafter 22000000000\n' > "$tmp/out/mmap_512.membw"
+# Files that do not parse: one line naming the file.
+expect_summary_error notjson 'not json {' "$tmp/out/disk.json: not JSON"
+expect_summary_error notobject '[2.0]' "$tmp/out/disk.json: not a JSON object"
+cp "$tmp/out/mmap_512.json" "$tmp/mmap_512.json.good"
+echo '{"phases": ' > "$tmp/out/mmap_512.json"
+expect_summary_error badstats "$disk" "$tmp/out/mmap_512.json: not JSON"
+cp "$tmp/mmap_512.json.good" "$tmp/out/mmap_512.json"
 exit $fail
