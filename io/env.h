@@ -6,9 +6,10 @@
 // POSIX one. There is no process-wide setter: a test hands its FaultInjectionEnv (io/fault_env.h) to
 // the one writer under test, so other threads and tests keep writing to the real disk.
 //
-// Atomic replacement (write_file_atomic in io/file.h, session files, safetensors shards) is built
-// from these calls: write `PATH.tmp.<pid>` (io/temp_file.h), sync, close, rename over PATH, sync the
-// directory. A failure at any step removes the temp file and leaves PATH as it was.
+// Atomic replacement (io::AtomicFile behind write_file_atomic, session files and eval base files;
+// safetensors shards; GGUF files) is built from these calls: write a temp file beside PATH
+// (io/temp_file.h), sync, close, rename over PATH, sync the directory. A failure at any step before
+// the rename removes the temp file and leaves PATH as it was.
 // Thread safety: Env methods may be called from any thread; one WritableFile is used by one thread.
 #pragma once
 

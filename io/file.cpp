@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/env.h"
-#include "io/temp_file.h"
 
 namespace strata::io {
 
@@ -19,16 +22,6 @@ namespace {
 
 std::string where(const std::string& path, uint64_t offset, size_t n) {
   return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
-}
-
-// `s` with every mention of `tmp` replaced by `path`. An atomic write's temp file is removed when
-// a step on it fails, so an error naming it sends the user after a file they never named and that
-// is gone; the step failed writing `path`, the file they asked for.
-Status naming_target(const Status& s, const std::string& tmp, const std::string& path) {
-  std::string m = s.message();
-  for (size_t at = m.find(tmp); at != std::string::npos; at = m.find(tmp, at + path.size()))
-    m.replace(at, tmp.size(), path);
-  return Status(s.code(), std::move(m));
 }
 
 class PosixFile final : public File {
@@ -162,9 +155,29 @@ Result<std::string> read_file_to_string(const std::string& path, size_t max_byte
   return s;
 }
 
+size_t max_name_bytes(const std::string& dir) {
+  errno = 0;
+  const long n = ::pathconf(dir.empty() ? "." : dir.c_str(), _PC_NAME_MAX);
+  if (n > 0) return static_cast<size_t>(n);
+  if (n < 0 && errno == 0) return SIZE_MAX;  // the file system sets no limit
+  return NAME_MAX;  // pathconf failed (a missing directory): the Linux limit
+}
+
 Status check_replaceable(const std::string& path) {
+  // A name the file system cannot hold would fail only at the create, after the caller's work; lstat
+  // alone does not say so on every file system (a shorter limit may read as "absent").
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (const size_t limit = max_name_bytes(dir_of(path)); name.size() > limit)
+    return InvalidArgument(path + ": file name is " + std::to_string(name.size()) +
+                           " bytes, longer than the file system's limit of " + std::to_string(limit) +
+                           " (give a shorter name)");
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return Status();  // absent (or unreadable: the write says why)
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status();  // absent: nothing to replace
+    // Anything else (ENAMETOOLONG for a whole path beyond PATH_MAX, EACCES, ENOTDIR, ELOOP) is not
+    // "absent": say what the OS said instead of letting the write fail later with less context.
+    return IOError(path + ": stat", errno);
+  }
   if (S_ISREG(st.st_mode)) return Status();
   const char* kind = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                      : S_ISFIFO(st.st_mode)                     ? "a FIFO"
@@ -175,27 +188,9 @@ Status check_replaceable(const std::string& path) {
 }
 
 Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env) {
-  STRATA_RETURN_IF_ERROR(check_replaceable(path));
-  env = env_or_default(env);
-  // A temp file a killed earlier writer left beside PATH is swept first (issue #13). Best effort:
-  // a directory that cannot be listed fails at the create below with a clearer error.
-  (void)sweep_stale_temps_of(path, env);
-  const std::string tmp = temp_path_for(path);
-  auto created = env->new_writable_file(tmp);
-  if (!created.ok()) return naming_target(created.error(), tmp, path);
-  std::unique_ptr<WritableFile> f = std::move(*created);
-  // Any failure before the rename removes the temp file; PATH is untouched until then.
-  auto fail = [&](Status s) {
-    (void)f->close();
-    (void)env->remove_file(tmp);
-    return s;
-  };
-  if (Status s = f->append(data, n); !s.ok()) return fail(naming_target(s, tmp, path));
-  if (Status s = f->sync(); !s.ok()) return fail(naming_target(s, tmp, path));
-  if (Status s = f->close(); !s.ok()) return fail(naming_target(s, tmp, path));
-  // The rename's error names both files ("PATH: rename from TMP"): both exist at that point.
-  if (Status s = env->rename_file(tmp, path); !s.ok()) return fail(s);
-  return env->sync_dir(dir_of(path));
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFile> f, AtomicFile::create(path, env));
+  STRATA_RETURN_IF_ERROR(f->append(data, n));
+  return f->commit();
 }
 
 bool file_exists(const std::string& path) {

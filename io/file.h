@@ -80,20 +80,28 @@ enum class ReadFrom { kRegularFile, kFileOrStream };
 [[nodiscard]] Result<std::string> read_file_to_string(const std::string& path, size_t max_bytes = 1ull << 30,
                                                       ReadFrom from = ReadFrom::kRegularFile);
 
-// Writes `data` to `path` atomically: `path`.tmp.<pid> in the same directory (io/temp_file.h),
-// fsync, close, rename over `path`, fsync the directory; a stale temp file of `path` left by a
-// killed process is swept first. All writes go through `env` (null = default_env(); tests pass an
-// io::FaultInjectionEnv). Errors name `path`, not the temp file (only a failed rename names both),
-// and the step: kResourceExhausted (ENOSPC), kIOError (create, write, fsync, close, rename; a
-// missing directory is ENOENT at create). On any error before the rename the temp file is removed
-// and `path` keeps its previous contents; an error syncing the directory comes after the rename
-// (`path` then holds the new bytes, which a crash might still undo).
+// Writes `data` to `path` atomically through an io::AtomicFile (io/atomic_file.h: a temp file
+// beside `path` (io::temp_path_for), fsync, close, rename over `path`, fsync the directory; a stale
+// temp file of `path` left by a killed process is swept first). All writes go through `env` (null =
+// default_env(); tests pass an io::FaultInjectionEnv). Errors name `path`, not the temp file (only
+// a failed rename names both), and the step: kInvalidArgument (check_replaceable), kResourceExhausted
+// (ENOSPC), kIOError (create, write, fsync, close, rename; a missing directory is ENOENT at create).
+// On any error before the rename the temp file is removed and `path` keeps its previous contents;
+// an error syncing the directory comes after the rename (`path` then holds the new bytes, which a
+// crash might still undo).
 [[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);
-// OK when `path` does not exist or is a regular file (not a link): what an output may replace.
-// kInvalidArgument otherwise, naming the path and its kind (a device such as /dev/null, a FIFO, a
-// directory, a symbolic link): writing by rename would replace that node with a file.
+// The longest file name (one path component, in bytes) the file system holding directory `dir`
+// accepts: pathconf(_PC_NAME_MAX), NAME_MAX (255) where that fails, SIZE_MAX where it sets no limit.
+size_t max_name_bytes(const std::string& dir);
+
+// OK when `path` may be written as a new file or replace the one there: its file name fits the file
+// system (max_name_bytes of its directory) and `path` does not exist (lstat: ENOENT) or is a regular
+// file (not a link). Otherwise: kInvalidArgument for a name that is too long, naming its length and
+// the limit, or for a node that is not a regular file, naming its kind (a device such as /dev/null,
+// a FIFO, a directory, a symbolic link: writing by rename would replace that node with a file);
+// kIOError for any other lstat error (ENAMETOOLONG, EACCES, ENOTDIR: never read as "absent").
 [[nodiscard]] Status check_replaceable(const std::string& path);
 
 // A File wrapper that fails on purpose, for fault-injection tests.

@@ -14,7 +14,7 @@
 
 #include "io/checkpoint.h"
 #include "model/engram_hash.h"
-#include "io/temp_file.h"
+#include "io/atomic_file.h"
 
 namespace strata::runtime {
 
@@ -266,10 +266,6 @@ void put_u64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 Status save_session(const Session& s, const ModelIdentity& id, const std::string& path, io::Env* env) {
   if (!s.valid()) return InvalidArgument("save session " + path + ": the session is unusable after a model failure");
-  env = io::env_or_default(env);
-  // A temp file a killed earlier save left beside PATH (issue #13); live savers' files stay. Best
-  // effort: a directory that cannot be listed fails at the create below with a clearer error.
-  (void)io::sweep_stale_temps_of(path, env);
 
   // Pass 1 sizes and hashes the payload, so the file is then written strictly front to back
   // (header first) through io::WritableFile, which has no positioned writes.
@@ -286,27 +282,20 @@ Status save_session(const Session& s, const ModelIdentity& id, const std::string
   put_u64(header + 48, s.replayed() ? kFlagReplayed : 0);
   put_u64(header + 56, xxh64(header, 56));
 
-  const std::string tmp = io::temp_path_for(path);
-  auto created = env->new_writable_file(tmp);
-  if (!created.ok()) return created.error().with_context("save session " + path);
-  std::unique_ptr<io::WritableFile> f = std::move(created).value();
-  // Any failure before the rename removes the temp file; PATH keeps its previous contents.
-  auto fail = [&](Status st) {
-    (void)f->close();
-    (void)env->remove_file(tmp);
-    return st.with_context("save session " + path);
-  };
+  // io::AtomicFile: a killed earlier save's temp file is swept, the bytes are staged beside PATH
+  // and renamed over it by commit; any failure before that removes the temp file (PATH keeps its
+  // previous contents), and errors name PATH, not the temp file.
+  auto fail = [&](const Status& st) { return st.with_context("save session " + path); };
+  auto created = io::AtomicFile::create(path, env);
+  if (!created.ok()) return fail(created.error());
+  std::unique_ptr<io::AtomicFile> f = std::move(created).value();
   if (Status st = f->append(header, kHeaderBytes); !st.ok()) return fail(st);
   Writer w(f.get());
   write_payload(s, w);
   if (Status st = w.finish(); !st.ok()) return fail(st);
   if (w.bytes() != sizing.bytes() || w.digest() != sizing.digest())
-    return fail(Internal(tmp + ": the session changed while it was saved"));
-  if (Status st = f->sync(); !st.ok()) return fail(st);
-  if (Status st = f->close(); !st.ok()) return fail(st);
-  if (Status st = env->rename_file(tmp, path); !st.ok()) return fail(st);
-  // Make the rename itself durable.
-  return env->sync_dir(io::dir_of(path));
+    return fail(Internal("the session changed while it was saved"));
+  return fail(f->commit());
 }
 
 // ---- loading --------------------------------------------------------------------------------------

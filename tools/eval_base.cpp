@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "io/temp_file.h"
 
 namespace strata::tools {
 
@@ -34,11 +33,8 @@ Result<std::unique_ptr<EvalBaseWriter>> EvalBaseWriter::create(const std::string
     return Internal("eval base " + path + ": " + u(tokens.size()) + " tokens, header says " + u(h.n_tokens));
   std::unique_ptr<EvalBaseWriter> w(new EvalBaseWriter());
   w->path_ = path;
-  w->env_ = io::env_or_default(env);
   w->h_ = h;
-  (void)io::sweep_stale_temps_of(path, w->env_);  // best effort, as write_file_atomic
-  w->tmp_ = io::temp_path_for(path);
-  STRATA_ASSIGN_OR_RETURN(w->file_, w->env_->new_writable_file(w->tmp_));
+  STRATA_ASSIGN_OR_RETURN(w->file_, io::AtomicFile::create(path, env));
   std::vector<uint8_t> b(kEvalBaseHeaderBytes, 0);
   std::memcpy(b.data(), kEvalBaseMagic, 8);
   put<uint32_t>(b, 8, kEvalBaseVersion);
@@ -54,11 +50,7 @@ Result<std::unique_ptr<EvalBaseWriter>> EvalBaseWriter::create(const std::string
   return w;
 }
 
-EvalBaseWriter::~EvalBaseWriter() {
-  if (done_ || !file_) return;
-  (void)file_->close();
-  (void)env_->remove_file(tmp_);
-}
+EvalBaseWriter::~EvalBaseWriter() = default;  // an uncommitted AtomicFile removes its temp file
 
 Status EvalBaseWriter::append(const EvalBaseRecord& rec) {
   if (rec.row.codes.size() != h_.vocab_size)
@@ -78,11 +70,7 @@ Status EvalBaseWriter::append(const EvalBaseRecord& rec) {
 Status EvalBaseWriter::finish() {
   if (n_appended_ != h_.n_scored)
     return Internal("eval base " + path_ + ": " + u(n_appended_) + " records written, header says " + u(h_.n_scored));
-  STRATA_RETURN_IF_ERROR(file_->sync());
-  STRATA_RETURN_IF_ERROR(file_->close());
-  STRATA_RETURN_IF_ERROR(env_->rename_file(tmp_, path_));
-  done_ = true;
-  return env_->sync_dir(io::dir_of(path_));
+  return file_->commit();
 }
 
 Result<std::unique_ptr<EvalBaseReader>> EvalBaseReader::open(const std::string& path) {

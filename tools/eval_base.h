@@ -23,8 +23,9 @@
 //       12     4  scale      f32  grid step, nats
 //       16     4  min_logp   f32  grid origin, nats
 //       20  2*vocab codes    u16[vocab_size]
-// Written atomically (F.tmp.<pid>, renamed over F when complete). Reading checks the magic, version,
-// encoding, the header's arithmetic and the file size before allocating, naming the file and field.
+// Written atomically (io::AtomicFile: a temp file beside F, renamed over F when complete). Reading
+// checks the magic, version, encoding, the header's arithmetic and the file size before
+// allocating, naming the file and field.
 // Thread safety: a writer or reader is used by one thread.
 #pragma once
 
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "io/atomic_file.h"
 #include "io/env.h"
 #include "io/file.h"
 #include "tools/eval_math.h"
@@ -68,7 +70,7 @@ struct EvalBaseRecord {
 // removes its temp file and leaves `path` as it was.
 class EvalBaseWriter {
  public:
-  // Errors: the Env's (a missing directory, a full disk), each naming the temp path.
+  // Errors: io::AtomicFile's (a missing directory, a full disk), each naming `path`.
   [[nodiscard]] static Result<std::unique_ptr<EvalBaseWriter>> create(const std::string& path, const EvalBaseHeader& h,
                                                                       std::span<const int32_t> tokens,
                                                                       io::Env* env = nullptr);
@@ -80,12 +82,10 @@ class EvalBaseWriter {
 
  private:
   EvalBaseWriter() = default;
-  std::string path_, tmp_;
-  io::Env* env_ = nullptr;
-  std::unique_ptr<io::WritableFile> file_;
+  std::string path_;
+  std::unique_ptr<io::AtomicFile> file_;  // removes its temp file unless committed
   EvalBaseHeader h_;
   uint64_t n_appended_ = 0;
-  bool done_ = false;
   std::vector<uint8_t> buf_;
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -189,6 +190,60 @@ TEST(WriteFileAtomic, FaultOnlyOnFilteredPath) {
   ASSERT_TRUE(write_file_atomic(d.file("a.txt"), "x", 1, &env).ok());
   EXPECT_FALSE(write_file_atomic(d.file("b.txt"), "y", 1, &env).ok());
   EXPECT_EQ(entries(d.path()), std::vector<std::string>{"a.txt"});
+}
+
+// The longest file name directory `dir` takes (pathconf, as the test's own reading: NAME_MAX where
+// the call fails).
+size_t name_limit(const std::string& dir) {
+  const long n = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  return n > 0 ? static_cast<size_t>(n) : 255;
+}
+
+// Names of 246-255 bytes used to fail at the create ("File name too long": the temp file's name is
+// longer than the target's); every name the file system takes is written, and nothing else is left.
+TEST(WriteFileAtomic, WritesEveryNameUpToTheFileSystemsLimit) {
+  testing::TempDir d;
+  const size_t limit = name_limit(d.path());
+  if (limit > 4096) GTEST_SKIP() << "this file system sets no name limit";
+  for (size_t len = limit - 12; len <= limit; ++len) {
+    SCOPED_TRACE(len);
+    const std::string name(len, 'n');
+    const Status s = write_file_atomic(d.file(name), "{}", 2);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(testing::read_all(d.file(name)), "{}");
+    EXPECT_EQ(entries(d.path()), std::vector<std::string>{name});
+    std::filesystem::remove(d.file(name));
+  }
+}
+
+// A name above the limit is refused up front, by its length; lstat's ENAMETOOLONG, ENOTDIR or any
+// error but ENOENT used to read as "absent", so the refusal came only at the create (or never).
+TEST(CheckReplaceable, RefusesANameAboveTheLimitAndEveryStatErrorButAbsent) {
+  testing::TempDir d;
+  const size_t limit = name_limit(d.path());
+  if (limit > 4096) GTEST_SKIP() << "this file system sets no name limit";
+  const std::string too_long = d.file(std::string(limit + 1, 'n'));
+  Status s = check_replaceable(too_long);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("file name is " + std::to_string(limit + 1) + " bytes, longer than the file system's "
+                             "limit of " + std::to_string(limit)),
+            std::string::npos)
+      << s.to_string();
+  s = write_file_atomic(too_long, "{}", 2);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{});
+  // A whole path beyond PATH_MAX (ENAMETOOLONG), and a path under a regular file (ENOTDIR).
+  std::string deep = d.path();
+  while (deep.size() <= PATH_MAX) deep += "/" + std::string(100, 'd');
+  EXPECT_FALSE(check_replaceable(deep).ok());
+  testing::write_all(d.file("reg"), "x");
+  s = check_replaceable(d.file("reg/x"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Not a directory"), std::string::npos) << s.to_string();
+  EXPECT_TRUE(check_replaceable(d.file("absent")).ok());
+  EXPECT_TRUE(check_replaceable(d.file("reg")).ok());
+  EXPECT_TRUE(check_replaceable(d.file(std::string(limit, 'n'))).ok());
 }
 
 }  // namespace

@@ -99,5 +99,74 @@ TEST(TempFile, WriteFileAtomicSweepsAStaleTempBesideIt) {
   EXPECT_EQ(testing::read_all(target), "{}");
 }
 
+// The longest file name directory `dir` takes (pathconf, as the test's own reading: NAME_MAX where
+// the call fails).
+size_t name_limit(const std::string& dir) {
+  const long n = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  return n > 0 ? static_cast<size_t>(n) : 255;
+}
+
+std::string base(const std::string& p) { return std::filesystem::path(p).filename().string(); }
+
+// A target name of 246-255 bytes used to get the temp name NAME.tmp.<pid>, past NAME_MAX: the write
+// failed with "File name too long". Whenever the target's name fits, its temp file's name fits, in
+// the same directory, and stays the same for every call (writers name their temp file twice).
+TEST(TempFile, TempNameFitsWheneverTheTargetNameFits) {
+  testing::TempDir d;
+  const size_t limit = name_limit(d.path());
+  if (limit > 4096) GTEST_SKIP() << "this file system sets no name limit";
+  const std::string pid = std::to_string(::getpid());
+  for (size_t len : {size_t{1}, size_t{100}, limit - 10 - pid.size(), limit - 5 - pid.size(), limit - 4 - pid.size(),
+                     limit - 1, limit}) {
+    SCOPED_TRACE(len);
+    const std::string target = d.file(std::string(len, 't'));
+    const std::string tmp = temp_path_for(target);
+    EXPECT_EQ(std::filesystem::path(tmp).parent_path(), std::filesystem::path(target).parent_path());
+    EXPECT_LE(base(tmp).size(), limit);
+    EXPECT_EQ(temp_path_for(target), tmp);
+    if (len + 5 + pid.size() <= limit)
+      EXPECT_EQ(tmp, target + ".tmp." + pid);
+    else
+      EXPECT_EQ(base(tmp).rfind(".strata-tmp." + pid + ".", 0), 0u) << tmp;
+  }
+  // Two long targets in one directory get two temp files.
+  EXPECT_NE(temp_path_for(d.file(std::string(limit, 'a'))), temp_path_for(d.file(std::string(limit, 'b'))));
+  EXPECT_EQ(temp_path_for(std::string(limit, 'a')).find('/'), std::string::npos) << "a bare name stays bare";
+}
+
+// A killed writer of a long name leaves a short temp name; the next write of that name sweeps it
+// (the hash in the name says whose it is), and no other target's or live process's.
+TEST(TempFile, SweepRemovesTheStaleShortTempOfALongName) {
+  testing::TempDir d;
+  const size_t limit = name_limit(d.path());
+  if (limit > 4096) GTEST_SKIP() << "this file system sets no name limit";
+  const std::string target = d.file(std::string(limit - 2, 's'));
+  const std::string other = d.file(std::string(limit - 2, 'o'));
+  const std::string self = std::to_string(::getpid());
+  // temp_path_for(path) with another pid in place of this process's.
+  auto temp_of = [&](const std::string& path, int pid) {
+    std::string t = temp_path_for(path);
+    const size_t at = t.rfind(".strata-tmp." + self + ".");
+    EXPECT_NE(at, std::string::npos) << t;
+    return at == std::string::npos ? t : t.replace(at + 12, self.size(), std::to_string(pid));
+  };
+  const int dead = testing::dead_pid();
+  testing::LiveChild live;
+  const std::string stale = temp_of(target, dead), of_live = temp_of(target, live.pid());
+  const std::string other_stale = temp_of(other, dead);
+  for (const std::string& p : {stale, of_live, other_stale}) testing::write_all(p, "partial");
+  auto r = sweep_stale_temps_of(target);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->removed, 1);
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(of_live));
+  EXPECT_TRUE(exists(other_stale));
+  // write_file_atomic sweeps it too, and leaves only the target.
+  testing::write_all(stale, "partial");
+  ASSERT_TRUE(write_file_atomic(target, "{}", 2).ok());
+  EXPECT_FALSE(exists(stale));
+  EXPECT_EQ(testing::read_all(target), "{}");
+}
+
 }  // namespace
 }  // namespace strata::io

@@ -103,10 +103,23 @@ TEST_F(SessionFileFaults, EachFaultGivesAClearErrorAndKeepsThePreviousFile) {
     EXPECT_EQ(s.code(), c.code) << s.to_string();
     EXPECT_NE(s.message().find("save session " + p), std::string::npos) << s.to_string();
     EXPECT_NE(s.message().find(c.says), std::string::npos) << s.to_string();
+    // The temp file is gone after the failure: only a failed rename, where both exist, names it.
+    if (c.faults.fail_rename == 0) EXPECT_EQ(s.message().find(".tmp."), std::string::npos) << s.to_string();
     EXPECT_EQ(testing::read_all(p), old_bytes);
     EXPECT_EQ(entries(dir_.path()), std::vector<std::string>{"s.strata"});
     EXPECT_EQ(loads_with(p), old_s.n_past());
   }
+}
+
+// `strata run --save-session /missing/dir/s.bin` named the temp file s.bin.tmp.<pid>, a file the
+// user never named; the error names the path given, as write_file_atomic's do.
+TEST_F(SessionFileFaults, SaveIntoAMissingDirectoryNamesThePathGiven) {
+  const std::string p = dir_.file("no/such/dir/s.strata");
+  Status s = save_session(make_session(0), id_, p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("save session " + p + ": " + p + ": create: No such file or directory"), std::string::npos)
+      << s.to_string();
+  EXPECT_EQ(s.message().find(".tmp."), std::string::npos) << s.to_string();
 }
 
 TEST_F(SessionFileFaults, ShortWritesGiveAnIdenticalFile) {
