@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/mpi_flags.h"
+#include "cli/output_files.h"
 #include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
@@ -67,6 +68,11 @@ Status write_text(const std::string& path, const std::string& text) {
 
 int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
+  // Before any measuring: a bad output path would otherwise fail only after the whole bench.
+  if (Status s = check_output_files({{"--json", o.json}, {"--svg", o.svg}},
+                                    {{"--text", b.text_file}, {"--probe", o.no_plan ? std::string() : o.probe}});
+      !s.ok())
+    return fail_usage(s);
   if (Status s = check_checkpoint_dir(b.model_dir); !s.ok()) return fail(s);  // as run, serve and plan
   if (!o.prompts.empty()) b.prompts = o.prompts;
   auto expert_io = expert_io_flags(o.direct_io, o.buffered_io, b.load_mode);
@@ -328,8 +334,8 @@ Command register_bench(CLI::App& app) {
   app.add_option("--seed", b.seed, "seed of the random prompt ids")->check(in_range(0, 1.8e19));
   add_spec_flags(app, &o->spec);
   add_mpi_flags(app, &o->mpi);
-  app.add_option("--json", o->json, "write the full report (runs, counters, plan) as JSON to FILE");
-  app.add_option("--svg", o->svg, "write a plot of prefill and decode tok/s against context length to FILE");
+  add_output_option(app, "--json", &o->json, "write the full report (runs, counters, plan) as JSON to FILE");
+  add_output_option(app, "--svg", &o->svg, "write a plot of prefill and decode tok/s against context length to FILE");
   app.add_flag("--no-plan", o->no_plan, "do not compare with strata plan's predictions");
   app.add_option("--probe", o->probe, "machine profile for the predictions")->capture_default_str();
   return [o]() { return run_bench_cmd(*o); };

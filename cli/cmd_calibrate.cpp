@@ -12,14 +12,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <iterator>
 #include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/output_files.h"
 #include "cli/progress_bar.h"
 #include "cli/placement_flags.h"
 #include "cli/stats_report.h"
@@ -43,27 +42,12 @@ int run_calibrate(const CalibrateOptions& o) {
   if (o.out_file.empty() && o.imatrix_file.empty())
     return fail_usage(InvalidArgument("calibrate: nothing to write: give --out FILE (hot experts), --imatrix FILE "
                                       "(importance matrix), or both"));
-  // Outputs are checked before the work: none may be the input text or another output, and each
-  // must be writable where it is named (check_output_file: an existing, writable directory, and
-  // never /dev/null or another non-regular file).
-  {
-    auto same = [](const std::string& a, const std::string& b) {
-      std::error_code ec;
-      return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
-    };
-    const std::pair<const char*, const std::string*> outs[] = {
-        {"--out", &o.out_file}, {"--imatrix", &o.imatrix_file}, {"--stats-json", &o.stats_json}};
-    for (size_t i = 0; i < std::size(outs); ++i) {
-      const std::string& p = *outs[i].second;
-      if (p.empty()) continue;
-      if (o.text_file != "-" && same(p, o.text_file))
-        return fail_usage(InvalidArgument(std::string(outs[i].first) + " " + p + " is the input text (-f)"));
-      for (size_t j = 0; j < i; ++j)
-        if (!outs[j].second->empty() && same(p, *outs[j].second))
-          return fail_usage(InvalidArgument(std::string(outs[i].first) + " and " + outs[j].first + " name the same file " + p));
-      if (Status s = check_output_file(outs[i].first, p); !s.ok()) return fail_usage(s);
-    }
-  }
+  // Before the model loads: a bad output path would otherwise fail only after the whole run.
+  if (Status s = check_output_files(
+          {{"--out", o.out_file}, {"--imatrix", o.imatrix_file}, {"--stats-json", o.stats_json}},
+          {{"--file", o.text_file}, {"--hot", o.placement.hot_file}});
+      !s.ok())
+    return fail_usage(s);
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
   auto popt = placement_options(o.placement);
@@ -133,16 +117,16 @@ Command register_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory")->required();
   app.add_option("-f,--file", o->text_file, "text to calibrate on (plain text, tokenized as is)")->required();
-  app.add_option("--out", o->out_file, "output hot file (JSON ranking for strata run --hot)");
-  app.add_option("--imatrix", o->imatrix_file,
-                 "output importance matrix (llama.cpp GGUF imatrix, for strata quantize / llama-quantize --imatrix)");
+  add_output_option(app, "--out", &o->out_file, "output hot file (JSON ranking for strata run --hot)");
+  add_output_option(app, "--imatrix", &o->imatrix_file,
+                    "output importance matrix (llama.cpp GGUF imatrix, for strata quantize / llama-quantize --imatrix)");
   app.add_option("--max-tokens", o->max_tokens, "use at most this many tokens of the text (0 = all)")
       ->check(in_range(0, 1 << 30));
   app.add_option("--chunk", o->chunk, "tokens per forward pass")->check(in_range(1, 1 << 20));
   add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
-  app.add_option("--stats-json", o->stats_json,
-                 "write placement stats of the calibration run (hit rates, bytes read) as JSON to FILE");
+  add_output_option(app, "--stats-json", &o->stats_json,
+                    "write placement stats of the calibration run (hit rates, bytes read) as JSON to FILE");
   return [o]() { return run_calibrate(*o); };
 }
 

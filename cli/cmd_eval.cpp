@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/output_files.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
 #include "io/file.h"
@@ -31,6 +32,12 @@ struct EvalCliOptions {
 
 int run_eval(const EvalCliOptions& o) {
   if (Status s = o.eval.validate(); !s.ok()) return fail_usage(s);
+  // Before the model loads: a bad output path would otherwise fail only after the whole evaluation.
+  if (Status s = check_output_files(
+          {{"--json", o.json_out}, {"--save-base", o.eval.save_base}},
+          {{"--file", o.text_file}, {"--base", o.eval.base}, {"--hot", o.placement.hot_file}});
+      !s.ok())
+    return fail_usage(s);
   if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);
   if (!text.ok()) return fail(text.error());
@@ -98,15 +105,15 @@ Command register_eval(CLI::App& app) {
                  "window step = targets scored per window, below --ctx (0 = ctx/2: each window scores its second half)")
       ->check(in_range(0, 1 << 24))
       ->capture_default_str();
-  auto* save = app.add_option("--save-base", o->eval.save_base,
-                              "write this run's per-position distributions to F (u16 log-prob grid, docs/eval.md)");
+  auto* save = add_output_option(app, "--save-base", &o->eval.save_base,
+                                 "write this run's per-position distributions to F (u16 log-prob grid, docs/eval.md)");
   auto* base = app.add_option("--base", o->eval.base,
                               "compare against a base file saved on the same text, --ctx and --stride: KLD, top-1, "
                               "delta ppl");
   save->excludes(base);
-  app.add_option("--json", o->json_out,
-                 "write the numbers as JSON to OUT (ppl, ppl_stderr, tokens, windows; with "
-                 "--base kld_mean, kld_p99, kld_max, top1, delta_ppl)");
+  add_output_option(app, "--json", &o->json_out,
+                    "write the numbers as JSON to OUT (ppl, ppl_stderr, tokens, windows; with "
+                    "--base kld_mean, kld_p99, kld_max, top1, delta_ppl)");
   add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
   return [o]() { return run_eval(*o); };

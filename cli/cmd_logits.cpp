@@ -20,6 +20,7 @@
 #include "cli/stats_report.h"
 #include "cli/dump_observer.h"
 #include "cli/mpi_flags.h"
+#include "cli/output_files.h"
 #include "io/file.h"
 #include "runtime/sampler.h"
 
@@ -76,10 +77,14 @@ Result<std::vector<int64_t>> parse_positions(const std::string& s, int64_t n) {
 }
 
 int run_logits(const LogitsOptions& o) {
-  // Before the model loads: a bad --stats-json path would otherwise fail only after the whole run.
-  if (Status s = check_output_file("--stats-json", o.stats_json); !s.ok()) return fail_usage(s);
   if (!o.decode_logits_file.empty() && o.decode == 0)
     return fail_usage(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
+  // Before the model loads: a bad output path would otherwise fail only after the whole run.
+  if (Status s = check_output_files(
+          {{"--out", o.out_file}, {"--decode-logits", o.decode_logits_file}, {"--stats-json", o.stats_json}},
+          {{"--tokens", o.tokens_file}, {"--hot", o.placement.hot_file}});
+      !s.ok())
+    return fail_usage(s);
   auto ids = read_tokens(o.tokens_file);
   if (!ids.ok()) return fail(ids.error());
   if (ids->empty()) return fail(InvalidArgument(o.tokens_file + ": no token ids (empty prompt)"));
@@ -221,18 +226,20 @@ Command register_logits(CLI::App& app) {
   auto o = std::make_shared<LogitsOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory")->required();
   app.add_option("--tokens", o->tokens_file, "JSON file: an array of token ids, or an object with \"ids\"")->required();
-  app.add_option("--out", o->out_file, "output: float32 little-endian logits, one row of vocab_size per position")
+  add_output_option(app, "--out", &o->out_file,
+                    "output: float32 little-endian logits, one row of vocab_size per position")
       ->required();
   app.add_option("--positions", o->positions, "comma-separated prompt positions (default: all)");
   app.add_option("--decode", o->decode, "also greedy-decode N tokens; prints them as a JSON array")
       ->check(in_range(0, 1 << 20));
-  app.add_option("--decode-logits", o->decode_logits_file, "with --decode: write each decode step's logits here");
+  add_output_option(app, "--decode-logits", &o->decode_logits_file,
+                    "with --decode: write each decode step's logits here");
   app.add_option("--dump", o->dump_dir, "write named intermediates as .npy (golden fixture names) into DIR; with DSpark stages and --decode, also each step's draft (dspark_*.npy)");
   add_threads_flag(app, &o->threads);
   add_placement_flags(app, &o->placement);
   add_mpi_flags(app, &o->mpi);
   app.add_flag("--stats", o->stats, "print per-phase (prefill, decode) placement stats to stderr");
-  app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
+  add_output_option(app, "--stats-json", &o->stats_json, "write per-phase placement stats as JSON to FILE");
   return [o]() { return run_logits(*o); };
 }
 

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/output_files.h"
 #include "cli/probe_cache.h"
 #include "cli/progress_bar.h"
 #include "tools/plan.h"
@@ -96,7 +97,7 @@ Command register_probe(CLI::App& app) {
   auto o = std::make_shared<ProbeCliOptions>();
   app.add_option("-m,--model", o->model_dir, "checkpoint directory: its disk is the one measured");
   app.add_option("--dir", o->dir, "directory whose disk to measure (default: the model's, else the current one)");
-  app.add_option("--cache", o->cache, "where the profile is saved with its date (read by strata plan)")
+  add_output_option(app, "--cache", &o->cache, "where the profile is saved with its date (read by strata plan)")
       ->capture_default_str();
   app.add_flag("--cached", o->cached, "print the cached profile instead of measuring");
   app.add_flag("--json", o->json, "print the profile as JSON");
@@ -119,6 +120,9 @@ Command register_probe(CLI::App& app) {
       Status w = flush_stdout();
       return w.ok() ? 0 : fail(w);
     }
+    // Before minutes of measuring: a bad --cache path would otherwise fail only at the save.
+    // MachineProfile::save creates the cache's missing directories.
+    if (Status s = check_output_files({{"--cache", o->cache, /*creates_dir=*/true}}); !s.ok()) return fail_usage(s);
     tools::ProbeOptions& po = o->probe;
     if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? storage_dir_of(o->model_dir) : ".";
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/output_files.h"
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
@@ -70,7 +71,8 @@ Command register_quantize(CLI::App& app) {
   const auto types = CLI::IsMember({"keep", "q8_0", "q6_k", "q4_k", "q3_k", "q2_k", "iq4_nl"}, CLI::ignore_case);
   app.add_option("-m,--model", o->src, "official-format checkpoint directory (config.json, *.safetensors, tokenizer.json)")
       ->required();
-  app.add_option("--out", o->out, "GGUF file to write, named *.gguf (must not exist; written atomically)")->required();
+  add_output_option(app, "--out", &o->out, "GGUF file to write, named *.gguf (must not exist; written atomically)")
+      ->required();
   app.add_option("--experts", o->experts,
                  "routed experts (MXFP4 in the release): keep, mxfp4 (kept, written as ggml MXFP4 blocks as the "
                  "llama.cpp forks' GGUFs hold them) or a block format")
@@ -102,6 +104,9 @@ Command register_quantize(CLI::App& app) {
     if (io::is_gguf_path(o->src))
       return fail_usage(InvalidArgument("-m '" + o->src + "': strata quantize reads an official-format checkpoint " +
                                         "directory (config.json + safetensors); re-quantising a GGUF is not supported"));
+    // Before any tensor is read: a bad --out path would otherwise fail at the writer. (With
+    // --split-max-size the set's files are named from --out, in its directory.)
+    if (Status s = check_output_files({{"--out", o->out}}, {{"--imatrix", o->imatrix}}); !s.ok()) return fail_usage(s);
     if (Status s = check_checkpoint_dir(o->src); !s.ok()) return fail(s);
     tools::QuantizeOptions q;
     q.src_dir = o->src;

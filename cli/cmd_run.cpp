@@ -27,6 +27,7 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/mpi_flags.h"
+#include "cli/output_files.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
 #include "cli/spec_flags.h"
@@ -105,8 +106,15 @@ void print_summary(std::FILE* out, const runtime::GenerateStats& st, int64_t res
 }
 
 int run_run(const RunOptions& o) {
-  // Before the model loads: a bad --stats-json path would otherwise fail only after the whole run.
-  if (Status s = check_output_file("--stats-json", o.stats_json); !s.ok()) return fail_usage(s);
+  // Before the model loads: a bad output path would otherwise fail only after the whole run.
+  // --save-session may name the --load-session file (a conversation continued in place): the
+  // session is read before it is saved.
+  const std::string loaded =
+      !o.save_session.empty() && same_file(o.load_session, o.save_session) ? std::string() : o.load_session;
+  if (Status s = check_output_files({{"--stats-json", o.stats_json}, {"--save-session", o.save_session}},
+                                    {{"--file", o.file}, {"--load-session", loaded}, {"--hot", o.placement.hot_file}});
+      !s.ok())
+    return fail_usage(s);
   InterruptGuard interrupt;
   std::string user;
   if (!o.file.empty()) {
@@ -292,11 +300,12 @@ Command register_run(CLI::App& app) {
   add_mpi_flags(app, &o->mpi);
   add_spec_flags(app, &o->spec);
   app.add_flag("--stats", o->stats, "print per-phase placement stats (bytes read, hit rates, I/O wait) to stderr");
-  app.add_option("--stats-json", o->stats_json, "write per-phase placement stats as JSON to FILE");
+  add_output_option(app, "--stats-json", &o->stats_json, "write per-phase placement stats as JSON to FILE");
   app.add_option("--prefill", o->prefill,
                  "exact (every prompt token through every layer, the default) or replay (decoder layers only for "
                  "the last sliding_window tokens, as official serving does)");
-  app.add_option("--save-session", o->save_session, "save the session (tokens, Engram history, caches) to FILE");
+  add_output_option(app, "--save-session", &o->save_session,
+                    "save the session (tokens, Engram history, caches) to FILE");
   app.add_option("--load-session", o->load_session,
                  "continue the session saved in FILE; -p/-f then add a new user turn, without them generation continues");
   return [o]() { return run_run(*o); };

@@ -1,8 +1,5 @@
 #include "cli/common.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -137,25 +134,6 @@ std::string storage_dir_of(const std::string& model) {
   if (!std::filesystem::is_regular_file(model, ec)) return model;
   const std::string parent = std::filesystem::path(model).parent_path().string();
   return parent.empty() ? "." : parent;
-}
-
-Status check_output_file(const std::string& flag, const std::string& path) {
-  if (path.empty()) return Status();
-  const std::string what = flag + " " + path + ": ";
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return InvalidArgument(what + "directory " + dir + " does not exist");
-    if (errno == ENOTDIR) return InvalidArgument(what + "a parent of " + dir + " is not a directory");
-    return InvalidArgument(what + "directory " + dir + ": " + std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument(what + dir + " is not a directory");
-  // W_OK | X_OK: creating the temp file and renaming it need both (io::write_file_atomic).
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return InvalidArgument(what + "directory " + dir + " is not writable (" + std::strerror(errno) + ")");
-  if (Status s = io::check_replaceable(path); !s.ok()) return InvalidArgument(flag + " " + s.message());
-  return Status();
 }
 
 int fail_usage(const Status& s) {

@@ -64,13 +64,6 @@ int fail_usage(const Status& s);
 // disk probe measures a directory's storage).
 std::string storage_dir_of(const std::string& model);
 
-// Checks an output file named by `flag` (e.g. --stats-json) before any work, so that a bad path
-// fails at once instead of after the whole run: the file's directory must exist, be a directory and
-// be writable, and `path` itself must be replaceable (io::check_replaceable: absent or a regular
-// file). kInvalidArgument naming the flag, `path` as given and what is wrong, e.g.
-// "--stats-json out/s.json: directory out does not exist". OK for an empty `path` (not asked for).
-[[nodiscard]] Status check_output_file(const std::string& flag, const std::string& path);
-
 // For errors of a flag's value (a size, a mode, a --hot file): kInvalidArgument is a usage error
 // (fail_usage, 2), anything else (a file that cannot be read) fails as usual (fail, 1).
 int fail_flag_value(const Status& s);

@@ -75,7 +75,86 @@ if [[ $(id -u) -ne 0 ]]; then  # root writes anywhere
   expect_usage "run --stats-json in a read-only directory" "--stats-json $tmp/ro/s.json: directory $tmp/ro is not writable" -- \
     "$strata" run -p hi -m "$tmp/none" --stats-json "$tmp/ro/s.json"
 fi
+# Every output file of every subcommand goes through the same check before anything loads (-m names
+# no checkpoint: the output's usage error, exit 2, must come first): the flag and the path named,
+# and what is wrong. An empty path is refused (it used to be read as "not given"), and so is a name
+# longer than the file system takes (lstat's ENAMETOOLONG used to read as "absent").
+long=$(printf 'n%.0s' $(seq 256))
+mkdir -p "$tmp/outdir"
+for spec in "run --stats-json" "run --save-session" "logits --out" "logits --decode-logits" "logits --stats-json" \
+            "calibrate --out" "calibrate --imatrix" "calibrate --stats-json" "eval --json" "eval --save-base" \
+            "bench --json" "bench --svg"; do
+  read -r c flag <<<"$spec"
+  case $c in
+    run) args=(run -p hi) ;;
+    logits) args=(logits --tokens "$tmp/ids.json" --decode 2); [[ $flag == --out ]] || args+=(--out "$tmp/o.f32") ;;
+    calibrate) args=(calibrate -f "$tmp/notes.txt"); [[ $flag == --stats-json ]] && args+=(--out "$tmp/hot.json") ;;
+    eval) args=(eval -f "$tmp/notes.txt") ;;
+    bench) args=(bench --no-plan) ;;
+  esac
+  expect_usage "$c $flag in a missing directory" "$flag $tmp/no/dir/f: directory $tmp/no/dir does not exist" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" "$flag" "$tmp/no/dir/f"
+  expect_usage "$c $flag /dev/null" "$flag /dev/null: exists and is a device" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" "$flag" /dev/null
+  expect_usage "$c $flag a directory" "$flag $tmp/outdir: exists and is a directory" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" "$flag" "$tmp/outdir"
+  expect_usage "$c $flag empty" "$flag: empty path" -- "$strata" "${args[@]}" -m "$tmp/none" "$flag" ""
+  expect_usage "$c $flag name too long" "$flag $tmp/$long: file name is 256 bytes, longer than the file system's limit" -- \
+    "$strata" "${args[@]}" -m "$tmp/none" "$flag" "$tmp/$long"
+done
+# quantize --out: a GGUF name in a missing directory, or a directory named like one.
+mkdir -p "$tmp/dir.gguf"
+expect_usage "quantize --out in a missing directory" "--out $tmp/no/dir/q.gguf: directory $tmp/no/dir does not exist" -- \
+  "$strata" quantize -m "$tmp/none" --out "$tmp/no/dir/q.gguf"
+expect_usage "quantize --out a directory" "--out $tmp/dir.gguf: exists and is a directory" -- \
+  "$strata" quantize -m "$tmp/none" --out "$tmp/dir.gguf"
+# probe --cache creates its missing directories: a path under a file, or /dev/null, is refused before
+# minutes of measuring.
+expect_usage "probe --cache under a file" "--cache $tmp/notes.txt/m.json: $tmp/notes.txt is not a directory" -- \
+  "$strata" probe --cache "$tmp/notes.txt/m.json"
+expect_usage "probe --cache /dev/null" "--cache /dev/null: exists and is a device" -- "$strata" probe --cache /dev/null
+# No output may replace an input or another output (by path, or by inode: a hard link), in every
+# subcommand alike; the input is untouched.
+cp "$tmp/ids.json" "$tmp/ids.orig"
+ln "$tmp/ids.json" "$tmp/ids_link.json"
+expect_usage "logits --out is the --tokens file" "--out $tmp/ids.json is the input --tokens" -- \
+  "$strata" logits -m "$tmp/none" --tokens "$tmp/ids.json" --out "$tmp/ids.json"
+expect_usage "logits --out is the --tokens file by another path" "--out $tmp/outdir/../ids.json is the input --tokens" -- \
+  "$strata" logits -m "$tmp/none" --tokens "$tmp/ids.json" --out "$tmp/outdir/../ids.json"
+expect_usage "logits --out is a hard link of --tokens" "--out $tmp/ids_link.json is the input --tokens" -- \
+  "$strata" logits -m "$tmp/none" --tokens "$tmp/ids.json" --out "$tmp/ids_link.json"
+cmp -s "$tmp/ids.json" "$tmp/ids.orig" || { echo "FAIL the --tokens file changed"; fail=1; }
+expect_usage "logits --out and --stats-json" "--out and --stats-json name the same file $tmp/same.json" -- \
+  "$strata" logits -m "$tmp/none" --tokens "$tmp/ids.json" --out "$tmp/same.json" --stats-json "$tmp/same.json"
+expect_usage "logits --decode-logits and --out" "--out and --decode-logits name the same file" -- \
+  "$strata" logits -m "$tmp/none" --tokens "$tmp/ids.json" --out "$tmp/same.f32" --decode 2 --decode-logits "$tmp/same.f32"
+expect_usage "run --stats-json and --save-session" "--stats-json and --save-session name the same file" -- \
+  "$strata" run -m "$tmp/none" -p hi --stats-json "$tmp/s.bin" --save-session "$tmp/s.bin"
+expect_usage "run --stats-json is the -f document" "--stats-json $tmp/notes.txt is the input --file" -- \
+  "$strata" run -m "$tmp/none" -p hi -f "$tmp/notes.txt" --stats-json "$tmp/notes.txt"
+expect_usage "calibrate --out is the -f text" "--out $tmp/notes.txt is the input --file" -- \
+  "$strata" calibrate -m "$tmp/none" -f "$tmp/notes.txt" --out "$tmp/notes.txt"
+expect_usage "calibrate --imatrix and --out" "--out and --imatrix name the same file" -- \
+  "$strata" calibrate -m "$tmp/none" -f "$tmp/notes.txt" --out "$tmp/h.json" --imatrix "$tmp/h.json"
+expect_usage "eval --json is the -f text" "--json $tmp/notes.txt is the input --file" -- \
+  "$strata" eval -m "$tmp/none" -f "$tmp/notes.txt" --json "$tmp/notes.txt"
+expect_usage "bench --svg and --json" "--json and --svg name the same file" -- \
+  "$strata" bench -m "$tmp/none" --no-plan --json "$tmp/b.out" --svg "$tmp/b.out"
+# A session continued in place (--load-session F --save-session F) is allowed: it is read first.
+expect_error "run --load-session and --save-session name one file" "$tmp/none: no such file or directory" -- \
+  "$strata" run -m "$tmp/none" -p hi --load-session "$tmp/s.bin" --save-session "$tmp/s.bin"
 if [[ -d "$ck" ]]; then
+  # Names up to the file system's limit are written (a 250-byte name's temp file used to be too long).
+  for n in 246 250 255; do
+    name=$(printf 'o%.0s' $(seq "$n"))
+    if "$strata" logits -m "$ck" --tokens "$tmp/ids.json" --out "$tmp/outdir/$name" >/dev/null 2>"$tmp/err" &&
+       [[ -s "$tmp/outdir/$name" && $(ls -A "$tmp/outdir" | wc -l) -eq 1 ]]; then
+      echo "ok   logits --out a $n-byte name"
+    else
+      echo "FAIL logits --out a $n-byte name:"; cat "$tmp/err"; ls -A "$tmp/outdir"; fail=1
+    fi
+    rm -f "$tmp/outdir/$name"
+  done
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"
   echo '[0, 1, 99999999]' > "$tmp/badid.json"

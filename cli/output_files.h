@@ -1,0 +1,59 @@
+// The files a subcommand writes, checked before any work: a bad output path used to fail only after
+// the model loaded and the whole run ran (exit 1, and for some paths a message that did not name the
+// flag), and an output could silently replace an input or another output.
+//
+// Every option naming a file a subcommand writes is declared with add_output_option; before it
+// loads anything the subcommand passes all of its outputs, and the files it reads, to
+// check_output_files. That is the one place these rules live:
+//   - a given output is never empty (refused at parse time: "--stats-json: empty path");
+//   - each output can be written where it is named (check_output_file);
+//   - no output names the same file (same_file) as another output or as an input.
+// Errors are usage errors (kInvalidArgument, exit 2 through fail_usage) that name the flag, the path
+// as given and what is wrong. Thread safety: none needed (called once, before any work).
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace strata::cli {
+
+// A file named by a flag: `flag` as CLI11 names it ("--stats-json", "--file"), `path` as given
+// ("" = the flag was not given).
+struct FlagPath {
+  std::string flag;
+  std::string path;
+  // The writer creates the missing directories above the file (strata probe --cache): the nearest
+  // existing one must be writable, instead of the file's own directory existing.
+  bool creates_dir = false;
+};
+
+// Adds an option `name` whose value is a file the subcommand writes: CLI11 refuses an empty value
+// ("--stats-json: empty path (give a file name)", a usage error) where it would otherwise read as
+// "not given" and write nothing.
+CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::string* path, const std::string& help);
+
+// Checks one output file: `path` is not empty, its directory exists (with `creates_dir`: its
+// nearest existing ancestor), is a directory and is writable and searchable (creating the temp file
+// and renaming it need both, io::AtomicFile), and `path` itself may be written
+// (io::check_replaceable: its name fits the file system, and it is absent or a regular file, never
+// /dev/null or a directory). kInvalidArgument naming `flag`, `path` as given and what is wrong, e.g.
+// "--stats-json out/s.json: directory out does not exist".
+[[nodiscard]] Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir = false);
+
+// True when `a` and `b` name the same file: the same path once resolved (std::filesystem's
+// weakly_canonical: symbolic links, "..", "." and a relative path against the working directory),
+// or, where both exist, the same inode (a hard link).
+bool same_file(const std::string& a, const std::string& b);
+
+// The check of a subcommand's files before any work (see the file comment). `outputs` and `inputs`
+// with an empty path were not given and are skipped; an input "-" is stdin. Each output passes
+// check_output_file, and none is the same file as an earlier output ("--out and --stats-json name
+// the same file F") or as an input ("--out F is the input --tokens").
+[[nodiscard]] Status check_output_files(std::initializer_list<FlagPath> outputs,
+                                        std::initializer_list<FlagPath> inputs = {});
+
+}  // namespace strata::cli
