@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
+#include "cli/common.h"
 #include "io/file.h"
 
 namespace strata::cli {
@@ -83,6 +85,19 @@ Status check_output_files(std::initializer_list<FlagPath> outputs, std::initiali
         return InvalidArgument(earlier->flag + " and " + o.flag + " name the same file " + o.path +
                                " (one write would replace the other; give two paths)");
     given.push_back(&o);
+  }
+  // A directory that can be written but not read: the write works but its entry cannot be fsynced
+  // (io::Env::sync_dir counts that as success; library floors do not write to stderr, so the
+  // warning is given here, once per directory, before the work).
+  std::set<std::string> warned;
+  const Logger log = stderr_logger(LogLevel::kWarn);
+  for (const FlagPath* o : given) {
+    const std::string dir = dir_of_output(o->path);
+    if (::access(dir.c_str(), R_OK) == 0 || errno != EACCES || !warned.insert(resolved(dir).string()).second)
+      continue;
+    log.warn(o->flag + " " + o->path + ": directory " + dir +
+             " is not readable, so after the file is written its directory entry cannot be fsynced "
+             "(a crash soon after could lose the new file)");
   }
   return Status();
 }

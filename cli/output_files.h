@@ -52,7 +52,9 @@ bool same_file(const std::string& a, const std::string& b);
 // The check of a subcommand's files before any work (see the file comment). `outputs` and `inputs`
 // with an empty path were not given and are skipped; an input "-" is stdin. Each output passes
 // check_output_file, and none is the same file as an earlier output ("--out and --stats-json name
-// the same file F") or as an input ("--out F is the input --tokens").
+// the same file F") or as an input ("--out F is the input --tokens"). When the checks pass, warns
+// once on stderr for each output directory that cannot be read (mode 333): the file is written
+// there, but its directory entry cannot be fsynced (io::Env::sync_dir says why that is not an error).
 [[nodiscard]] Status check_output_files(std::initializer_list<FlagPath> outputs,
                                         std::initializer_list<FlagPath> inputs = {});
 

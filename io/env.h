@@ -70,7 +70,9 @@ class Env {
   // unlink(2). kNotFound when it does not exist, kIOError otherwise.
   [[nodiscard]] virtual Status remove_file(const std::string& path) = 0;
   // fsync of the directory `dir` ("" = "."), so renames in it survive a crash. File systems that
-  // cannot sync a directory (EINVAL) count as success. kIOError naming the directory.
+  // cannot sync a directory (EINVAL), and a directory this process may not open for reading
+  // (EACCES: mode 333, writable but not readable), count as success: the rename is complete and
+  // only its durability is lost (io/env.cpp says why). kIOError naming the directory.
   [[nodiscard]] virtual Status sync_dir(const std::string& dir) = 0;
 };
 
