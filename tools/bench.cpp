@@ -202,6 +202,8 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   r.io_wait_s = static_cast<double>(st.io_wait_ns()) * 1e-9;
   r.prefetch_issued = st.prefetch_issued;
   r.prefetch_used = st.prefetch_used;
+  r.prefetch_outstanding_at_start = st.prefetch_outstanding_at_start;
+  r.prefetch_hit_rate = st.prefetch_hit_rate();
   return r;
 }
 
@@ -507,6 +509,8 @@ std::string BenchReport::to_json() const {
                       {"io_wait_s", r.io_wait_s},
                       {"prefetch_issued", r.prefetch_issued},
                       {"prefetch_used", r.prefetch_used},
+                      {"prefetch_outstanding_at_start", r.prefetch_outstanding_at_start},
+                      {"prefetch_hit_rate", r.prefetch_hit_rate},
                       {"prefill_moe_s", r.prefill_moe_s},
                       {"prefill_engram_s", r.prefill_engram_s},
                       {"decode_moe_s", r.decode_moe_s},

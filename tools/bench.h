@@ -104,6 +104,11 @@ struct BenchRun {
   uint64_t engram_rows_read = 0;
   double io_wait_s = 0;            // time the forward pass was blocked on reads
   uint64_t prefetch_issued = 0, prefetch_used = 0;
+  // Prefetches an earlier run left outstanding that this run could use (runs after the first share
+  // the loaded model), and the hit rate used / (outstanding at start + issued) in [0, 1]: the one
+  // definition, store::PlacementStats::prefetch_hit_rate, as `strata run --stats` prints it.
+  uint64_t prefetch_outstanding_at_start = 0;
+  double prefetch_hit_rate = 0;
   // Where the forward passes spent their time (model::ForwardProfile): MoE sublayers (router,
   // routed + shared experts, waits for expert reads) and Engram sublayers (incl. row reads), seconds.
   double prefill_moe_s = 0, prefill_engram_s = 0;

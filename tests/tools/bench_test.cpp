@@ -113,6 +113,48 @@ TEST(Bench, TinyCheckpointColdAndWarm) {
   EXPECT_EQ(open, close);
 }
 
+// A warm run reuses the loaded model, so it can use prefetches the run before it issued (still
+// outstanding at its start): its prefetch hit rate divides by those plus its own issues, from the
+// one definition `strata run --stats` uses (store::PlacementStats::prefetch_hit_rate), never above 1.
+// The report used to give only issued and used, whose ratio can exceed 1 in such a run.
+TEST(Bench, PrefetchHitRateCountsThePrefetchesOutstandingAtARunsStart) {
+  STRATA_REQUIRE_FIXTURE(kTiny + "/config.json");
+  BenchOptions o;
+  o.model_dir = kTiny;
+  o.prompts = {8, 24};  // two prompts: the second routes to experts the first only guessed
+  o.gen = 6;
+  o.reps = 2;
+  o.warmup = 0;
+  o.threads = 1;
+  o.cold = "none";
+  o.load_mode = "stream";  // experts are read when first named: the first run prefetches
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  auto j = nlohmann::json::parse(r->to_json(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  uint64_t issued = 0, outstanding = 0;
+  bool used_above_issued = false;  // a run where used / issued, the old report's ratio, is above 1
+  for (size_t pi = 0; pi < r->points.size(); ++pi)
+    for (size_t ri = 0; ri < r->points[pi].runs.size(); ++ri) {
+      const BenchRun& run = r->points[pi].runs[ri];
+      SCOPED_TRACE("point " + std::to_string(pi) + " run " + std::to_string(ri));
+      const uint64_t usable = run.prefetch_outstanding_at_start + run.prefetch_issued;
+      EXPECT_LE(run.prefetch_used, usable);
+      EXPECT_DOUBLE_EQ(run.prefetch_hit_rate, usable ? double(run.prefetch_used) / double(usable) : 0.0);
+      const auto& jr = j["points"][pi]["runs"][ri];
+      EXPECT_EQ(jr["prefetch_outstanding_at_start"], run.prefetch_outstanding_at_start);
+      ASSERT_TRUE(jr["prefetch_hit_rate"].is_number()) << jr.dump();
+      EXPECT_DOUBLE_EQ(jr["prefetch_hit_rate"].get<double>(), run.prefetch_hit_rate);
+      EXPECT_LE(jr["prefetch_hit_rate"].get<double>(), 1.0);
+      used_above_issued = used_above_issued || run.prefetch_used > run.prefetch_issued;
+      issued += run.prefetch_issued;
+      if (ri > 0 || pi > 0) outstanding += run.prefetch_outstanding_at_start;
+    }
+  EXPECT_GT(issued, 0u) << "streamed experts are prefetched";
+  EXPECT_GT(outstanding, 0u) << "a later run starts with the earlier runs' unused prefetches";
+  EXPECT_TRUE(used_above_issued) << "the case the rate is for: a run that used prefetches an earlier run issued";
+}
+
 // strata bench --parallel (issue 14 item 7): N concurrent greedy streams through one engine, with
 // aggregate and per-stream decode rates and TTFT quantiles, in the report, its JSON and its text.
 TEST(Bench, ParallelStreamsThroughTheEngine) {
