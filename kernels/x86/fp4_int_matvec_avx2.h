@@ -14,19 +14,23 @@
 //   - x's sign is XORed into the weight code's sign bit (one VPXOR per 64 codes), so the planes are
 //     unsigned bytes as VPMADDUBSW wants them: per plane, pairs of products (<= 2 * 255 * 12, no
 //     saturation), the even and odd K halves added as int16 (<= 12240), then VPMADDWD by 1, 2^5 or
-//     2^10 sums pairs into int32 lanes holding 8 exact products each (|S| < 2^26);
+//     2^10 sums pairs into int32 lanes holding 8 exact products each (|S| <= 8 * 229376 * 12 < 2^25);
 //   - per 32-wide block, the four int32 lanes become floats times s_x * 2^-10 (exact: a power of two)
 //     and are added times the weight's block scale in one FMA, as the float kernel does.
-// Plane 0 (|q| < s_x / 2, i.e. values below ~1/900 of the block's largest) is empty in most 64-wide
-// groups of real activations: prep flags the groups that have one and the row loop skips the rest.
+// Plane 0 (|q| < s_x / 2: below 1/896 to 1/448 of the block's largest |x|) is empty in some 64-wide
+// groups (35% of them in decode on the 8 GB checkpoint): prep flags the groups that have a nonzero
+// plane-0 value and the row loop skips plane 0 in the others.
 //
-// Exactness: every product and every block's integer sum is exact; the per-block partial is rounded
-// once (to f32, where |S| >= 2^24) where the reference (kernels/ref/linear.cpp linear_fp4) rounds
-// per addition, and the blocks' scaled partials are summed in lanes, so only f32 summation order
-// separates the two (tests/kernels/linear_test.cpp Fp4MatchesReference, Fp4IntegerPlanes...). A
-// row of x with a non-finite value (NaN or inf after act_quant) goes to fp4_matvec_avx2.h instead,
-// which propagates it as the reference does. A row's bits depend on `in` and its own x row only,
-// never on [r0, r1) or on the other rows of x in the call (batch invariance).
+// Exactness: every product and each lane's integer sum of 8 is exact; each block's four lane sums
+// are rounded once each (to f32, where |S| >= 2^24) and added to four accumulator lanes, where the
+// reference (kernels/ref/linear.cpp linear_fp4) rounds per addition within a block, so only f32
+// summation order separates the two (tests/kernels/linear_test.cpp Fp4MatchesReference,
+// Fp4ExactSumsComeOutExact). A row of x whose act_quant values are not all finite (a NaN or inf in
+// x, or |x| >= 248 * 2^120, which act_quant's q = e4m3 * s_x overflows) goes to fp4_matvec_avx2.h
+// instead: NaN and inf come out NaN as in the reference; the overflowed finite case comes out inf,
+// as it did before this kernel, where the reference (which scales the block's partial, never q)
+// stays finite. A row's bits depend on `in` and its own x row only, never on [r0, r1) or on the
+// other rows of x in the call (batch invariance).
 // Included by linear_avx2.cpp only (compiled with -mavx2 -mfma -mf16c).
 #pragma once
 

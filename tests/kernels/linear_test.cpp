@@ -258,6 +258,62 @@ TEST_P(LinearLevel, Fp4ExactSumsComeOutExact) {
   }
 }
 
+// The same exactness where plane 0 is nonempty in some groups of a row and empty in the others (so
+// a flag stored for the wrong group skips values), each block with its own s_x (2^0, 2^1, 2^2) and
+// its own weight scale, over the four-group loop followed by a lone group and a trailing odd block
+// (in = 352: 11 blocks) or by the odd block alone (in = 288). Only plane-0 values are nonzero, so
+// every sum stays exact in f32.
+TEST_P(LinearLevel, Fp4PlaneZeroFlagsFollowTheirGroups) {
+  std::mt19937 rng(603);
+  std::vector<float> tiny;  // E4M3 values with |v| * 2^9 < 2^8
+  for (int c = 1; c < 127; ++c)
+    if (e4m3_to_f32(static_cast<uint8_t>(c)) * 512.0f < 256.0f) tiny.push_back(e4m3_to_f32(static_cast<uint8_t>(c)));
+  for (const int64_t in : {int64_t{288}, int64_t{352}}) {
+    const int64_t nkb = in / 32, out = 11;
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      std::vector<uint8_t> wq(static_cast<size_t>(out * in / 2)), ws(static_cast<size_t>(out * nkb));
+      for (auto& c : wq) c = static_cast<uint8_t>(rng());
+      for (int64_t r = 0; r < out; ++r)
+        for (int64_t b = 0; b < nkb; ++b) {
+          ws[static_cast<size_t>(r * nkb + b)] = static_cast<uint8_t>(126 + (b + r) % 3);
+          uint8_t& byte = wq[static_cast<size_t>(r * in / 2 + 16 * b + 2)];  // the anchor's weight: 0
+          byte &= 0x0F;
+        }
+      std::vector<float> x(static_cast<size_t>(in), 0.0f);
+      for (int64_t b = 0; b < nkb; ++b) {
+        const int t = static_cast<int>(b % 3);
+        x[static_cast<size_t>(32 * b + 5)] = std::ldexp(448.0f, t);
+        if (((b + pattern) % 3 == 0) == (pattern != 3))  // which blocks hold tiny values
+          for (int64_t j = 0; j < 32; ++j)
+            if (j != 5 && rng() % 2) {
+              const float v = tiny[rng() % tiny.size()];
+              x[static_cast<size_t>(32 * b + j)] = std::ldexp(rng() % 2 ? -v : v, t);
+            }
+      }
+      for (const int64_t n : {int64_t{1}, int64_t{2}}) {
+        std::vector<float> xs(static_cast<size_t>(n * in));
+        for (int64_t i = 0; i < n; ++i) std::copy(x.begin(), x.end(), xs.begin() + i * in);
+        std::vector<float> y(static_cast<size_t>(n * out));
+        linear_fp4(xs.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
+        for (int64_t r = 0; r < out; ++r) {
+          double exact = 0;
+          for (int64_t k = 0; k < in; ++k) {
+            const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
+            exact += static_cast<double>(x[static_cast<size_t>(k)]) * e2m1_to_f32(code) *
+                     e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
+          }
+          ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
+                      std::bit_cast<uint32_t>(static_cast<float>(exact)))
+                << kernel_level_name(level()) << " in=" << in << " pattern " << pattern << " i=" << i << " r=" << r
+                << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
+        }
+      }
+    }
+  }
+}
+
 // A NaN or an infinity in a row of x makes that row's outputs NaN, as in the reference (act_quant
 // turns its values into NaN: std::clamp keeps a NaN, and an infinite amax makes s_x infinite). The
 // AVX2 and AVX-512 act_quant once clamped a NaN to -448; the AVX2 level's FP4 integer dot cannot
