@@ -27,8 +27,8 @@ void act_quant_fp8(const float* x, int64_t n, uint8_t* q, float* s, int block = 
 // FP4 E2M1 fake quantisation with a ue8m0 (power of two) scale per block of 32:
 //   s = 2^ceil(log2(max(amax, 6*2^-126) * fp32(1/6))),  x <- RNE_e2m1(clamp(x/s, +-6)) * s.
 // ROUNDING: model.py Indexer.forward, fp4_act_quant on index queries and index keys.
-// Dispatched to the best kernel level (AVX-512: bit for bit the reference; blocks other than 32
-// and levels without a vector version run the reference).
+// Dispatched to the best kernel level (AVX2 and AVX-512: bit for bit the reference; blocks other
+// than 32 and the scalar level run the reference).
 void fp4_quant_e8m0_inplace(float* x, int64_t n, int block = 32);
 
 // FP4 E2M1 fake quantisation with an E4M3 scale per block of 16:

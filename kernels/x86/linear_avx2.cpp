@@ -123,6 +123,7 @@ void bf16_matvec(const void* act, int64_t nx, size_t stride, const Bf16Weight& w
 detail::LevelKernels make_table() {
   detail::LevelKernels t;
   t.act_quant_fp8 = &act_quant_fp8_avx2;
+  t.fp4_quant_e8m0 = &fp4_quant_e8m0_avx2;
   // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
   t.fp8 = {&Fp8MatvecAvx2::act_bytes, &Fp8MatvecAvx2::prep, &Fp8MatvecAvx2::matvec, 32, 4, 4, &kEngine, true,
            &E::fp8_pack_w, nullptr};

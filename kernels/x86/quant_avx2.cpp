@@ -1,5 +1,6 @@
-// act_quant_fp8 with AVX2: 32 values (four registers) per block. Same rounding trick as
-// quant_avx512.cpp (|q| + 2^(max(e,-6)+20) rounds |q| to the E4M3 grid, ties to even).
+// act_quant_fp8 and fp4_quant_e8m0 with AVX2: 32 values (four registers) per block. Same rounding
+// trick as quant_avx512.cpp (|q| + 2^(max(e,-6)+20) rounds |q| to the E4M3 grid, ties to even), and
+// the same E2M1 selects.
 #include <immintrin.h>
 
 #include "kernels/x86/common.h"
@@ -26,20 +27,65 @@ inline __m256 quant8(__m256 v, __m256 inv, __m256 s) {
   return _mm256_or_ps(res, _mm256_and_ps(sign, nz));
 }
 
+// Eight values of an E2M1 block: RNE_e2m1(clamp(v / s, +-6)) * s with the reference's selects
+// (kernels/ref/quant.cpp e2m1_round_branchless), as quant_avx512.cpp's e2m1_16: the same midpoints
+// with the same strictness (ties to the even code), +0 for a zero code, a -0 input and NaN. IEEE
+// division as the reference's.
+inline __m256 e2m1_8(__m256 v, __m256 s) {
+  __m256 q = _mm256_div_ps(v, s);
+  // std::clamp(q, -6, 6): q < -6 ? -6 : 6 < q ? 6 : q (ordered compares: a NaN stays NaN).
+  q = _mm256_blendv_ps(q, _mm256_set1_ps(-6.0f), _mm256_cmp_ps(q, _mm256_set1_ps(-6.0f), _CMP_LT_OQ));
+  q = _mm256_blendv_ps(q, _mm256_set1_ps(6.0f), _mm256_cmp_ps(_mm256_set1_ps(6.0f), q, _CMP_LT_OQ));
+  const __m256 a = abs8(q);
+  __m256 r = _mm256_setzero_ps();
+  auto pick = [&](float edge, bool strict, float value) __attribute__((always_inline)) {
+    const __m256 m = strict ? _mm256_cmp_ps(a, _mm256_set1_ps(edge), _CMP_GT_OQ)
+                            : _mm256_cmp_ps(a, _mm256_set1_ps(edge), _CMP_GE_OQ);
+    r = _mm256_blendv_ps(r, _mm256_set1_ps(value), m);
+  };
+  pick(0.25f, true, 0.5f);
+  pick(0.75f, false, 1.0f);
+  pick(1.25f, true, 1.5f);
+  pick(1.75f, false, 2.0f);
+  pick(2.5f, true, 3.0f);
+  pick(3.5f, false, 4.0f);
+  pick(5.0f, true, 6.0f);
+  // v < 0 && r != 0 ? -r : r (the sign bit flipped: r is +0 or a positive grid value here)
+  const __m256 neg = _mm256_and_ps(_mm256_cmp_ps(q, _mm256_setzero_ps(), _CMP_LT_OQ),
+                                   _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+  r = _mm256_xor_ps(r, _mm256_and_ps(neg, _mm256_set1_ps(-0.0f)));
+  return _mm256_mul_ps(r, s);
+}
+
+inline float block_amax8x4(const __m256* v) {
+  __m256 mx = _mm256_setzero_ps();
+  for (int j = 0; j < 4; ++j) mx = _mm256_max_ps(abs8(v[j]), mx);  // a NaN is skipped, as std::max(amax, |x|) skips it
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+  return _mm_cvtss_f32(m4);
+}
+
 }  // namespace
+
+void fp4_quant_e8m0_avx2(float* x, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32) {
+    __m256 v[4];
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(x + b + 8 * j);
+    const float amax = block_amax8x4(v);
+    // ROUNDING: s = 2^ceil(log2(fp32(max(amax, 6*2^-126) * fp32(1/6)))) from the bits (fp4_act_quant),
+    // as fp4_quant_e8m0_avx512.
+    const uint32_t u = f32_bits((amax < 6.0f * 0x1p-126f ? 6.0f * 0x1p-126f : amax) * (1.0f / 6.0f));
+    const __m256 s = _mm256_set1_ps(bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23));
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(x + b + 8 * j, e2m1_8(v[j], s));
+  }
+}
 
 void act_quant_fp8_avx2(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 32) {
     __m256 v[4];
-    __m256 mx = _mm256_setzero_ps();
-    for (int j = 0; j < 4; ++j) {
-      v[j] = _mm256_loadu_ps(x + b + 8 * j);
-      mx = _mm256_max_ps(abs8(v[j]), mx);  // a NaN is skipped, as std::max(amax, |x|) skips it
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float scale = fp8_scale(_mm_cvtss_f32(m4));
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(x + b + 8 * j);
+    const float scale = fp8_scale(block_amax8x4(v));
     const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
     for (int j = 0; j < 4; ++j) _mm256_storeu_ps(x + b + 8 * j, quant8(v[j], inv, s));
   }
