@@ -1,5 +1,10 @@
 #include "io/atomic_file.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
 #include "io/file.h"
 #include "io/temp_file.h"
 
@@ -19,8 +24,8 @@ Status naming_target(const Status& s, const std::string& tmp, const std::string&
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env)
-    : WritableFile(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)), env_(env) {}
+AtomicFile::AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env, int mode)
+    : WritableFile(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)), env_(env), mode_(mode) {}
 
 Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, Env* env) {
   STRATA_RETURN_IF_ERROR(check_replaceable(path));
@@ -28,10 +33,14 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, 
   // A temp file a killed earlier writer left beside PATH is swept first (issue #13). Best effort:
   // a directory that cannot be listed (mode 333) fails at the create below if it fails at all.
   (void)sweep_stale_temps_of(path, env);
+  // Replacing a file keeps its permissions: the temp file is created with the default mode, and a
+  // rename would otherwise turn a private (600) file world-readable (644).
+  struct stat st;
+  const int mode = ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
   std::string tmp = temp_path_for(path);
   auto created = env->new_writable_file(tmp);
   if (!created.ok()) return naming_target(created.error(), tmp, path);
-  return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(tmp), std::move(*created), env));
+  return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(tmp), std::move(*created), env, mode));
 }
 
 AtomicFile::~AtomicFile() {
@@ -55,6 +64,12 @@ Result<uint64_t> AtomicFile::size_on_disk() const {
 Status AtomicFile::commit() {
   STRATA_RETURN_IF_ERROR(sync());
   STRATA_RETURN_IF_ERROR(close());
+  if (mode_ >= 0 && ::chmod(tmp_.c_str(), static_cast<mode_t>(mode_)) != 0) {
+    const int err = errno;
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(mode_));
+    return IOError(path() + ": keeping its mode " + octal, err);
+  }
   // The rename's error names both files ("PATH: rename from TMP"): both exist at that point.
   STRATA_RETURN_IF_ERROR(env_->rename_file(tmp_, path()));
   committed_ = true;

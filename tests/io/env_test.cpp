@@ -188,6 +188,29 @@ TEST(WriteFileAtomic, ReplacesOnlyRegularFiles) {
   EXPECT_TRUE(write_file_atomic(d.file("new"), "c", 1).ok());
 }
 
+// Replacing a file keeps its permission bits (a 600 session file saved in place used to become
+// 644: the temp file renamed over it had the default mode); a new file gets the umask's default.
+TEST(WriteFileAtomic, ReplacingKeepsTheFilesMode) {
+  testing::TempDir d;
+  const std::string priv = d.file("priv.bin"), fresh = d.file("new.bin");
+  ASSERT_TRUE(write_file_atomic(priv, "a", 1).ok());
+  ASSERT_EQ(::chmod(priv.c_str(), 0600), 0);
+  ASSERT_TRUE(write_file_atomic(priv, "bb", 2).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(priv.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_size, 2);
+  ASSERT_EQ(::chmod(priv.c_str(), 0640), 0);
+  ASSERT_TRUE(write_file_atomic(priv, "c", 1).ok());
+  ASSERT_EQ(::stat(priv.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  ASSERT_TRUE(write_file_atomic(fresh, "d", 1).ok());
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u & ~mask) << "a new file keeps the default mode";
+}
+
 TEST(WriteFileAtomic, FaultOnlyOnFilteredPath) {
   testing::TempDir d;
   FaultInjectionEnv env({.fail_write_call = 0, .error = EIO, .path_filter = "b.txt"});
