@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/output_files.h"
 #include "cli/placement_flags.h"
 #include "cli/probe_cache.h"
 #include "io/checkpoint.h"
@@ -41,6 +42,14 @@ struct PlanCliOptions {
 int run_plan(PlanCliOptions& o) {
   if (o.model_dir.empty() == o.config.empty())
     return fail_usage(InvalidArgument("give exactly one of -m DIR or --config FILE"));
+  // Where there is no valid profile, --probe is an output: the measurement is saved there. Checked
+  // before anything else, as every output is (an empty path, /proc/x or a path under a file used to
+  // be found only after minutes of measuring, or to read as "not a strata machine profile").
+  if (o.reprobe || !tools::MachineProfile::load(o.probe).ok())
+    if (Status s = check_output_files({{"--probe", o.probe, /*creates_dir=*/true}},
+                                      {{.flag = "--model", .path = o.model_dir, .model = true}});
+        !s.ok())
+      return fail_usage(s);
   if (!o.config.empty() && io::is_gguf_path(o.config))
     return fail_usage(InvalidArgument("--config '" + o.config + "': a GGUF is a checkpoint, not a config.json; " +
                                       "use -m " + o.config));
@@ -214,7 +223,8 @@ Command register_plan(CLI::App& app) {
                               "streamed expert reads use O_DIRECT (default: O_DIRECT where the probed disk takes it)");
   app.add_flag("--buffered-io", o->buffered_io, "streamed expert reads go through the page cache")->excludes(direct);
   app.add_flag("--no-overlap", o->no_overlap, "streamed reads do not overlap compute (no prefetch)");
-  app.add_option("--probe", o->probe, "machine profile from strata probe")->capture_default_str();
+  // An output as well where no valid profile is there (the measurement is saved to it).
+  add_output_option(app, "--probe", &o->probe, "machine profile from strata probe")->capture_default_str();
   app.add_flag("--reprobe", o->reprobe, "measure the machine again instead of reading the cached profile");
   app.add_flag("--json", o->json, "print the plan as JSON");
   return [o]() { return run_plan(*o); };

@@ -106,7 +106,11 @@ Command register_quantize(CLI::App& app) {
                                         "directory (config.json + safetensors); re-quantising a GGUF is not supported"));
     // Before any tensor is read: a bad --out path would otherwise fail at the writer. (With
     // --split-max-size the set's files are named from --out, in its directory.)
-    if (Status s = check_output_files({{"--out", o->out}}, {{"--imatrix", o->imatrix}}); !s.ok()) return fail_usage(s);
+    // The writer never replaces --out (a split set's files are checked by name at the writer).
+    if (Status s = check_output_files({{.flag = "--out", .path = o->out, .fresh = !split_given}},
+                                      {{"--imatrix", o->imatrix}, {.flag = "--model", .path = o->src, .model = true}});
+        !s.ok())
+      return fail_usage(s);
     if (Status s = check_checkpoint_dir(o->src); !s.ok()) return fail(s);
     tools::QuantizeOptions q;
     q.src_dir = o->src;

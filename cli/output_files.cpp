@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -18,30 +20,59 @@ namespace {
 
 constexpr const char* kEmptyPath = "empty path (give a file name)";
 
+// What is wrong with an output's name as given, "" when nothing: an empty path would read as "not
+// given" and write nothing; "-" would write a file literally named "-" where the user meant stdout.
+std::string output_name_error(const std::string& path) {
+  if (path.empty()) return kEmptyPath;
+  if (path == "-") return "writing to stdout is not supported; give a file name (./- for a file named -)";
+  return "";
+}
+
 // The directory an output is created in ("." for a bare file name).
 std::string dir_of_output(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? "." : dir;
 }
 
-// `p` resolved as far as it exists (weakly_canonical), or lexically normalised where that fails.
-std::filesystem::path resolved(const std::string& p) {
+// realpath(3) of `p`, "" when it fails (`p` or a parent missing, a loop, no permission).
+std::string real_path(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+}
+
+// The file `p` names, as the kernel resolves it: realpath(p) where it exists; for a file not yet
+// created, realpath of its directory plus its last component, so that "x", "./x", "/abs/x" and
+// "d/../x" are one file (d/.. follows a symlinked d as the kernel does, which a lexical
+// normalisation would not); `p` made absolute and lexically normalised where neither resolves.
+std::string resolved(const std::string& p) {
+  if (std::string r = real_path(p); !r.empty()) return r;
+  const std::filesystem::path fp(p);
+  const std::filesystem::path name = fp.filename();
+  if (!name.empty() && name != "." && name != "..")
+    if (std::string dir = real_path(dir_of_output(p)); !dir.empty()) return (std::filesystem::path(dir) / name).string();
   std::error_code ec;
-  std::filesystem::path c = std::filesystem::weakly_canonical(p, ec);
-  if (!ec) return c;
-  c = std::filesystem::absolute(p, ec);
-  return (ec ? std::filesystem::path(p) : c).lexically_normal();
+  const std::filesystem::path a = std::filesystem::absolute(fp, ec);
+  return (ec ? fp : a).lexically_normal().string();
+}
+
+// True when output `out` is the model `model` (a GGUF file) or lies inside it (a checkpoint
+// directory): the loader reads files there by pattern (*.safetensors, tokenizer*.json, ...), so
+// any name inside it may be read, and none is an output's to replace.
+bool in_model(const std::string& out, const std::string& model) {
+  if (same_file(out, model)) return true;
+  const std::string m = resolved(model), o = resolved(out);
+  return o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m.back() == '/' || o[m.size()] == '/');
 }
 
 }  // namespace
 
 CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::string* path, const std::string& help) {
   return app.add_option(name, *path, help)
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string(kEmptyPath) : std::string(); }, ""));
+      ->check(CLI::Validator([](std::string& v) { return output_name_error(v); }, ""));
 }
 
 Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir) {
-  if (path.empty()) return InvalidArgument(flag + ": " + kEmptyPath);
+  if (std::string e = output_name_error(path); !e.empty()) return InvalidArgument(flag + ": " + e);
   const std::string what = flag + " " + path + ": ";
   std::string dir = dir_of_output(path);
   struct stat st;
@@ -76,10 +107,21 @@ Status check_output_files(std::initializer_list<FlagPath> outputs, std::initiali
   for (const FlagPath& o : outputs) {
     if (o.path.empty()) continue;
     STRATA_RETURN_IF_ERROR(check_output_file(o.flag, o.path, o.creates_dir));
-    for (const FlagPath& in : inputs)
-      if (!in.path.empty() && in.path != "-" && same_file(o.path, in.path))
+    if (o.fresh && ::access(o.path.c_str(), F_OK) == 0)
+      return InvalidArgument(o.flag + " " + o.path + ": exists (give a new name; it is never replaced)");
+    for (const FlagPath& in : inputs) {
+      if (in.path.empty()) continue;
+      if (in.model && in_model(o.path, in.path)) {
+        struct stat st;
+        const bool dir = ::stat(in.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+        return InvalidArgument(o.flag + " " + o.path + (dir ? " is inside the model directory " : " is the model ") +
+                               in.flag + " " + in.path + " (writing it would destroy the model; give another path)");
+      }
+      // An input "-" is a path like any other: strata does not read stdin for it.
+      if (same_file(o.path, in.path))
         return InvalidArgument(o.flag + " " + o.path + " is the input " + in.flag +
                                " (writing it would destroy what is read; give another path)");
+    }
     for (const FlagPath* earlier : given)
       if (same_file(o.path, earlier->path))
         return InvalidArgument(earlier->flag + " and " + o.flag + " name the same file " + o.path +
@@ -93,7 +135,7 @@ Status check_output_files(std::initializer_list<FlagPath> outputs, std::initiali
   const Logger log = stderr_logger(LogLevel::kWarn);
   for (const FlagPath* o : given) {
     const std::string dir = dir_of_output(o->path);
-    if (::access(dir.c_str(), R_OK) == 0 || errno != EACCES || !warned.insert(resolved(dir).string()).second)
+    if (::access(dir.c_str(), R_OK) == 0 || errno != EACCES || !warned.insert(resolved(dir)).second)
       continue;
     log.warn(o->flag + " " + o->path + ": directory " + dir +
              " is not readable, so after the file is written its directory entry cannot be fsynced "

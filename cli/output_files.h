@@ -29,14 +29,21 @@ struct FlagPath {
   // The writer creates the missing directories above the file (strata probe --cache): the nearest
   // existing one must be writable, instead of the file's own directory existing.
   bool creates_dir = false;
+  // An input that is a model (-m, --draft-model): a GGUF file or a checkpoint directory. No output
+  // may be it or lie inside it (the loader reads files there by pattern).
+  bool model = false;
+  // An output its writer never replaces (strata quantize --out): an existing file is refused here,
+  // naming the flag, instead of by the writer after the work.
+  bool fresh = false;
 };
 
 // Adds an option `name` whose value is a file the subcommand writes: CLI11 refuses an empty value
 // ("--stats-json: empty path (give a file name)", a usage error) where it would otherwise read as
-// "not given" and write nothing.
+// "not given" and write nothing, and so does "-" (stdout is not supported: it would write a file
+// named "-").
 CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::string* path, const std::string& help);
 
-// Checks one output file: `path` is not empty, its directory exists (with `creates_dir`: its
+// Checks one output file: `path` is not empty or "-", its directory exists (with `creates_dir`: its
 // nearest existing ancestor), is a directory and is writable and searchable (creating the temp file
 // and renaming it need both, io::AtomicFile), and `path` itself may be written
 // (io::check_replaceable: its name fits the file system, and it is absent or a regular file, never
@@ -44,15 +51,17 @@ CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::stri
 // "--stats-json out/s.json: directory out does not exist".
 [[nodiscard]] Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir = false);
 
-// True when `a` and `b` name the same file: the same path once resolved (std::filesystem's
-// weakly_canonical: symbolic links, "..", "." and a relative path against the working directory),
-// or, where both exist, the same inode (a hard link).
+// True when `a` and `b` name the same file: the same path once resolved (realpath(3) of the path,
+// or for a file not yet created of its directory plus its name: symbolic links, "..", "." and a
+// relative path against the working directory), or, where both exist, the same inode (a hard link).
 bool same_file(const std::string& a, const std::string& b);
 
 // The check of a subcommand's files before any work (see the file comment). `outputs` and `inputs`
-// with an empty path were not given and are skipped; an input "-" is stdin. Each output passes
-// check_output_file, and none is the same file as an earlier output ("--out and --stats-json name
-// the same file F") or as an input ("--out F is the input --tokens"). When the checks pass, warns
+// with an empty path were not given and are skipped; an input "-" is a file named "-" (stdin is
+// not read). Each output passes check_output_file, a `fresh` one does not exist, and none is the
+// same file as an earlier output ("--out and --stats-json name the same file F") or as an input
+// ("--out F is the input --tokens"), nor is or lies inside a `model` input ("--stats-json q.gguf is
+// the model --model q.gguf", "... is inside the model directory --model ck"). When the checks pass, warns
 // once on stderr for each output directory that cannot be read (mode 333): the file is written
 // there, but its directory entry cannot be fsynced (io::Env::sync_dir says why that is not an error).
 [[nodiscard]] Status check_output_files(std::initializer_list<FlagPath> outputs,

@@ -143,6 +143,89 @@ expect_usage "bench --svg and --json" "--json and --svg name the same file" -- \
 # A session continued in place (--load-session F --save-session F) is allowed: it is read first.
 expect_error "run --load-session and --save-session name one file" "$tmp/none: no such file or directory" -- \
   "$strata" run -m "$tmp/none" -p hi --load-session "$tmp/s.bin" --save-session "$tmp/s.bin"
+# No output may be the model (-m, --draft-model) or lie inside a model directory: `--stats-json
+# q.gguf` used to replace a GGUF with JSON, `--stats-json ck/config.json` a checkpoint's config. The
+# models here are stand-ins (the check comes before anything loads); both stay untouched.
+printf 'GGUF\3\0\0\0' > "$tmp/q.gguf"; cp "$tmp/q.gguf" "$tmp/q.orig"
+mkdir -p "$tmp/fakeck"; echo '{}' > "$tmp/fakeck/config.json"
+for spec in "run --stats-json" "run --save-session" "logits --out" "logits --stats-json" "calibrate --out" \
+            "calibrate --imatrix" "eval --json" "eval --save-base" "bench --json" "bench --svg"; do
+  read -r c flag <<<"$spec"
+  case $c in
+    run) args=(run -p hi) ;;
+    logits) args=(logits --tokens "$tmp/ids.json"); [[ $flag == --out ]] || args+=(--out "$tmp/o.f32") ;;
+    calibrate) args=(calibrate -f "$tmp/notes.txt") ;;
+    eval) args=(eval -f "$tmp/notes.txt") ;;
+    bench) args=(bench --no-plan) ;;
+  esac
+  expect_usage "$c $flag is the -m GGUF" "$flag $tmp/q.gguf is the model --model $tmp/q.gguf" -- \
+    "$strata" "${args[@]}" -m "$tmp/q.gguf" "$flag" "$tmp/q.gguf"
+  expect_usage "$c $flag is a checkpoint's config.json" \
+    "$flag $tmp/fakeck/config.json is inside the model directory --model $tmp/fakeck" -- \
+    "$strata" "${args[@]}" -m "$tmp/fakeck" "$flag" "$tmp/fakeck/config.json"
+  expect_usage "$c $flag is a new file in the checkpoint" \
+    "$flag $tmp/outdir/../fakeck/model.safetensors is inside the model directory --model" -- \
+    "$strata" "${args[@]}" -m "$tmp/fakeck" "$flag" "$tmp/outdir/../fakeck/model.safetensors"
+done
+expect_usage "run --save-session is the --draft-model" "--save-session $tmp/q.gguf is the model --draft-model" -- \
+  "$strata" run -m "$tmp/fakeck" -p hi --spec draft --draft-model "$tmp/q.gguf" --save-session "$tmp/q.gguf"
+expect_usage "bench --json inside the --draft-model" "--json $tmp/fakeck/tokenizer.json is inside the model directory --draft-model" -- \
+  "$strata" bench -m "$tmp/q.gguf" --no-plan --spec draft --draft-model "$tmp/fakeck" --json "$tmp/fakeck/tokenizer.json"
+expect_usage "quantize --out inside -m" "--out $tmp/fakeck/q.gguf is inside the model directory --model" -- \
+  "$strata" quantize -m "$tmp/fakeck" --out "$tmp/fakeck/q.gguf"
+expect_usage "probe --cache inside -m" "--cache $tmp/fakeck/p/m.json is inside the model directory --model" -- \
+  timeout 20 "$strata" probe -m "$tmp/fakeck" --cache "$tmp/fakeck/p/m.json"  # (a measurement, if not refused)
+expect_usage "plan --probe inside -m" "--probe $tmp/fakeck/m.json is inside the model directory --model" -- \
+  timeout 20 "$strata" plan -m "$tmp/fakeck" --probe "$tmp/fakeck/m.json"
+cmp -s "$tmp/q.gguf" "$tmp/q.orig" && [[ "$(cat "$tmp/fakeck/config.json")" == "{}" && $(ls "$tmp/fakeck") == config.json ]] ||
+  { echo "FAIL a model file changed"; fail=1; }
+# Two outputs naming one file not yet created, spelled differently (x, ./x, /abs/x, d/../x): used to
+# pass (the paths compared only where the file existed or the spellings were equal).
+mkdir -p "$tmp/adir"
+pushd "$tmp" >/dev/null
+for other in ./x.bin "$tmp/x.bin" adir/../x.bin; do
+  expect_usage "run --save-session x.bin and --stats-json $other" "--stats-json and --save-session name the same file" -- \
+    "$strata" run -m none -p hi --save-session x.bin --stats-json "$other"
+done
+expect_usage "logits --out and --decode-logits spelled differently" "--out and --decode-logits name the same file" -- \
+  "$strata" logits -m none --tokens ids.json --out l2.bin --decode 2 --decode-logits ./l2.bin
+expect_usage "eval --save-base and --json spelled differently" "--json and --save-base name the same file" -- \
+  "$strata" eval -m none -f notes.txt --save-base b2.bin --json ./b2.bin
+expect_usage "bench --json and --svg spelled differently" "--json and --svg name the same file" -- \
+  "$strata" bench -m none --no-plan --json bb.json --svg ./bb.json
+# "-" is not stdout: as an output it used to write a file named "-"; as an input it skipped the
+# same-file check, so `--tokens - --out ./-` destroyed a file named "-".
+for spec in "run --stats-json" "run --save-session" "logits --out" "calibrate --imatrix" "bench --json" \
+            "eval --json" "quantize --out" "probe --cache"; do
+  read -r c flag <<<"$spec"
+  case $c in
+    run) args=(run -m none -p hi) ;;
+    logits) args=(logits -m none --tokens ids.json) ;;
+    calibrate) args=(calibrate -m none -f notes.txt) ;;
+    eval) args=(eval -m none -f notes.txt) ;;
+    bench) args=(bench -m none --no-plan) ;;
+    quantize) args=(quantize -m none) ;;
+    probe) args=(timeout 20 "$strata" probe) ;;
+  esac
+  [[ $c == probe ]] || args=("$strata" "${args[@]}")
+  expect_usage "$c $flag -" "$flag: writing to stdout is not supported; give a file name" -- "${args[@]}" "$flag" -
+done
+[[ ! -e ./- ]] || { echo "FAIL a file named - was written"; fail=1; }
+echo '[0, 1]' > ./-
+expect_usage "logits --tokens - --out ./-" "--out ./- is the input --tokens" -- \
+  "$strata" logits -m none --tokens - --out ./-
+[[ "$(cat ./-)" == "[0, 1]" ]] || { echo "FAIL the file named - changed"; fail=1; }
+rm -f ./-
+popd >/dev/null
+# plan --probe is an output where no valid profile is there: checked before the minutes of
+# measuring (an empty path was never saved; a path under a file read as "not a strata profile").
+expect_usage "plan --probe empty" "--probe: empty path" -- timeout 20 "$strata" plan --config "$tmp/none.json" --probe ""
+expect_usage "plan --probe under a file" "--probe $tmp/notes.txt/x.json: $tmp/notes.txt is not a directory" -- \
+  timeout 20 "$strata" plan --config "$tmp/none.json" --probe "$tmp/notes.txt/x.json"
+# quantize never replaces --out: an existing file is a usage error naming --out before any work.
+printf 'x' > "$tmp/exists.gguf"
+expect_usage "quantize --out exists" "--out $tmp/exists.gguf: exists" -- \
+  "$strata" quantize -m "$tmp/fakeck" --out "$tmp/exists.gguf"
 if [[ -d "$ck" ]]; then
   # Names up to the file system's limit are written (a 250-byte name's temp file used to be too long).
   for n in 246 250 255; do
