@@ -70,7 +70,10 @@ int run_bench_cmd(BenchCliOptions& o) {
   tools::BenchOptions& b = o.bench;
   // Before any measuring: a bad output path would otherwise fail only after the whole bench.
   if (Status s = check_output_files({{"--json", o.json}, {"--svg", o.svg}},
-                                    {{"--text", b.text_file}, {"--probe", o.no_plan ? std::string() : o.probe}, {.flag = "--model", .path = b.model_dir, .model = true}, {.flag = "--draft-model", .path = o.spec.draft_model, .model = true}});
+                                    {{"--text", b.text_file},
+                                     {"--probe", o.no_plan ? std::string() : o.probe},
+                                     {.flag = "--model", .path = b.model_dir, .model = true},
+                                     {.flag = "--draft-model", .path = o.spec.draft_model, .model = true}});
       !s.ok())
     return fail_usage(s);
   if (Status s = check_checkpoint_dir(b.model_dir); !s.ok()) return fail(s);  // as run, serve and plan

@@ -45,7 +45,9 @@ int run_calibrate(const CalibrateOptions& o) {
   // Before the model loads: a bad output path would otherwise fail only after the whole run.
   if (Status s = check_output_files(
           {{"--out", o.out_file}, {"--imatrix", o.imatrix_file}, {"--stats-json", o.stats_json}},
-          {{"--file", o.text_file}, {"--hot", o.placement.hot_file}, {.flag = "--model", .path = o.model_dir, .model = true}});
+          {{"--file", o.text_file},
+           {"--hot", o.placement.hot_file},
+           {.flag = "--model", .path = o.model_dir, .model = true}});
       !s.ok())
     return fail_usage(s);
   auto text = io::read_file_to_string(o.text_file, 256u << 20, io::ReadFrom::kFileOrStream);

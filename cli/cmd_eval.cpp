@@ -35,7 +35,10 @@ int run_eval(const EvalCliOptions& o) {
   // Before the model loads: a bad output path would otherwise fail only after the whole evaluation.
   if (Status s = check_output_files(
           {{"--json", o.json_out}, {"--save-base", o.eval.save_base}},
-          {{"--file", o.text_file}, {"--base", o.eval.base}, {"--hot", o.placement.hot_file}, {.flag = "--model", .path = o.model_dir, .model = true}});
+          {{"--file", o.text_file},
+           {"--base", o.eval.base},
+           {"--hot", o.placement.hot_file},
+           {.flag = "--model", .path = o.model_dir, .model = true}});
       !s.ok())
     return fail_usage(s);
   if (Status s = check_checkpoint_dir(o.model_dir); !s.ok()) return fail(s);

@@ -82,7 +82,9 @@ int run_logits(const LogitsOptions& o) {
   // Before the model loads: a bad output path would otherwise fail only after the whole run.
   if (Status s = check_output_files(
           {{"--out", o.out_file}, {"--decode-logits", o.decode_logits_file}, {"--stats-json", o.stats_json}},
-          {{"--tokens", o.tokens_file}, {"--hot", o.placement.hot_file}, {.flag = "--model", .path = o.model_dir, .model = true}});
+          {{"--tokens", o.tokens_file},
+           {"--hot", o.placement.hot_file},
+           {.flag = "--model", .path = o.model_dir, .model = true}});
       !s.ok())
     return fail_usage(s);
   auto ids = read_tokens(o.tokens_file);

@@ -122,7 +122,13 @@ Command register_probe(CLI::App& app) {
     }
     // Before minutes of measuring: a bad --cache path would otherwise fail only at the save.
     // MachineProfile::save creates the cache's missing directories.
-    if (Status s = check_output_files({{"--cache", o->cache, /*creates_dir=*/true}}, {{.flag = "--model", .path = o->model_dir, .model = true}}); !s.ok()) return fail_usage(s);
+    if (Status s = check_output_files({{"--cache", o->cache, /*creates_dir=*/true}},
+                                      {{.flag = "--model", .path = o->model_dir, .model = true}});
+        !s.ok())
+      return fail_usage(s);
+    // The disk test writes its file in --dir: a missing one used to fail after the CPU measurements.
+    if (!o->no_disk && !o->dir.empty())
+      if (Status s = check_output_dir("--dir", o->dir); !s.ok()) return fail_usage(s);
     tools::ProbeOptions& po = o->probe;
     if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? storage_dir_of(o->model_dir) : ".";
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);

@@ -112,7 +112,11 @@ int run_run(const RunOptions& o) {
   const std::string loaded =
       !o.save_session.empty() && same_file(o.load_session, o.save_session) ? std::string() : o.load_session;
   if (Status s = check_output_files({{"--stats-json", o.stats_json}, {"--save-session", o.save_session}},
-                                    {{"--file", o.file}, {"--load-session", loaded}, {"--hot", o.placement.hot_file}, {.flag = "--model", .path = o.model_dir, .model = true}, {.flag = "--draft-model", .path = o.spec.draft_model, .model = true}});
+                                    {{"--file", o.file},
+                                     {"--load-session", loaded},
+                                     {"--hot", o.placement.hot_file},
+                                     {.flag = "--model", .path = o.model_dir, .model = true},
+                                     {.flag = "--draft-model", .path = o.spec.draft_model, .model = true}});
       !s.ok())
     return fail_usage(s);
   InterruptGuard interrupt;

@@ -49,7 +49,8 @@ std::string resolved(const std::string& p) {
   const std::filesystem::path fp(p);
   const std::filesystem::path name = fp.filename();
   if (!name.empty() && name != "." && name != "..")
-    if (std::string dir = real_path(dir_of_output(p)); !dir.empty()) return (std::filesystem::path(dir) / name).string();
+    if (std::string dir = real_path(dir_of_output(p)); !dir.empty())
+      return (std::filesystem::path(dir) / name).string();
   std::error_code ec;
   const std::filesystem::path a = std::filesystem::absolute(fp, ec);
   return (ec ? fp : a).lexically_normal().string();
@@ -64,11 +65,32 @@ bool in_model(const std::string& out, const std::string& model) {
   return o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m.back() == '/' || o[m.size()] == '/');
 }
 
+// OK when `dir` exists, is a directory, and may be written and searched (creating a file there and
+// renaming it need both); else kInvalidArgument, `what` ("--flag PATH: ") then what is wrong.
+Status check_writable_dir(const std::string& what, const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return InvalidArgument(what + "directory " + dir + " does not exist");
+    if (errno == ENOTDIR) return InvalidArgument(what + "a parent of " + dir + " is not a directory");
+    return InvalidArgument(what + "directory " + dir + ": " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(what + dir + " is not a directory");
+  // W_OK | X_OK: creating the temp file and renaming it need both (io::AtomicFile).
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return InvalidArgument(what + "directory " + dir + " is not writable (" + std::strerror(errno) + ")");
+  return Status();
+}
+
 }  // namespace
 
 CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::string* path, const std::string& help) {
   return app.add_option(name, *path, help)
       ->check(CLI::Validator([](std::string& v) { return output_name_error(v); }, ""));
+}
+
+Status check_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) return InvalidArgument(flag + ": " + kEmptyPath);
+  return check_writable_dir(flag + " " + dir + ": ", dir);
 }
 
 Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir) {
@@ -82,15 +104,7 @@ Status check_output_file(const std::string& flag, const std::string& path, bool 
       if (up == dir) break;
       dir = up.empty() ? "." : up;
     }
-  if (::stat(dir.c_str(), &st) != 0) {
-    if (errno == ENOENT) return InvalidArgument(what + "directory " + dir + " does not exist");
-    if (errno == ENOTDIR) return InvalidArgument(what + "a parent of " + dir + " is not a directory");
-    return InvalidArgument(what + "directory " + dir + ": " + std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument(what + dir + " is not a directory");
-  // W_OK | X_OK: creating the temp file and renaming it need both (io::AtomicFile).
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return InvalidArgument(what + "directory " + dir + " is not writable (" + std::strerror(errno) + ")");
+  STRATA_RETURN_IF_ERROR(check_writable_dir(what, dir));
   if (Status s = io::check_replaceable(path); !s.ok()) return InvalidArgument(flag + " " + s.message());
   return Status();
 }

@@ -51,6 +51,10 @@ CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::stri
 // "--stats-json out/s.json: directory out does not exist".
 [[nodiscard]] Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir = false);
 
+// Checks a directory a subcommand creates files in (strata probe --dir: the disk test's file):
+// it exists, is a directory, and is writable and searchable, as an output file's directory.
+[[nodiscard]] Status check_output_dir(const std::string& flag, const std::string& dir);
+
 // True when `a` and `b` name the same file: the same path once resolved (realpath(3) of the path,
 // or for a file not yet created of its directory plus its name: symbolic links, "..", "." and a
 // relative path against the working directory), or, where both exist, the same inode (a hard link).

@@ -222,6 +222,12 @@ popd >/dev/null
 expect_usage "plan --probe empty" "--probe: empty path" -- timeout 20 "$strata" plan --config "$tmp/none.json" --probe ""
 expect_usage "plan --probe under a file" "--probe $tmp/notes.txt/x.json: $tmp/notes.txt is not a directory" -- \
   timeout 20 "$strata" plan --config "$tmp/none.json" --probe "$tmp/notes.txt/x.json"
+# probe --dir (where the disk test writes its file) is checked before the measurements (a missing
+# one used to fail after 30 s of them).
+expect_usage "probe --dir missing" "--dir $tmp/no/dir: directory $tmp/no/dir does not exist" -- \
+  timeout 20 "$strata" probe --cache "$tmp/c.json" --dir "$tmp/no/dir"
+expect_usage "probe --dir a file" "--dir $tmp/notes.txt: $tmp/notes.txt is not a directory" -- \
+  timeout 20 "$strata" probe --cache "$tmp/c.json" --dir "$tmp/notes.txt"
 # quantize never replaces --out: an existing file is a usage error naming --out before any work.
 printf 'x' > "$tmp/exists.gguf"
 expect_usage "quantize --out exists" "--out $tmp/exists.gguf: exists" -- \
