@@ -166,6 +166,26 @@ void BM_LinearFp4(benchmark::State& state, int64_t n, int64_t out, int64_t in, b
   report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
 }
 
+// An expert's rows in a prefill (a few tokens per expert: the routing spreads 512 tokens over 139
+// experts, most of them below 8 each) through one regime or the other (RowPath::kDecode: the
+// matvec, kPrompt: the GEMM), weights cold: where the level's gemm_min_rows should sit.
+void BM_LinearFp4Path(benchmark::State& state, int64_t n, int64_t out, int64_t in, bool matvec) {
+  KernelLevel level;
+  std::unique_ptr<ThreadPool> pool;
+  if (!setup(state, &level, &pool)) return;
+  const size_t w_bytes = static_cast<size_t>(out * in / 2), s_bytes = static_cast<size_t>(out * in / 32);
+  Copies c = make_copies(w_bytes, s_bytes, n, false);
+  std::vector<float> x = make_x(n, in), y(static_cast<size_t>(n * out));
+  size_t i = 0;
+  for (auto _ : state) {
+    const Fp4Weight w{c.w[i].data(), c.s[i].data(), out, in};
+    linear_fp4(x.data(), n, w, y.data(), pool.get(), level, matvec ? RowPath::kDecode : RowPath::kPrompt);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % c.w.size();
+  }
+  report(state, n, out, in, static_cast<double>(w_bytes + s_bytes));
+}
+
 // One decode layer's expert passes as the model runs them (model/moe.cpp compute_batch): the
 // top-k routed MXFP4 experts' w1 and w3 beside the FP8 shared expert's in one pass, then every w2
 // in a second (kernels::linear_batch); SwiGLU left out. Weights rotate over copies (cold,
@@ -447,6 +467,15 @@ BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wq_b_6144x256, 4, 6144, 256)->Apply(leve
 BENCHMARK_CAPTURE(BM_LinearFp8, decode4_wo_b_1024x1536, 4, 1024, 1536)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode4_expert_448x1024, 4, 448, 1024)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, decode_expert_2304x5120, 1, 2304, 5120)->Apply(levels_and_threads);
+// A prefill's few-token experts (8 GB checkpoint's w1 and w2), matvec vs GEMM at 4, 6 and 8 rows.
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows4_matvec_448x1024, 4, 448, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows4_gemm_448x1024, 4, 448, 1024, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_matvec_448x1024, 6, 448, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_gemm_448x1024, 6, 448, 1024, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_matvec_448x1024, 8, 448, 1024, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_gemm_448x1024, 8, 448, 1024, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_matvec_1024x448, 6, 1024, 448, true)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_gemm_1024x448, 6, 1024, 448, false)->Apply(levels_and_threads);
 // One decode layer's routed (top-6 MXFP4) and shared (FP8) expert passes: the 8 GB scaled
 // checkpoint's shapes (dim 1024, moe_inter 448) and the release's (dim 5120, moe_inter 2304).
 BENCHMARK_CAPTURE(BM_MoeDecodeLayer, decode_moe_1024x448_top6, 1024, 448, 6)->Apply(levels_and_threads);

@@ -127,8 +127,11 @@ detail::LevelKernels make_table() {
   // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
   t.fp8 = {&Fp8MatvecAvx2::act_bytes, &Fp8MatvecAvx2::prep, &Fp8MatvecAvx2::matvec, 32, 4, 4, &kEngine, true,
            &E::fp8_pack_w, nullptr};
-  // FP4 decode: the integer dot (fp4_int_matvec_avx2.h); prefill: the f32 engine's tiles.
-  t.fp4 = {&Fp4IntMatvecAvx2::act_bytes, &Fp4IntMatvecAvx2::prep, &Fp4IntMatvecAvx2::matvec, 4, 4, 4, &kEngine, true,
+  // FP4 decode: the integer dot (fp4_int_matvec_avx2.h); prefill: the f32 engine's tiles from 8 rows.
+  // Below 8 the GEMM fills half of its 8-row tile: on the Zen 3 VM, 2 threads, the integer matvec
+  // ran 40 GF/s on 448 x 1024 at 4-7 rows against the GEMM's 19-37 (58-62 vs 30-46 on 2048 x 2048;
+  // 1024 x 448 even, 26-34 vs 23-35), and from 8 rows the GEMM wins (docs/performance.md).
+  t.fp4 = {&Fp4IntMatvecAvx2::act_bytes, &Fp4IntMatvecAvx2::prep, &Fp4IntMatvecAvx2::matvec, 4, 4, 8, &kEngine, true,
            &E::fp4_pack_w, nullptr};
   t.bf16 = {nullptr, nullptr, &bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
   t.f32 = {nullptr, nullptr, E::f32_matvec, 8, 4, 4, &kEngineOrdered, false, nullptr, nullptr};
