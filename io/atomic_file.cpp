@@ -24,8 +24,8 @@ Status naming_target(const Status& s, const std::string& tmp, const std::string&
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env, int mode)
-    : WritableFile(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)), env_(env), mode_(mode) {}
+AtomicFile::AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env)
+    : WritableFile(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)), env_(env) {}
 
 Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, Env* env) {
   STRATA_RETURN_IF_ERROR(check_replaceable(path));
@@ -34,13 +34,22 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, 
   // a directory that cannot be listed (mode 333) fails at the create below if it fails at all.
   (void)sweep_stale_temps_of(path, env);
   // Replacing a file keeps its permissions: the temp file is created with the default mode, and a
-  // rename would otherwise turn a private (600) file world-readable (644).
+  // rename would otherwise turn a private (600) file world-readable (644). The mode goes on the
+  // temp file before any byte does, so the new contents are never readable by more users than the
+  // old ones were (the open descriptor still writes to a 0400 file).
   struct stat st;
-  const int mode = ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  const bool replacing = ::stat(path.c_str(), &st) == 0;
   std::string tmp = temp_path_for(path);
   auto created = env->new_writable_file(tmp);
   if (!created.ok()) return naming_target(created.error(), tmp, path);
-  return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(tmp), std::move(*created), env, mode));
+  std::unique_ptr<AtomicFile> file(new AtomicFile(path, std::move(tmp), std::move(*created), env));
+  if (replacing && ::chmod(file->tmp_.c_str(), st.st_mode & 07777) != 0) {
+    const int err = errno;
+    char octal[16];
+    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(st.st_mode & 07777));
+    return IOError(path + ": keeping its mode " + octal, err);  // the destructor removes the temp file
+  }
+  return file;
 }
 
 AtomicFile::~AtomicFile() {
@@ -64,12 +73,6 @@ Result<uint64_t> AtomicFile::size_on_disk() const {
 Status AtomicFile::commit() {
   STRATA_RETURN_IF_ERROR(sync());
   STRATA_RETURN_IF_ERROR(close());
-  if (mode_ >= 0 && ::chmod(tmp_.c_str(), static_cast<mode_t>(mode_)) != 0) {
-    const int err = errno;
-    char octal[16];
-    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(mode_));
-    return IOError(path() + ": keeping its mode " + octal, err);
-  }
   // The rename's error names both files ("PATH: rename from TMP"): both exist at that point.
   STRATA_RETURN_IF_ERROR(env_->rename_file(tmp_, path()));
   committed_ = true;

@@ -3,11 +3,11 @@
 // single file takes (write_file_atomic, session files, eval base files), so each step's error and
 // the temp file's name are defined once:
 //   create: check that PATH may be replaced (io::check_replaceable), sweep a killed writer's stale
-//           temp file of PATH (io/temp_file.h), create the temp file (io::temp_path_for) beside PATH;
+//           temp file of PATH (io/temp_file.h), create the temp file (io::temp_path_for) beside PATH
+//           and give it the mode PATH has, before any byte is written (a 600 session file stays
+//           600 and its new contents are never more readable; a new PATH keeps the umask's default);
 //   append: bytes go to the temp file (short writes and EINTR looped over, WritableFile::append);
-//   commit: fsync, close, give the temp file the mode PATH had when create() found it (a 600 session
-//           file stays 600; a new PATH keeps the default the umask gives), rename over PATH, fsync
-//           the directory (Env::sync_dir);
+//   commit: fsync, close, rename over PATH, fsync the directory (Env::sync_dir);
 //   destroyed without a successful commit: the temp file is closed and removed, PATH untouched.
 // Errors name PATH, the file the caller asked for, never the temp file (it is removed when a step
 // on it fails, so naming it would send the user after a file they never named and that is gone);
@@ -32,7 +32,7 @@ class AtomicFile final : public WritableFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  // Makes the appended bytes PATH's contents: fsync, close, chmod, rename over PATH, fsync the directory.
+  // Makes the appended bytes PATH's contents: fsync, close, rename over PATH, fsync the directory.
   // After an error before the rename the temp file is removed and PATH keeps its previous contents;
   // an error syncing the directory comes after the rename (PATH holds the new bytes). Call once.
   [[nodiscard]] Status commit();
@@ -47,12 +47,11 @@ class AtomicFile final : public WritableFile {
   const std::string& temp_path() const { return tmp_; }
 
  private:
-  AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env, int mode);
+  AtomicFile(std::string path, std::string tmp, std::unique_ptr<WritableFile> file, Env* env);
 
   std::string tmp_;
   std::unique_ptr<WritableFile> file_;  // the temp file
   Env* env_;
-  int mode_;  // PATH's permission bits when create() ran, -1 when it did not exist
   bool committed_ = false;
 };
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/fault_env.h"
 #include "io/file.h"
 #include "io/temp_file.h"
@@ -200,6 +201,14 @@ TEST(WriteFileAtomic, ReplacingKeepsTheFilesMode) {
   ASSERT_EQ(::stat(priv.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_EQ(st.st_size, 2);
+  {
+    // The temp file has the mode before any byte is written: the new contents of a 600 file are
+    // never readable by more users than the old ones.
+    auto f = AtomicFile::create(priv);
+    ASSERT_TRUE(f.ok()) << f.error().to_string();
+    ASSERT_EQ(::stat((*f)->temp_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << "the temp file while it is written";
+  }
   ASSERT_EQ(::chmod(priv.c_str(), 0640), 0);
   ASSERT_TRUE(write_file_atomic(priv, "c", 1).ok());
   ASSERT_EQ(::stat(priv.c_str(), &st), 0);
