@@ -447,7 +447,7 @@ std::string plan_text(const Plan& p) {
     << " GB/s; matvec GB/s at rows of 4096: fp8 " << fmt("%.1f", r.kernels[0].matvec_gbps[2]) << ", fp4 "
     << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
     << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
-    << "\n";
+    << ", bf16 on E4M3 codes (wo_a) " << fmt("%.1f", r.kernels[5].matvec_gbps[2]) << "\n";
   if (m.engine_note.empty())
     o << "  engine glue (measured by strata probe): " << fmt("%.1f", r.glue_ns_prefill)
       << " ns prefill per token, layer and dim value; "

@@ -21,6 +21,7 @@ const char* linear_term(const LinearUse& u) {
     case LinearKind::kBf16: return "bf16 linears";
     case LinearKind::kF32: return "f32 linears (mHC)";
     case LinearKind::kBf16Any: return "bf16 linears (free order)";
+    case LinearKind::kBf16E4m3: return "bf16 linears";  // attn.wo_a: the bf16 kernel on E4M3 codes
   }
   return "linears";
 }
@@ -35,7 +36,7 @@ double linear_seconds(const LinearUse& u, const KernelRates& k, double rows, dou
                       double sharing = 1) {
   const double calls = u.calls;
   *overhead += passes * k.call_us * 1e-6;
-  const double bytes = static_cast<double>(u.bytes) * u.read_cost;
+  const double bytes = static_cast<double>(u.bytes);
   // A linear that rides along another's pass (passes 0) is counted at its own bytes.
   const double pass_bytes = passes > 0 ? bytes * calls * sharing / passes : bytes;
   const double read = bytes / (matvec_gbps_at(k, u.in, pass_bytes) * 1e9);

@@ -89,6 +89,7 @@ const char* linear_kind_name(LinearKind k) {
     case LinearKind::kBf16: return "bf16";
     case LinearKind::kF32: return "f32";
     case LinearKind::kBf16Any: return "bf16_any";
+    case LinearKind::kBf16E4m3: return "bf16_e4m3";
   }
   return "?";
 }
@@ -350,10 +351,9 @@ Result<ModelFootprint> model_footprint(const model::ModelConfig& c, const Vision
     }
     if (contains(n, ".attn.wo_a.")) {  // a BF16 linear (FP8 codes kept or widened), one call per output group
       const bool fp8 = !u.block && t.decl.dtype == DType::kF8E4M3 && wo_a_keeps_fp8(c);
-      u.kind = LinearKind::kBf16;
+      u.kind = fp8 ? LinearKind::kBf16E4m3 : LinearKind::kBf16;
       u.block.reset();
       u.bytes = (fp8 ? u.bytes : 2 * static_cast<uint64_t>(u.out * u.in)) / static_cast<uint64_t>(c.o_groups);
-      if (fp8) u.read_cost = 2;
       u.calls = c.o_groups;
       u.out /= c.o_groups;
     }

@@ -50,10 +50,14 @@ struct VisionShape {
 
 // The kernel a linear runs on (kernels/linear.h). kBf16Any: BF16 in free summation order
 // (kernels::linear_bf16_any_order), what the model runs the LM head with (its logits feed no
-// rounding point); kBf16 is the bit-exact order every other BF16 linear needs.
-enum class LinearKind : uint8_t { kFp8, kFp4, kBf16, kF32, kBf16Any };
-inline constexpr int kLinearKinds = 5;
-const char* linear_kind_name(LinearKind k);  // "fp8", "fp4", "bf16", "f32", "bf16_any"
+// rounding point); kBf16 is the bit-exact order every other BF16 linear needs. kBf16E4m3: the same
+// bit-exact BF16 chains reading a blocked weight's E4M3 codes and [32, 32] E8M0 scales
+// (Bf16Weight::e4m3, the release's FP8 attn.wo_a): one byte a weight but the widening's work per
+// value, so its rate per stored byte is its own (at AVX2 about half the bf16 kernel's, measured).
+enum class LinearKind : uint8_t { kFp8, kFp4, kBf16, kF32, kBf16Any, kBf16E4m3 };
+inline constexpr int kLinearKinds = 6;
+// "fp8", "fp4", "bf16", "f32", "bf16_any", "bf16_e4m3": the names in a probe profile's "kernels".
+const char* linear_kind_name(LinearKind k);
 
 // One linear a token runs. Routed experts appear once per layer (expert 0's shapes) with
 // `routed` set: a token runs n_active of them.
@@ -65,10 +69,6 @@ struct LinearUse {
   int calls = 1;            // calls per application (attn.wo_a runs once per output group)
   double per_token = 1;     // applications per token (indexer.wk: once per compress_ratio tokens)
   uint64_t bytes = 0;       // weight bytes in RAM read per call (codes + scales)
-  // Time per stored byte against the kind's measured rate: attn.wo_a's FP8 codes run the bit-exact
-  // BF16 chains with an exact widening, at about the bf16 copy's time (kernels_bench BM_LinearWoA:
-  // arithmetic-bound at one row), so 2 for it; 1 elsewhere.
-  double read_cost = 1;
   bool routed = false;      // a routed expert's w1/w2/w3
   // A ggml block format (plan --quant, or a GGUF's type): `kind` is then kFp8, whose measured rates
   // stand in for the block kernel's (the probe measures none; plan says so: tools/plan.h).

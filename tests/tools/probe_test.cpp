@@ -177,6 +177,41 @@ TEST(Probe, ProfileWithoutSmallWeightRatesLoads) {
   EXPECT_EQ(k.matvec_small_gbps, k.matvec_gbps);
 }
 
+TEST(Probe, ProfileWithoutE4m3KernelLoadsAtHalfTheBf16Rate) {
+  // Profiles saved before the bf16 kernel on E4M3 codes (attn.wo_a) was measured: its matvec rates
+  // are the bf16 kernel's at half the bytes per second, its matmul rates the bf16 kernel's.
+  MachineProfile p = sample_profile();
+  auto j = nlohmann::json::parse(p.to_json());
+  for (auto& t : j["threads"]) {
+    ASSERT_TRUE(t["kernels"].contains("bf16_e4m3")) << "a profile of this build writes the kind";
+    t["kernels"].erase("bf16_e4m3");
+  }
+  testing::TempDir dir;
+  const std::string path = dir.file("old.json");
+  const std::string text = j.dump();
+  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
+  auto q = MachineProfile::load(path);
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  for (const ThreadRates& r : q->threads) {
+    const KernelRates& bf16 = r.kernels[static_cast<size_t>(LinearKind::kBf16)];
+    const KernelRates& e4m3 = r.kernels[static_cast<size_t>(LinearKind::kBf16E4m3)];
+    for (size_t i = 0; i < bf16.matvec_gbps.size(); ++i) {
+      EXPECT_DOUBLE_EQ(e4m3.matvec_gbps[i], bf16.matvec_gbps[i] / 2);
+      EXPECT_DOUBLE_EQ(e4m3.matvec_small_gbps[i], bf16.matvec_small_gbps[i] / 2);
+    }
+    EXPECT_EQ(e4m3.matmul_gflops, bf16.matmul_gflops);
+    EXPECT_EQ(e4m3.call_us, bf16.call_us);
+  }
+  // The saved kind round-trips as its own rates (not the fallback).
+  std::string full_path = dir.file("new.json");
+  const std::string full = p.to_json();
+  ASSERT_TRUE(io::write_file_atomic(full_path, full.data(), full.size()).ok());
+  auto r = MachineProfile::load(full_path);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps,
+            p.threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps);
+}
+
 TEST(Probe, MatmulRateByRowsAndWeightSize) {
   KernelRates k;
   k.matmul_gflops = {10.0, 40.0, 80.0, 100.0};
