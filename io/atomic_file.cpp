@@ -43,11 +43,9 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, 
   auto created = env->new_writable_file(tmp);
   if (!created.ok()) return naming_target(created.error(), tmp, path);
   std::unique_ptr<AtomicFile> file(new AtomicFile(path, std::move(tmp), std::move(*created), env));
-  if (replacing && ::chmod(file->tmp_.c_str(), st.st_mode & 07777) != 0) {
-    const int err = errno;
-    char octal[16];
-    std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(st.st_mode & 07777));
-    return IOError(path + ": keeping its mode " + octal, err);  // the destructor removes the temp file
+  if (replacing) {
+    // On failure the destructor removes the temp file; PATH is untouched.
+    if (Status s = env->set_mode(file->tmp_, st.st_mode & 07777); !s.ok()) return naming_target(s, file->tmp_, path);
   }
   return file;
 }

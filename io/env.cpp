@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace strata::io {
@@ -42,6 +43,12 @@ Status WritableFile::append(const void* data, size_t n) {
 }
 
 namespace {
+
+std::string octal(uint32_t mode) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%o", static_cast<unsigned>(mode));
+  return b;
+}
 
 class PosixWritableFile final : public WritableFile {
  public:
@@ -93,6 +100,10 @@ class PosixEnv final : public Env {
       if (errno == ENOENT) return NotFound(path + ": remove: no such file");
       return IOError(path + ": remove", errno);
     }
+    return Status();
+  }
+  Status set_mode(const std::string& path, uint32_t mode) override {
+    if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) return os_error(path + ": chmod " + octal(mode), errno);
     return Status();
   }
   Status sync_dir(const std::string& dir) override {

@@ -74,6 +74,9 @@ class Env {
   // (EACCES: mode 333, writable but not readable), count as success: the rename is complete and
   // only its durability is lost (io/env.cpp says why). kIOError naming the directory.
   [[nodiscard]] virtual Status sync_dir(const std::string& dir) = 0;
+  // chmod(2) to `mode` (permission bits, e.g. 0600; the umask does not apply). kIOError naming the
+  // path and the mode in octal.
+  [[nodiscard]] virtual Status set_mode(const std::string& path, uint32_t mode) = 0;
 };
 
 // The POSIX Env (stateless; shared by every caller). Never null.

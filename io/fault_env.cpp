@@ -117,6 +117,17 @@ Status FaultInjectionEnv::sync_dir(const std::string& dir) {
   return base_->sync_dir(dir);
 }
 
+Status FaultInjectionEnv::set_mode(const std::string& path, uint32_t mode) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (matches(path) && faults_.fail_set_mode != 0) {
+      ++faults_injected_;
+      return os_error(path + ": chmod (injected)", faults_.fail_set_mode);
+    }
+  }
+  return base_->set_mode(path, mode);
+}
+
 int64_t FaultInjectionEnv::write_calls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return write_calls_;

@@ -27,7 +27,7 @@ struct WriteFaults {
   // > 0: each write(2) writes at most this many bytes (short writes; the data must still arrive).
   size_t max_write_bytes = 0;
   // errno to return from the call instead of doing it; 0 = do it.
-  int fail_create = 0, fail_sync = 0, fail_close = 0, fail_rename = 0, fail_sync_dir = 0;
+  int fail_create = 0, fail_sync = 0, fail_close = 0, fail_rename = 0, fail_sync_dir = 0, fail_set_mode = 0;
   // Faults apply only to paths containing this string ("" = every path). Renames match on the
   // source path.
   std::string path_filter = {};
@@ -45,6 +45,7 @@ class FaultInjectionEnv final : public Env {
   Status rename_file(const std::string& from, const std::string& to) override;
   Status remove_file(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;
+  Status set_mode(const std::string& path, uint32_t mode) override;
 
   int64_t write_calls() const;     // write(2) calls on matching files so far
   uint64_t bytes_written() const;  // bytes those calls wrote

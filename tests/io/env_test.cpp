@@ -220,6 +220,27 @@ TEST(WriteFileAtomic, ReplacingKeepsTheFilesMode) {
   EXPECT_EQ(st.st_mode & 07777, 0644u & ~mask) << "a new file keeps the default mode";
 }
 
+TEST(WriteFileAtomic, FailedModeLeavesTheFileAndNoTemp) {
+  // Keeping a replaced file's mode goes through the Env, so it can fail like any other step: the
+  // old file stays whole and the temp file is removed.
+  testing::TempDir d;
+  const std::string priv = d.file("priv.bin");
+  ASSERT_TRUE(write_file_atomic(priv, "a", 1).ok());
+  ASSERT_EQ(::chmod(priv.c_str(), 0600), 0);
+  FaultInjectionEnv env({.fail_set_mode = EPERM});
+  const Status s = write_file_atomic(priv, "bb", 2, &env);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(priv), std::string::npos) << s.message();
+  EXPECT_EQ(env.faults_injected(), 1);
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"priv.bin"});
+  struct stat st;
+  ASSERT_EQ(::stat(priv.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // A new file has no mode to keep: no set_mode call, so the fault is never met.
+  EXPECT_TRUE(write_file_atomic(d.file("fresh.bin"), "c", 1, &env).ok());
+}
+
 TEST(WriteFileAtomic, FaultOnlyOnFilteredPath) {
   testing::TempDir d;
   FaultInjectionEnv env({.fail_write_call = 0, .error = EIO, .path_filter = "b.txt"});
