@@ -80,6 +80,14 @@ inline float fp8_scale(float amax) {
   return bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23);
 }
 
+// The E8M0 scale of an E2M1 block (kernels::fp4_quant_e8m0), restated for the same reason.
+// ROUNDING: s = 2^ceil(log2(fp32(max(amax, 6*2^-126) * fp32(1/6)))) from the bits (fp4_act_quant).
+// (Ternaries and the bit casts above, no std templates: see above on the ISA files.)
+inline float fp4_e8m0_scale(float amax) {
+  const uint32_t u = f32_bits((amax < 6.0f * 0x1p-126f ? 6.0f * 0x1p-126f : amax) * (1.0f / 6.0f));
+  return bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23);
+}
+
 // Scratch that lives on the stack up to kStackBytes and on the heap beyond (64-byte aligned): the
 // ISA files' own copy of kernels/detail/inline_scratch.h (a shared template would break the rule
 // above).

@@ -124,7 +124,8 @@ detail::LevelKernels make_table() {
   detail::LevelKernels t;
   t.act_quant_fp8 = &act_quant_fp8_avx2;
   t.fp4_quant_e8m0 = &fp4_quant_e8m0_avx2;
-  // Decode kernels serve n < 4: the GEMM's smallest tile is 8 x rows, slower below 4 (Zen4).
+  // FP8 (and below, BF16 and F32): decode kernels serve n < 4; the GEMM's smallest tile is 8 x rows,
+  // slower below 4 (Zen4).
   t.fp8 = {&Fp8MatvecAvx2::act_bytes, &Fp8MatvecAvx2::prep, &Fp8MatvecAvx2::matvec, 32, 4, 4, &kEngine, true,
            &E::fp8_pack_w, nullptr};
   // FP4 decode: the integer dot (fp4_int_matvec_avx2.h); prefill: the f32 engine's tiles from 8 rows.

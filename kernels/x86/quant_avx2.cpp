@@ -72,11 +72,7 @@ void fp4_quant_e8m0_avx2(float* x, int64_t n) {
   for (int64_t b = 0; b < n; b += 32) {
     __m256 v[4];
     for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(x + b + 8 * j);
-    const float amax = block_amax8x4(v);
-    // ROUNDING: s = 2^ceil(log2(fp32(max(amax, 6*2^-126) * fp32(1/6)))) from the bits (fp4_act_quant),
-    // as fp4_quant_e8m0_avx512.
-    const uint32_t u = f32_bits((amax < 6.0f * 0x1p-126f ? 6.0f * 0x1p-126f : amax) * (1.0f / 6.0f));
-    const __m256 s = _mm256_set1_ps(bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23));
+    const __m256 s = _mm256_set1_ps(fp4_e8m0_scale(block_amax8x4(v)));
     for (int j = 0; j < 4; ++j) _mm256_storeu_ps(x + b + 8 * j, e2m1_8(v[j], s));
   }
 }

@@ -68,12 +68,7 @@ void fp4_quant_e8m0_avx512(float* x, int64_t n) {
     // amax = max(amax, |x_j|) in order: a NaN |x_j| leaves amax (std::max); max is exact and the
     // order of the others does not change it.
     const __m512 m = _mm512_max_ps(_mm512_abs_ps(v1), _mm512_max_ps(_mm512_abs_ps(v0), _mm512_setzero_ps()));
-    const float amax = _mm512_reduce_max_ps(m);
-    // ROUNDING: s = 2^ceil(log2(fp32(max(amax, 6*2^-126) * fp32(1/6)))) from the bits (fp4_act_quant).
-    // (Ternaries and common.h's bit casts, no std templates: see common.h on the ISA files.)
-    const uint32_t u = f32_bits((amax < 6.0f * 0x1p-126f ? 6.0f * 0x1p-126f : amax) * (1.0f / 6.0f));
-    const float scale = bits_f32((((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u)) << 23);
-    const __m512 s = _mm512_set1_ps(scale);
+    const __m512 s = _mm512_set1_ps(fp4_e8m0_scale(_mm512_reduce_max_ps(m)));
     _mm512_storeu_ps(x + b, e2m1_16(v0, s));
     _mm512_storeu_ps(x + b + 16, e2m1_16(v1, s));
   }
