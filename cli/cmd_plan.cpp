@@ -45,7 +45,9 @@ int run_plan(PlanCliOptions& o) {
   // Where there is no valid profile, --probe is an output: the measurement is saved there. Checked
   // before anything else, as every output is (an empty path, /proc/x or a path under a file used to
   // be found only after minutes of measuring, or to read as "not a strata machine profile").
-  if (o.reprobe || !tools::MachineProfile::load(o.probe).ok())
+  // The profile is read once, here; the plan below uses it.
+  auto cached = o.reprobe ? Result<tools::MachineProfile>(NotFound("re-probe requested")) : tools::MachineProfile::load(o.probe);
+  if (!cached.ok())
     if (Status s = check_output_files({{"--probe", o.probe, /*creates_dir=*/true}},
                                       {{.flag = "--model", .path = o.model_dir, .model = true}});
         !s.ok())
@@ -130,7 +132,6 @@ int run_plan(PlanCliOptions& o) {
 
   // The machine: the cached profile, or a measurement now (disk: the model's directory).
   tools::MachineProfile machine;
-  auto cached = o.reprobe ? Result<tools::MachineProfile>(NotFound("re-probe requested")) : tools::MachineProfile::load(o.probe);
   if (cached.ok()) {
     machine = *cached;
     if (machine.age_days() > 30)
