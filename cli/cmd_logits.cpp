@@ -81,7 +81,12 @@ int run_logits(const LogitsOptions& o) {
     return fail_usage(InvalidArgument("--decode-logits needs --decode N (it writes the logits of the decode steps)"));
   // Before the model loads: a bad output path would otherwise fail only after the whole run.
   if (Status s = check_output_files(
-          {{"--out", o.out_file}, {"--decode-logits", o.decode_logits_file}, {"--stats-json", o.stats_json}},
+          {{"--out", o.out_file},
+           {"--decode-logits", o.decode_logits_file},
+           {"--stats-json", o.stats_json},
+           // DumpObserver::write creates the directory: it must not be (or be in) the model, and an
+           // existing file there used to fail only after the run.
+           {.flag = "--dump", .path = o.dump_dir, .dir = true}},
           {{"--tokens", o.tokens_file},
            {"--hot", o.placement.hot_file},
            {.flag = "--model", .path = o.model_dir, .model = true}});

@@ -129,6 +129,10 @@ Command register_probe(CLI::App& app) {
     // The disk test writes its file in --dir: a missing one used to fail after the CPU measurements.
     if (!o->no_disk && !o->dir.empty())
       if (Status s = check_output_dir("--dir", o->dir); !s.ok()) return fail_usage(s);
+    // The engine run writes its checkpoint in --engine-dir: a bad one used to leave the engine glue
+    // unmeasured, noted on stdout after the measurements, instead of an error.
+    if (!o->no_engine && !o->probe.engine_dir.empty())
+      if (Status s = check_output_dir("--engine-dir", o->probe.engine_dir); !s.ok()) return fail_usage(s);
     tools::ProbeOptions& po = o->probe;
     if (!o->no_disk) po.disk_dir = !o->dir.empty() ? o->dir : !o->model_dir.empty() ? storage_dir_of(o->model_dir) : ".";
     po.disk_file_bytes = static_cast<uint64_t>(o->disk_mib * 1048576.0);

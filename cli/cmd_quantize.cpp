@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "cli/output_files.h"
 #include "cli/progress_bar.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "model/config.h"
 #include "tools/quant_choice.h"
 #include "tools/quantize.h"
@@ -54,6 +56,32 @@ Result<uint64_t> parse_split_size(const std::string& text) {
   if (__builtin_mul_overflow(n, mult, &n)) return InvalidArgument(what + ": too large");
   if (n == 0) return InvalidArgument(what + ": must be at least 1 byte");
   return n;
+}
+
+// With --split-max-size the writer names its files PREFIX-0000N-of-0000M.gguf (io::gguf_split_path,
+// PREFIX = --out without ".gguf") and refuses to replace any of them, but only once the checkpoint is
+// read and the tensors planned (exit 1, naming the shard, not --out). M is known only then, so every
+// existing file in --out's directory that is a name of the form for this PREFIX, whatever its M, is
+// refused here, before any work; an unreadable directory is left to the writer's check.
+Status check_split_names(const std::string& out) {
+  const std::string prefix = out.substr(0, out.size() - 5);  // --out ends in ".gguf" (checked before)
+  const std::filesystem::path pp(prefix);
+  const std::string stem = pp.filename().string();
+  std::string first;  // the first taken name by name, not by the listing's order: one message every time
+  std::error_code ec;
+  std::filesystem::directory_iterator it(pp.has_parent_path() ? pp.parent_path() : ".", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    const std::string path = prefix + name.substr(stem.size());
+    const auto split = io::parse_gguf_split_path(path);
+    if (split && split->prefix == prefix && io::gguf_split_path(prefix, split->n, split->count) == path &&
+        (first.empty() || path < first))
+      first = path;
+  }
+  if (first.empty()) return Status();
+  return InvalidArgument("--out " + out + ": " + first +
+                         " exists (a split set's files are never replaced; give a new name)");
 }
 
 struct QuantizeCliOptions {
@@ -106,11 +134,13 @@ Command register_quantize(CLI::App& app) {
                                         "directory (config.json + safetensors); re-quantising a GGUF is not supported"));
     // Before any tensor is read: a bad --out path would otherwise fail at the writer. (With
     // --split-max-size the set's files are named from --out, in its directory.)
-    // The writer never replaces --out (a split set's files are checked by name at the writer).
+    // The writer never replaces --out, nor any file of a split set (check_split_names).
     if (Status s = check_output_files({{.flag = "--out", .path = o->out, .fresh = !split_given}},
                                       {{"--imatrix", o->imatrix}, {.flag = "--model", .path = o->src, .model = true}});
         !s.ok())
       return fail_usage(s);
+    if (split_given)
+      if (Status s = check_split_names(o->out); !s.ok()) return fail_usage(s);
     if (Status s = check_checkpoint_dir(o->src); !s.ok()) return fail(s);
     tools::QuantizeOptions q;
     q.src_dir = o->src;

@@ -13,6 +13,7 @@
 
 #include "cli/common.h"
 #include "io/file.h"
+#include "io/gguf.h"
 
 namespace strata::cli {
 
@@ -56,13 +57,36 @@ std::string resolved(const std::string& p) {
   return (ec ? fp : a).lexically_normal().string();
 }
 
-// True when output `out` is the model `model` (a GGUF file) or lies inside it (a checkpoint
-// directory): the loader reads files there by pattern (*.safetensors, tokenizer*.json, ...), so
-// any name inside it may be read, and none is an output's to replace.
-bool in_model(const std::string& out, const std::string& model) {
-  if (same_file(out, model)) return true;
+// How output `out` is the model `model`, "" when it is not: " is the model " (the GGUF file
+// itself), " is the model directory " (an output directory: logits --dump), " is inside the model
+// directory " (a checkpoint directory: the loader reads files there by pattern, *.safetensors,
+// tokenizer*.json, ..., so any name inside it may be read) or " is split N of M of the model " (a
+// gguf-split set: io::GgufModel::open reads every file of the set from the name of any one, so the
+// set's names are listed as it lists them).
+std::string model_clash(const std::string& out, const std::string& model) {
+  struct stat st;
+  const bool dir = ::stat(model.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (same_file(out, model)) return dir ? " is the model directory " : " is the model ";
   const std::string m = resolved(model), o = resolved(out);
-  return o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m.back() == '/' || o[m.size()] == '/');
+  if (o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m.back() == '/' || o[m.size()] == '/'))
+    return dir ? " is inside the model directory " : " is the model ";
+  if (const auto split = io::parse_gguf_split_path(model))
+    for (int n = 1; n <= split->count; ++n)
+      if (same_file(out, io::gguf_split_path(split->prefix, n, split->count)))
+        return " is split " + std::to_string(n) + " of " + std::to_string(split->count) + " of the model ";
+  return "";
+}
+
+// The first existing directory at or above `dir` (itself when it exists; "." above a relative
+// path's top): where a writer that creates missing directories makes the first one.
+std::string nearest_existing(std::string dir) {
+  struct stat st;
+  while (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    const std::string up = std::filesystem::path(dir).parent_path().string();
+    if (up == dir) break;
+    dir = up.empty() ? "." : up;
+  }
+  return dir;
 }
 
 // OK when `dir` exists, is a directory, and may be written and searched (creating a file there and
@@ -88,22 +112,16 @@ CLI::Option* add_output_option(CLI::App& app, const std::string& name, std::stri
       ->check(CLI::Validator([](std::string& v) { return output_name_error(v); }, ""));
 }
 
-Status check_output_dir(const std::string& flag, const std::string& dir) {
+Status check_output_dir(const std::string& flag, const std::string& dir, bool creates_dir) {
   if (dir.empty()) return InvalidArgument(flag + ": " + kEmptyPath);
-  return check_writable_dir(flag + " " + dir + ": ", dir);
+  return check_writable_dir(flag + " " + dir + ": ", creates_dir ? nearest_existing(dir) : dir);
 }
 
 Status check_output_file(const std::string& flag, const std::string& path, bool creates_dir) {
   if (std::string e = output_name_error(path); !e.empty()) return InvalidArgument(flag + ": " + e);
   const std::string what = flag + " " + path + ": ";
-  std::string dir = dir_of_output(path);
-  struct stat st;
-  if (creates_dir)  // the first missing directory is created in the nearest existing one
-    while (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
-      const std::string up = std::filesystem::path(dir).parent_path().string();
-      if (up == dir) break;
-      dir = up.empty() ? "." : up;
-    }
+  // With creates_dir the first missing directory is created in the nearest existing one.
+  const std::string dir = creates_dir ? nearest_existing(dir_of_output(path)) : dir_of_output(path);
   STRATA_RETURN_IF_ERROR(check_writable_dir(what, dir));
   if (Status s = io::check_replaceable(path); !s.ok()) return InvalidArgument(flag + " " + s.message());
   return Status();
@@ -120,17 +138,15 @@ Status check_output_files(std::initializer_list<FlagPath> outputs, std::initiali
   std::vector<const FlagPath*> given;
   for (const FlagPath& o : outputs) {
     if (o.path.empty()) continue;
-    STRATA_RETURN_IF_ERROR(check_output_file(o.flag, o.path, o.creates_dir));
+    STRATA_RETURN_IF_ERROR(o.dir ? check_output_dir(o.flag, o.path, /*creates_dir=*/true)
+                                 : check_output_file(o.flag, o.path, o.creates_dir));
     if (o.fresh && ::access(o.path.c_str(), F_OK) == 0)
       return InvalidArgument(o.flag + " " + o.path + ": exists (give a new name; it is never replaced)");
     for (const FlagPath& in : inputs) {
       if (in.path.empty()) continue;
-      if (in.model && in_model(o.path, in.path)) {
-        struct stat st;
-        const bool dir = ::stat(in.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-        return InvalidArgument(o.flag + " " + o.path + (dir ? " is inside the model directory " : " is the model ") +
-                               in.flag + " " + in.path + " (writing it would destroy the model; give another path)");
-      }
+      if (const std::string clash = in.model ? model_clash(o.path, in.path) : ""; !clash.empty())
+        return InvalidArgument(o.flag + " " + o.path + clash + in.flag + " " + in.path +
+                               " (writing it would destroy the model; give another path)");
       // An input "-" is a path like any other: strata does not read stdin for it.
       if (same_file(o.path, in.path))
         return InvalidArgument(o.flag + " " + o.path + " is the input " + in.flag +
@@ -148,6 +164,7 @@ Status check_output_files(std::initializer_list<FlagPath> outputs, std::initiali
   std::set<std::string> warned;
   const Logger log = stderr_logger(LogLevel::kWarn);
   for (const FlagPath* o : given) {
+    if (o->dir) continue;  // its files are not fsynced
     const std::string dir = dir_of_output(o->path);
     if (::access(dir.c_str(), R_OK) == 0 || errno != EACCES || !warned.insert(resolved(dir)).second)
       continue;

@@ -179,6 +179,39 @@ expect_usage "plan --probe inside -m" "--probe $tmp/fakeck/m.json is inside the 
   timeout 20 "$strata" plan -m "$tmp/fakeck" --probe "$tmp/fakeck/m.json"
 cmp -s "$tmp/q.gguf" "$tmp/q.orig" && [[ "$(cat "$tmp/fakeck/config.json")" == "{}" && $(ls "$tmp/fakeck") == config.json ]] ||
   { echo "FAIL a model file changed"; fail=1; }
+# A gguf-split set is the model as a whole (io::GgufModel::open reads every file of the set from the
+# name of any one): no output may be any file of it, given or not, existing or not (`--stats-json
+# sp-00002-of-00004.gguf` with -m shard 1 used to replace shard 2, exit 0). Stand-in shards again.
+for n in 1 2 4; do printf 'GGUF\3\0\0\0' > "$tmp/sp-0000$n-of-00004.gguf"; done
+cp "$tmp/sp-00002-of-00004.gguf" "$tmp/sp.orig"
+expect_usage "run --stats-json is shard 2 of the -m set" \
+  "--stats-json $tmp/sp-00002-of-00004.gguf is split 2 of 4 of the model --model $tmp/sp-00001-of-00004.gguf" -- \
+  "$strata" run -m "$tmp/sp-00001-of-00004.gguf" -p hi --stats-json "$tmp/sp-00002-of-00004.gguf"
+expect_usage "logits --out is shard 1 of the set, by another path" \
+  "--out $tmp/outdir/../sp-00001-of-00004.gguf is split 1 of 4 of the model --model $tmp/sp-00004-of-00004.gguf" -- \
+  "$strata" logits -m "$tmp/sp-00004-of-00004.gguf" --tokens "$tmp/ids.json" --out "$tmp/outdir/../sp-00001-of-00004.gguf"
+expect_usage "run --save-session is a missing shard of the set" "--save-session $tmp/sp-00003-of-00004.gguf is split 3 of 4" -- \
+  "$strata" run -m "$tmp/sp-00002-of-00004.gguf" -p hi --save-session "$tmp/sp-00003-of-00004.gguf"
+expect_usage "bench --json is a shard of the --draft-model set" \
+  "--json $tmp/sp-00004-of-00004.gguf is split 4 of 4 of the model --draft-model $tmp/sp-00001-of-00004.gguf" -- \
+  "$strata" bench -m "$tmp/q.gguf" --no-plan --spec draft --draft-model "$tmp/sp-00001-of-00004.gguf" --json "$tmp/sp-00004-of-00004.gguf"
+cmp -s "$tmp/sp-00002-of-00004.gguf" "$tmp/sp.orig" && [[ ! -e "$tmp/sp-00003-of-00004.gguf" ]] ||
+  { echo "FAIL a file of the split set changed"; fail=1; }
+# logits --dump DIR (DumpObserver creates it and its parents): never the model directory or inside
+# it, never an existing non-directory; refused before the load, naming --dump (it used to write into
+# a checkpoint, and an existing file as DIR failed after the run, exit 1).
+dump_args=(logits --tokens "$tmp/ids.json" --out "$tmp/o.f32")
+expect_usage "logits --dump the model directory" "--dump $tmp/fakeck is the model directory --model $tmp/fakeck" -- \
+  "$strata" "${dump_args[@]}" -m "$tmp/fakeck" --dump "$tmp/fakeck"
+expect_usage "logits --dump inside the model directory" "--dump $tmp/fakeck/d/e is inside the model directory --model $tmp/fakeck" -- \
+  "$strata" "${dump_args[@]}" -m "$tmp/fakeck" --dump "$tmp/fakeck/d/e"
+expect_usage "logits --dump the model GGUF" "--dump $tmp/q.gguf: $tmp/q.gguf is not a directory" -- \
+  "$strata" "${dump_args[@]}" -m "$tmp/q.gguf" --dump "$tmp/q.gguf"
+expect_usage "logits --dump an existing file" "--dump $tmp/notes.txt: $tmp/notes.txt is not a directory" -- \
+  "$strata" "${dump_args[@]}" -m "$tmp/none" --dump "$tmp/notes.txt"
+expect_usage "logits --dump under a file" "--dump $tmp/notes.txt/d: a parent of $tmp/notes.txt/d is not a directory" -- \
+  "$strata" "${dump_args[@]}" -m "$tmp/none" --dump "$tmp/notes.txt/d"
+[[ $(ls "$tmp/fakeck") == config.json ]] || { echo "FAIL --dump wrote into the model directory"; fail=1; }
 # Two outputs naming one file not yet created, spelled differently (x, ./x, /abs/x, d/../x): used to
 # pass (the paths compared only where the file existed or the spellings were equal).
 mkdir -p "$tmp/adir"
@@ -228,10 +261,30 @@ expect_usage "probe --dir missing" "--dir $tmp/no/dir: directory $tmp/no/dir doe
   timeout 20 "$strata" probe --cache "$tmp/c.json" --dir "$tmp/no/dir"
 expect_usage "probe --dir a file" "--dir $tmp/notes.txt: $tmp/notes.txt is not a directory" -- \
   timeout 20 "$strata" probe --cache "$tmp/c.json" --dir "$tmp/notes.txt"
+# probe --engine-dir (where the engine run writes its checkpoint) likewise: a bad one used to leave
+# the engine glue unmeasured after the measurements (a note on stdout, exit 0).
+expect_usage "probe --engine-dir missing" "--engine-dir $tmp/no/dir: directory $tmp/no/dir does not exist" -- \
+  timeout 20 "$strata" probe --cache "$tmp/c.json" --engine-dir "$tmp/no/dir"
+expect_usage "probe --engine-dir a file" "--engine-dir $tmp/notes.txt: $tmp/notes.txt is not a directory" -- \
+  timeout 20 "$strata" probe --cache "$tmp/c.json" --engine-dir "$tmp/notes.txt"
+if [[ $(id -u) -ne 0 ]]; then  # root writes anywhere
+  expect_usage "probe --engine-dir read-only" "--engine-dir $tmp/ro: directory $tmp/ro is not writable" -- \
+    timeout 20 "$strata" probe --cache "$tmp/c.json" --engine-dir "$tmp/ro"
+fi
 # quantize never replaces --out: an existing file is a usage error naming --out before any work.
 printf 'x' > "$tmp/exists.gguf"
 expect_usage "quantize --out exists" "--out $tmp/exists.gguf: exists" -- \
   "$strata" quantize -m "$tmp/fakeck" --out "$tmp/exists.gguf"
+# With --split-max-size every file of the set is never replaced: an existing OUT-0000N-of-0000M.gguf
+# (any M: the count is known only once the tensors are planned) is refused up front naming --out
+# (the writer refused it after reading the checkpoint, exit 1, naming only the shard).
+mkdir -p "$tmp/sq"; printf 'x' > "$tmp/sq/q-00002-of-00003.gguf"
+expect_usage "quantize --split-max-size onto an existing shard" "--out $tmp/sq/q.gguf: $tmp/sq/q-00002-of-00003.gguf exists" -- \
+  "$strata" quantize -m "$tmp/fakeck" --out "$tmp/sq/q.gguf" --split-max-size 1M
+pushd "$tmp/sq" >/dev/null
+expect_usage "quantize --split-max-size onto an existing shard, relative" "--out q.gguf: q-00002-of-00003.gguf exists" -- \
+  "$strata" quantize -m "$tmp/fakeck" --out q.gguf --split-max-size 1M
+popd >/dev/null
 if [[ -d "$ck" ]]; then
   # Names up to the file system's limit are written (a 250-byte name's temp file used to be too long).
   for n in 246 250 255; do
@@ -263,6 +316,21 @@ if [[ -d "$ck" ]]; then
       echo "FAIL outputs in a mode 333 directory (exit 0, both files, one warning expected):"; cat "$tmp/err"; fail=1
     fi
     chmod 755 "$tmp/drop"
+  fi
+  # What the checks above must still let through: --dump creates a missing directory and its parents;
+  # a split set's name is free when only --out itself and other names of its prefix exist.
+  if "$strata" logits -m "$ck" --tokens "$tmp/ids.json" --out "$tmp/o.f32" --dump "$tmp/new/deep" >/dev/null 2>"$tmp/err" &&
+     ls "$tmp/new/deep"/*.npy >/dev/null 2>&1; then
+    echo "ok   logits --dump a missing directory: created, $(ls "$tmp/new/deep" | wc -l) .npy files"
+  else
+    echo "FAIL logits --dump a missing directory:"; cat "$tmp/err"; fail=1
+  fi
+  mkdir -p "$tmp/sq2"; printf 'x' > "$tmp/sq2/q.gguf"; printf 'x' > "$tmp/sq2/q-notes-00001-of-00002.gguf"
+  if "$strata" quantize -m "$ck" --out "$tmp/sq2/q.gguf" --split-max-size 1G >/dev/null 2>"$tmp/err" &&
+     [[ -s "$tmp/sq2/q-00001-of-00001.gguf" ]]; then
+    echo "ok   quantize --split-max-size beside other names of its prefix"
+  else
+    echo "FAIL quantize --split-max-size beside other names of its prefix:"; cat "$tmp/err"; fail=1
   fi
   echo '[]' > "$tmp/empty.json"
   expect_error "logits empty prompt" "empty prompt" -- "$strata" logits -m "$ck" --tokens "$tmp/empty.json" --out "$tmp/o.f32"

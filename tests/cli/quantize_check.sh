@@ -62,10 +62,11 @@ if [[ -z "$demo_tokenizer" ]]; then
   "$strata" logits -m "$tmp/sp-00002-of-0000$n_split.gguf" --tokens "$fx/tokens.json" --out "$tmp/sp.f32" \
     --positions 0,1,7,24,49,98,147,187,195,196 > /dev/null
   cmp "$tmp/keep.f32" "$tmp/sp.f32" || { echo "FAIL the split set's logits differ from the one file's"; exit 1; }
-  if "$strata" quantize -m "$ck" --out "$tmp/sp.gguf" --experts keep --split-max-size 8M > /dev/null 2> "$tmp/sp.err"; then
-    echo "FAIL a split set was overwritten"; exit 1
-  fi
-  grep -q "sp-00001-of-0000$n_split.gguf: exists" "$tmp/sp.err" || { echo "FAIL split refusal message"; cat "$tmp/sp.err"; exit 1; }
+  # Refused before any work, a usage error naming --out (cli.bad_input has the stand-in cases).
+  rc=0; "$strata" quantize -m "$ck" --out "$tmp/sp.gguf" --experts keep --split-max-size 8M > /dev/null 2> "$tmp/sp.err" || rc=$?
+  [[ $rc == 2 ]] || { echo "FAIL a split set's name taken: exit $rc, expected 2"; cat "$tmp/sp.err"; exit 1; }
+  grep -q -- "--out $tmp/sp.gguf: $tmp/sp-00001-of-0000$n_split.gguf exists" "$tmp/sp.err" ||
+    { echo "FAIL split refusal message"; cat "$tmp/sp.err"; exit 1; }
   for bad in "" "8Q" "0" "1.5G"; do
     rc=0; "$strata" quantize -m "$ck" --out "$tmp/bad.gguf" --split-max-size "$bad" > /dev/null 2> "$tmp/bad.err" || rc=$?
     [[ $rc == 2 ]] && grep -q -- "--split-max-size '$bad'" "$tmp/bad.err" || { echo "FAIL --split-max-size '$bad': exit $rc"; cat "$tmp/bad.err"; exit 1; }
