@@ -44,10 +44,10 @@ void print_profile(const tools::MachineProfile& p, const std::string& cache) {
                 r.kernels[3].matvec_gbps[2], r.kernels[0].matmul_gflops.back(), r.kernels[1].matmul_gflops.back(), r.attn_gflops);
   std::printf("  (matvec: weight GB/s at n = 1 from DRAM, rows of 4096; bf16*: free summation order (LM head); GF/s: matmul at n = %d; call overhead fp8 %.1f us at %d threads)\n",
               tools::kMatmulRows.back(), p.threads.back().kernels[0].call_us, p.threads.back().threads);
-  if (p.threads.back().glue_ns_prefill > 0 || p.threads.back().glue_us_decode > 0)
-    std::printf("  engine glue (forward pass beyond the modelled kernels, synth preset probe): %.1f ns prefill per token, "
-                "layer and dim value; %.1f us decode per token and layer; at %d threads\n",
-                p.threads.back().glue_ns_prefill, p.threads.back().glue_us_decode, p.threads.back().threads);
+  if (p.threads.back().glue_us_prefill > 0 || p.threads.back().glue_us_decode > 0)
+    std::printf("  engine glue (forward pass beyond the modelled kernels, synth preset probe), per token and layer: "
+                "%.1f us prefill, %.1f us decode; at %d threads\n",
+                p.threads.back().glue_us_prefill, p.threads.back().glue_us_decode, p.threads.back().threads);
   if (!p.engine_note.empty()) std::printf("  %s\n", p.engine_note.c_str());
   const tools::DiskProfile& d = p.disk;
   if (d.measured) {

@@ -449,9 +449,8 @@ std::string plan_text(const Plan& p) {
     << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
     << ", bf16 on E4M3 codes (wo_a) " << fmt("%.1f", r.kernels[5].matvec_gbps[2]) << "\n";
   if (m.engine_note.empty())
-    o << "  engine glue (measured by strata probe): " << fmt("%.1f", r.glue_ns_prefill)
-      << " ns prefill per token, layer and dim value; "
-      << fmt("%.1f", r.glue_us_decode) << " us decode per token and layer\n";
+    o << "  engine glue (measured by strata probe), per token and layer: " << fmt("%.1f", r.glue_us_prefill)
+      << " us prefill, " << fmt("%.1f", r.glue_us_decode) << " us decode\n";
   else
     o << "  " << m.engine_note << ": predictions are optimistic on small models\n";
   if (m.disk.measured)

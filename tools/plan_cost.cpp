@@ -167,8 +167,8 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
                         3.0 * c.moe_inter_dim + c.dim;
   if (m.alloc_gbps > 0) t["activation buffers"] += tokens_layers * floats * 4.0 / (m.alloc_gbps * 1e9);
   // Everything else the forward pass does, measured by the probe's engine run (tools/probe_engine.cpp).
-  // Prefill per token, layer and dim value; decode per token and layer (tools/probe.h).
-  const double glue_s = many ? static_cast<double>(c.dim) * r.glue_ns_prefill * 1e-9 : r.glue_us_decode * 1e-6;
+  // Per token and layer, prefill and decode each their own (tools/probe.h).
+  const double glue_s = (many ? r.glue_us_prefill : r.glue_us_decode) * 1e-6;
   if (glue_s > 0) t["engine glue"] += tokens_layers * glue_s;
   t["call overhead"] += overhead;
   for (const auto& [name, s] : t) cost->add(name, s);

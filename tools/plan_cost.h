@@ -16,7 +16,7 @@
 //                the decode of the packed keys once per chunk, and top-k selection at its
 //                measured ns per score
 //   elementwise  mHC sublayers, SwiGLU and activation buffers per token and layer at probed rates
-//   engine glue  prefill: tokens x layers x dim x glue_ns_prefill; decode: layers x glue_us_decode
+//   engine glue  prefill: tokens x layers x glue_us_prefill; decode: layers x glue_us_decode
 //                (tools/probe_engine.cpp): the
 //                forward pass's time beyond every other term on a small synthetic checkpoint
 //                (routing, gathers, norms, RoPE, query quantisation, copies, in-situ kernel losses)

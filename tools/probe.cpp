@@ -524,7 +524,7 @@ std::string MachineProfile::to_json() const {
     t["sublayer_ns_prefill"] = r.sublayer_ns_prefill;
     t["sublayer_ns_decode"] = r.sublayer_ns_decode;
     t["swiglu_ns"] = r.swiglu_ns;
-    t["glue_ns_prefill"] = r.glue_ns_prefill;
+    t["glue_us_prefill"] = r.glue_us_prefill;
     t["glue_us_decode"] = r.glue_us_decode;
     for (int k = 0; k < kLinearKinds; ++k) {
       const KernelRates& kr = r.kernels[static_cast<size_t>(k)];
@@ -606,10 +606,18 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_prefill", w, &r.sublayer_ns_prefill));
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_decode", w, &r.sublayer_ns_decode));
     STRATA_RETURN_IF_ERROR(get_field(t, "swiglu_ns", w, &r.swiglu_ns));
-    STRATA_RETURN_IF_ERROR(get_field(t, "glue_ns_prefill", w, &r.glue_ns_prefill));
+    if (t.contains("glue_us_prefill") || !t.contains("glue_ns_prefill")) {
+      STRATA_RETURN_IF_ERROR(get_field(t, "glue_us_prefill", w, &r.glue_us_prefill));
+    } else {  // the older unit: ns per dim value, measured at the probe preset's dim
+      double per_value = 0;
+      STRATA_RETURN_IF_ERROR(get_field(t, "glue_ns_prefill", w, &per_value));
+      if (!(per_value >= 0 && per_value < 1e6))
+        return InvalidArgument(w + ": 'glue_ns_prefill' is " + std::to_string(per_value) + ", expected a time in [0, 1e6)");
+      r.glue_us_prefill = per_value * kProbeEngineDim * 1e-3;
+    }
     STRATA_RETURN_IF_ERROR(get_field(t, "glue_us_decode", w, &r.glue_us_decode));
-    for (auto [name, v] : {std::pair{"glue_ns_prefill", r.glue_ns_prefill}, std::pair{"glue_us_decode", r.glue_us_decode}})
-      if (!(v >= 0 && v < 1e6))  // ns per value, us per layer: a million is seconds of glue per token
+    for (auto [name, v] : {std::pair{"glue_us_prefill", r.glue_us_prefill}, std::pair{"glue_us_decode", r.glue_us_decode}})
+      if (!(v >= 0 && v < 1e6))  // us per token and layer: a million is seconds of glue per token
         return InvalidArgument(w + ": '" + name + "' is " + std::to_string(v) + ", expected a time in [0, 1e6)");
     auto ks = t.find("kernels");
     if (ks == t.end() || !ks->is_object()) return InvalidArgument(w + ": missing field 'kernels'");
@@ -877,7 +885,7 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
       // Last: the glue is what the rates above do not predict. A failure (e.g. no room for the
       // 0.2 GB checkpoint) leaves it 0 and says why, like a refused disk test.
       if (Status s = measure_engine_glue(&p, o.engine_dir, 512, 16, rounds); !s.ok()) {
-        for (ThreadRates& r : p.threads) r.glue_ns_prefill = r.glue_us_decode = 0;
+        for (ThreadRates& r : p.threads) r.glue_us_prefill = r.glue_us_decode = 0;
         p.engine_note = "engine glue not measured (" + s.to_string() + ")";
         log_to(o.logger, LogLevel::kWarn, p.engine_note);
       }

@@ -82,12 +82,17 @@ struct ThreadRates {
   // RoPE, query quantisation, copies, fork-join tails, in-situ cache misses of the kernels):
   // strata's forward pass run on a small synthetic checkpoint (synth preset "probe", dim 256: not
   // the demo), its measured prefill / decode time less the plan's prediction for that checkpoint,
-  // both without the LM head, clamped at 0 (tools/probe_engine.cpp). Prefill: ns per token, layer
-  // and model-dim value (many tokens amortise fixed costs; what is left touches every value).
-  // Decode: us per token and layer (one token's layer is dominated by fixed costs: pool hand-offs
-  // and short ops, not by its width). 0 when not measured (MachineProfile::engine_note says why).
-  // Loading rejects negative or non-finite values.
-  double glue_ns_prefill = 0, glue_us_decode = 0;
+  // both without the LM head, clamped at 0 (tools/probe_engine.cpp). Both in us per token and
+  // layer. Prefill's was first charged per dim value too, but the residual it stands for hardly
+  // grows with width: measured on one profile (2026-12-07, docs/performance.md) it was 25-50 us per
+  // token and layer from dim 256 to 1024 (probe preset 32.5, 2 GB scaled at dim 384 25.2, demo at
+  // 512 41.5, 8 GB scaled at 1024 49.8), where scaling by dim said 32.5 to 130: routing over the
+  // experts, the window's attention entries and per-head work do not scale with dim. Decode: one
+  // token's layer is fixed costs (pool hand-offs, short ops). 0 when not measured
+  // (MachineProfile::engine_note says why). Loading rejects negative or non-finite values; a profile
+  // of the older format (glue_ns_prefill, per dim value, measured at dim kProbeEngineDim) loads
+  // converted.
+  double glue_us_prefill = 0, glue_us_decode = 0;
 };
 
 // A directory's storage, read through a temporary file of `file_bytes`.
@@ -174,7 +179,9 @@ struct ProbeOptions {
 uint64_t read_meminfo_field(const std::string& meminfo_text, const std::string& field);  // bytes; 0 if absent
 std::vector<GpuInfo> parse_nvidia_smi(const std::string& csv);  // "name, total MiB, free MiB" lines
 std::vector<GpuInfo> detect_gpus();                              // runs nvidia-smi if present
-// Sets glue_ns_prefill / glue_us_decode of every entry of m->threads (whose other rates must be
+// The synth preset "probe"'s dim (tools/synth_presets.cpp probe_config), the engine run's width.
+inline constexpr int kProbeEngineDim = 256;
+// Sets glue_us_prefill / glue_us_decode of every entry of m->threads (whose other rates must be
 // measured): writes the synth preset "probe" (~0.2 GB) to a temporary directory under `dir` (empty:
 // the system's temporary directory), loads it resident at each thread count, times a `prompt`-token
 // prefill and `gen` decode steps (median of `reps` after one warm-up), and subtracts the plan's

@@ -1,15 +1,16 @@
 // The probe's engine calibration: what strata's forward pass costs beyond the terms `strata plan`
-// models from kernel rates (tools/plan_cost.h). The plan adds it back as "engine glue": prefill per
-// token x layer x dim, decode per token x layer (tools/probe.h, ThreadRates::glue_ns_prefill /
-// glue_us_decode).
+// models from kernel rates (tools/plan_cost.h). The plan adds it back as "engine glue", per token
+// and layer (tools/probe.h, ThreadRates::glue_us_prefill / glue_us_decode).
 //
 // Why a measurement and not more terms: on small models a prefill token spends a good part of its
 // time in many small pieces (routing and expert-row gathers, norms, RoPE, query quantisation,
 // copies, kernels slower in the forward pass than in isolation because the data between them is
 // cold). They are measured together on a synthetic checkpoint of a shape the plan is not checked on
-// (synth preset "probe": the demo's layout at dim 256). Prefill's share is scaled by dim because with
-// many tokens what is left touches every value of a token's hidden state; a decode step's is fixed
-// costs per layer (pool hand-offs, short ops), so it is not.
+// (synth preset "probe": the demo's layout at dim 256). Both are charged per token and layer: with
+// many tokens what is left is still mostly per token and layer work that does not grow with the
+// model's width (routing over the experts, the window's attention entries, per-head steps), as the
+// residuals of checkpoints from dim 256 to 1024 showed (tools/probe.h); a decode step's is fixed
+// costs per layer (pool hand-offs, short ops).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -75,10 +76,9 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
   for (size_t i = 0; i < vocab.map.size(); ++i) vocab.map[i] = static_cast<uint32_t>(i % vocab.n_classes);
   const std::vector<int32_t> ids = bench_prompt({}, prompt, 1, static_cast<int32_t>(c.vocab_size));
 
-  const double token_layer_dims = static_cast<double>(c.n_layers) * static_cast<double>(c.dim);
   for (ThreadRates& r : m->threads) {
     // The prediction the glue completes: every other term, without glue.
-    r.glue_ns_prefill = r.glue_us_decode = 0;
+    r.glue_us_prefill = r.glue_us_decode = 0;
     model::ModelOptions mo;
     mo.n_threads = r.threads;
     mo.placement.mode = store::LoadMode::kResident;
@@ -95,8 +95,8 @@ Status measure_engine_glue(MachineProfile* m, const std::string& dir, int64_t pr
     const IoModel resident;
     const Cost pre = prefill_cost(c, f, *m, r.threads, prompt, prompt, false, resident);
     const Cost dec = decode_token_cost(c, f, *m, r.threads, prompt + gen / 2, resident);
-    r.glue_ns_prefill = std::max(0.0, spread_of(prefill_s).median - without_head(pre)) * 1e9 /
-                        (static_cast<double>(prompt) * token_layer_dims);
+    r.glue_us_prefill = std::max(0.0, spread_of(prefill_s).median - without_head(pre)) * 1e6 /
+                        (static_cast<double>(prompt) * static_cast<double>(c.n_layers));
     r.glue_us_decode = std::max(0.0, spread_of(decode_s).median - without_head(dec)) * 1e6 / static_cast<double>(c.n_layers);
   }
   return Status();

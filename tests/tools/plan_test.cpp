@@ -364,7 +364,7 @@ TEST_F(PlanCost, PrefillTouchesEveryExpertOfALongChunk) {
   EXPECT_LT(replay.compute_s, 0.6 * c.compute_s) << "replay skips the decoder for all but 128 tokens";
 }
 
-TEST_F(PlanCost, EngineGlueScalesWithTokensLayersAndPrefillDim) {
+TEST_F(PlanCost, EngineGlueScalesWithTokensAndLayers) {
   MachineProfile m = fake_machine(50.0, 1000.0, 1ull << 40);
   IoModel io;
   auto glue = [](const Cost& c) {
@@ -373,13 +373,12 @@ TEST_F(PlanCost, EngineGlueScalesWithTokensLayersAndPrefillDim) {
     return -1.0;
   };
   EXPECT_EQ(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io)), -1.0) << "no term when not measured";
-  m.threads[0].glue_ns_prefill = 2;
+  m.threads[0].glue_us_prefill = 2;
   m.threads[0].glue_us_decode = 3;
-  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io)), 2048.0 * 40 * 5120 * 2e-9, 1e-9);
+  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, false, io)), 2048.0 * 40 * 2e-6, 1e-9);
   // Replay: every token through the 20 encoder layers, the last 128 through the 20 decoder layers.
-  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, true, io)), (2048.0 * 20 + 128.0 * 20) * 5120 * 2e-9,
-              1e-9);
-  // Decode: per token and layer (us), not scaled by dim.
+  EXPECT_NEAR(glue(prefill_cost(l.config, *f, m, 1, 2048, 2048, true, io)), (2048.0 * 20 + 128.0 * 20) * 2e-6, 1e-9);
+  // Decode: per token and layer (us), and the model's width does not enter either.
   EXPECT_NEAR(glue(decode_token_cost(l.config, *f, m, 1, 1000, io)), 40.0 * 3e-6, 1e-12);
 }
 

@@ -12,6 +12,7 @@
 #include "io/file.h"
 #include "tests/support/temp_dir.h"
 #include "tools/plan_cost.h"
+#include "tools/synth.h"
 
 namespace strata::tools {
 namespace {
@@ -40,7 +41,7 @@ MachineProfile sample_profile() {
     }
     r.attn_gflops = 5.0 * t;
     r.index_gflops = 6.0 * t;
-    r.glue_ns_prefill = 40.0 + t;
+    r.glue_us_prefill = 40.0 + t;
     r.glue_us_decode = 70.0 + t;
     p.threads.push_back(r);
   }
@@ -128,7 +129,8 @@ TEST(Probe, JsonErrorsNameTheField) {
                         Case{cut("\"fp4\": {", "\"fp5\": {"), "missing kernel 'fp4'"},
                         Case{cut("\"seq_gbps_direct\"", "\"seq\""), "disk: missing field 'seq_gbps_direct'"},
                         Case{cut("\"glue_us_decode\": 71.0", "\"glue_us_decode\": -5.0"), "'glue_us_decode' is -5"},
-                        Case{cut("\"glue_ns_prefill\": 41.0", "\"glue_ns_prefill\": 5e6"), "'glue_ns_prefill' is"},
+                        Case{cut("\"glue_us_prefill\": 41.0", "\"glue_us_prefill\": 5e6"), "'glue_us_prefill' is"},
+                        Case{cut("\"glue_us_prefill\": 41.0", "\"glue_ns_prefill\": -1.0"), "'glue_ns_prefill' is -1"},
                         Case{j.substr(0, j.size() / 2), "not valid JSON"},
                         Case{cut("\"matvec_small_gbps\": [", "\"matvec_small_gbps\": [-1.0, 2.0, 3.0, 4.0], \"x\": ["),
                              "matvec_small_gbps holds -1"},
@@ -210,6 +212,28 @@ TEST(Probe, ProfileWithoutE4m3KernelLoadsAtHalfTheBf16Rate) {
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps,
             p.threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps);
+}
+
+TEST(Probe, ProfileWithPrefillGluePerDimValueLoadsConverted) {
+  // Profiles saved when prefill glue was ns per token, layer and dim value (measured on the probe
+  // preset, dim kProbeEngineDim) load as us per token and layer: the same time on that preset.
+  MachineProfile p = sample_profile();
+  auto j = nlohmann::json::parse(p.to_json());
+  for (auto& t : j["threads"]) {
+    ASSERT_TRUE(t.contains("glue_us_prefill"));
+    t.erase("glue_us_prefill");
+    t["glue_ns_prefill"] = 100.0;
+  }
+  testing::TempDir dir;
+  const std::string path = dir.file("old.json");
+  const std::string text = j.dump();
+  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
+  auto q = MachineProfile::load(path);
+  ASSERT_TRUE(q.ok()) << q.error().to_string();
+  EXPECT_DOUBLE_EQ(q->threads.at(0).glue_us_prefill, 100.0 * kProbeEngineDim / 1000);
+  auto preset = preset_config("probe", 0);
+  ASSERT_TRUE(preset.ok()) << preset.error().to_string();
+  EXPECT_EQ(preset->dim, kProbeEngineDim) << "the engine run's width, which the conversion assumes";
 }
 
 TEST(Probe, MatmulRateByRowsAndWeightSize) {
@@ -304,14 +328,14 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
     k.call_us = 0;
   }
   r.attn_gflops = r.index_gflops = 1e6;
-  r.glue_ns_prefill = r.glue_us_decode = 123;  // replaced, not added to
+  r.glue_us_prefill = r.glue_us_decode = 123;  // replaced, not added to
   fast.topk_ns_per_elem = 0;
   fast.alloc_gbps = 0;
   ASSERT_TRUE(measure_engine_glue(&fast, dir.path(), 64, 4, 1).ok());
-  EXPECT_GT(fast.threads[0].glue_ns_prefill, 0);
+  EXPECT_GT(fast.threads[0].glue_us_prefill, 0);
   EXPECT_GT(fast.threads[0].glue_us_decode, 0);
-  EXPECT_TRUE(std::isfinite(fast.threads[0].glue_ns_prefill));
-  EXPECT_NE(fast.threads[0].glue_ns_prefill, 123);
+  EXPECT_TRUE(std::isfinite(fast.threads[0].glue_us_prefill));
+  EXPECT_NE(fast.threads[0].glue_us_prefill, 123);
 
   MachineProfile slow = fast;
   for (KernelRates& k : slow.threads[0].kernels) {
@@ -321,7 +345,7 @@ TEST(ProbeEngine, GlueIsMeasuredTimeLessThePrediction) {
     k.matmul_small_gflops.fill(1e-6);
   }
   ASSERT_TRUE(measure_engine_glue(&slow, dir.path(), 64, 4, 1).ok());
-  EXPECT_EQ(slow.threads[0].glue_ns_prefill, 0);
+  EXPECT_EQ(slow.threads[0].glue_us_prefill, 0);
   EXPECT_EQ(slow.threads[0].glue_us_decode, 0);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the synthetic checkpoint is removed";
 
