@@ -171,7 +171,7 @@ struct WeightSet {
 constexpr size_t kColdBytes = 256u << 20;  // matvec weights rotate through at least this much memory
 
 // `matmul_budget`: the time base of the prefill rates in this round (a share of `budget`: they are
-// measured in every round, and the caller keeps each one's best).
+// measured in every round, and the caller keeps each one's median).
 KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, double matmul_budget) {
   KernelRates r;
   // Decode: matvecs of rows of kMatvecIn[i] values, >= kLargeMatvecBytes and >= kSmallMatvecBytes per
@@ -809,9 +809,11 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
   };
   // Memory-bound values: `rounds` interleaved passes over every thread count and kind, then the
   // median of each. The compute-bound matmuls get a 1 / rounds share of their time in every pass and
-  // keep the best: a VM that takes a core away for a second only lowers a rate (a 2026-12-07 probe
-  // measured the 2-thread fp4 matmul at 78 GFLOP/s, one thread's rate, against 127-152 in the probes
-  // around it, and the plan's prefill came out 30% off). The rest is measured once, after them.
+  // keep the median too: one disturbed pass no longer decides a rate (a 2026-12-07 probe that timed
+  // them once measured the 2-thread fp4 matmul at 78 GFLOP/s, one thread's rate, against 127-152 in
+  // the probes around it, and the plan's prefill came out 30% off), and the best of the passes would
+  // be a rate the forward pass, run under the same VM, meets less often than the plan assumes. The
+  // rest is measured once, after them.
   const int rounds = std::max(1, o.rounds);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -849,11 +851,15 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
       for (int k = 0; k < kLinearKinds; ++k) {
         const std::vector<KernelRates>& v = samples[i][static_cast<size_t>(k)];
         KernelRates kr = v.front();
-        for (const KernelRates& s : v)
-          for (size_t j = 0; j < kr.matmul_gflops.size(); ++j) {
-            kr.matmul_gflops[j] = std::max(kr.matmul_gflops[j], s.matmul_gflops[j]);
-            kr.matmul_small_gflops[j] = std::max(kr.matmul_small_gflops[j], s.matmul_small_gflops[j]);
+        for (size_t j = 0; j < kr.matmul_gflops.size(); ++j) {
+          std::vector<double> g, gs;
+          for (const KernelRates& s : v) {
+            g.push_back(s.matmul_gflops[j]);
+            gs.push_back(s.matmul_small_gflops[j]);
           }
+          kr.matmul_gflops[j] = median(g);
+          kr.matmul_small_gflops[j] = median(gs);
+        }
         for (size_t j = 0; j < kr.matvec_gbps.size(); ++j) {
           std::vector<double> x, xs;
           for (const KernelRates& s : v) {
