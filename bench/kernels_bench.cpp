@@ -476,6 +476,16 @@ BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_matvec_448x1024, 8, 448, 1024, true)->
 BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_gemm_448x1024, 8, 448, 1024, false)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_matvec_1024x448, 6, 1024, 448, true)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4Path, rows6_gemm_1024x448, 6, 1024, 448, false)->Apply(levels_and_threads);
+// The GEMM at the rows a prefill's routed experts see, on the probe's two matmul shapes (tools/probe.h
+// kSmallMatmul*, kLargeMatmul*: the plan interpolates between them by size) and on the 8 GB scaled
+// checkpoint's expert shapes, cold, so the plan's rate for an expert can be checked against its own.
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_gemm_256x512, 8, 256, 512, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows32_gemm_256x512, 32, 256, 512, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_gemm_2048x2048, 8, 2048, 2048, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows32_gemm_2048x2048, 32, 2048, 2048, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows32_gemm_448x1024, 32, 448, 1024, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows8_gemm_1024x448, 8, 1024, 448, false)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp4Path, rows32_gemm_1024x448, 32, 1024, 448, false)->Apply(levels_and_threads);
 // One decode layer's routed (top-6 MXFP4) and shared (FP8) expert passes: the 8 GB scaled
 // checkpoint's shapes (dim 1024, moe_inter 448) and the release's (dim 5120, moe_inter 2304).
 BENCHMARK_CAPTURE(BM_MoeDecodeLayer, decode_moe_1024x448_top6, 1024, 448, 6)->Apply(levels_and_threads);
