@@ -851,24 +851,13 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
       for (int k = 0; k < kLinearKinds; ++k) {
         const std::vector<KernelRates>& v = samples[i][static_cast<size_t>(k)];
         KernelRates kr = v.front();
-        for (size_t j = 0; j < kr.matmul_gflops.size(); ++j) {
-          std::vector<double> g, gs;
-          for (const KernelRates& s : v) {
-            g.push_back(s.matmul_gflops[j]);
-            gs.push_back(s.matmul_small_gflops[j]);
+        for (auto rates : {&KernelRates::matvec_gbps, &KernelRates::matvec_small_gbps, &KernelRates::matmul_gflops,
+                           &KernelRates::matmul_small_gflops})
+          for (size_t j = 0; j < (kr.*rates).size(); ++j) {
+            std::vector<double> x;
+            for (const KernelRates& s : v) x.push_back((s.*rates)[j]);
+            (kr.*rates)[j] = median(x);
           }
-          kr.matmul_gflops[j] = median(g);
-          kr.matmul_small_gflops[j] = median(gs);
-        }
-        for (size_t j = 0; j < kr.matvec_gbps.size(); ++j) {
-          std::vector<double> x, xs;
-          for (const KernelRates& s : v) {
-            x.push_back(s.matvec_gbps[j]);
-            xs.push_back(s.matvec_small_gbps[j]);
-          }
-          kr.matvec_gbps[j] = median(x);
-          kr.matvec_small_gbps[j] = median(xs);
-        }
         std::vector<double> c;
         for (const KernelRates& s : v) c.push_back(s.call_us);
         kr.call_us = median(c);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -158,21 +159,28 @@ TEST(Probe, MeminfoAndNvidiaSmiParsing) {
   EXPECT_TRUE(parse_nvidia_smi("").empty());
 }
 
+// `p` saved as JSON, edited by `edit` (an older format, a missing field), written to a file and
+// loaded back.
+Result<MachineProfile> load_edited(const MachineProfile& p, const std::function<void(nlohmann::json&)>& edit) {
+  auto j = nlohmann::json::parse(p.to_json());
+  edit(j);
+  testing::TempDir dir;
+  const std::string path = dir.file("edited.json");
+  const std::string text = j.dump();
+  if (Status s = io::write_file_atomic(path, text.data(), text.size()); !s.ok()) return s;
+  return MachineProfile::load(path);
+}
+
 TEST(Probe, ProfileWithoutSmallWeightRatesLoads) {
   // Profiles saved before the small-weight matmul and matvec were measured: their rates default to
   // the large ones.
-  MachineProfile p = sample_profile();
-  auto j = nlohmann::json::parse(p.to_json());
-  for (auto& t : j["threads"])
-    for (auto& [name, k] : t["kernels"].items()) {
-      k.erase("matmul_small_gflops");
-      k.erase("matvec_small_gbps");
-    }
-  testing::TempDir dir;
-  const std::string path = dir.file("old.json");
-  const std::string text = j.dump();
-  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
-  auto q = MachineProfile::load(path);
+  auto q = load_edited(sample_profile(), [](nlohmann::json& j) {
+    for (auto& t : j["threads"])
+      for (auto& [name, k] : t["kernels"].items()) {
+        k.erase("matmul_small_gflops");
+        k.erase("matvec_small_gbps");
+      }
+  });
   ASSERT_TRUE(q.ok()) << q.error().to_string();
   const KernelRates& k = q->threads.at(0).kernels[0];
   EXPECT_EQ(k.matmul_small_gflops, k.matmul_gflops);
@@ -182,17 +190,13 @@ TEST(Probe, ProfileWithoutSmallWeightRatesLoads) {
 TEST(Probe, ProfileWithoutE4m3KernelLoadsAtHalfTheBf16Rate) {
   // Profiles saved before the bf16 kernel on E4M3 codes (attn.wo_a) was measured: its matvec rates
   // are the bf16 kernel's at half the bytes per second, its matmul rates the bf16 kernel's.
-  MachineProfile p = sample_profile();
-  auto j = nlohmann::json::parse(p.to_json());
-  for (auto& t : j["threads"]) {
-    ASSERT_TRUE(t["kernels"].contains("bf16_e4m3")) << "a profile of this build writes the kind";
-    t["kernels"].erase("bf16_e4m3");
-  }
-  testing::TempDir dir;
-  const std::string path = dir.file("old.json");
-  const std::string text = j.dump();
-  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
-  auto q = MachineProfile::load(path);
+  const MachineProfile p = sample_profile();
+  auto q = load_edited(p, [](nlohmann::json& j) {
+    for (auto& t : j["threads"]) {
+      ASSERT_TRUE(t["kernels"].contains("bf16_e4m3")) << "a profile of this build writes the kind";
+      t["kernels"].erase("bf16_e4m3");
+    }
+  });
   ASSERT_TRUE(q.ok()) << q.error().to_string();
   for (const ThreadRates& r : q->threads) {
     const KernelRates& bf16 = r.kernels[static_cast<size_t>(LinearKind::kBf16)];
@@ -205,10 +209,7 @@ TEST(Probe, ProfileWithoutE4m3KernelLoadsAtHalfTheBf16Rate) {
     EXPECT_EQ(e4m3.call_us, bf16.call_us);
   }
   // The saved kind round-trips as its own rates (not the fallback).
-  std::string full_path = dir.file("new.json");
-  const std::string full = p.to_json();
-  ASSERT_TRUE(io::write_file_atomic(full_path, full.data(), full.size()).ok());
-  auto r = MachineProfile::load(full_path);
+  auto r = load_edited(p, [](nlohmann::json&) {});
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps,
             p.threads.at(0).kernels[static_cast<size_t>(LinearKind::kBf16E4m3)].matvec_gbps);
@@ -217,18 +218,13 @@ TEST(Probe, ProfileWithoutE4m3KernelLoadsAtHalfTheBf16Rate) {
 TEST(Probe, ProfileWithPrefillGluePerDimValueLoadsConverted) {
   // Profiles saved when prefill glue was ns per token, layer and dim value (measured on the probe
   // preset, dim kProbeEngineDim) load as us per token and layer: the same time on that preset.
-  MachineProfile p = sample_profile();
-  auto j = nlohmann::json::parse(p.to_json());
-  for (auto& t : j["threads"]) {
-    ASSERT_TRUE(t.contains("glue_us_prefill"));
-    t.erase("glue_us_prefill");
-    t["glue_ns_prefill"] = 100.0;
-  }
-  testing::TempDir dir;
-  const std::string path = dir.file("old.json");
-  const std::string text = j.dump();
-  ASSERT_TRUE(io::write_file_atomic(path, text.data(), text.size()).ok());
-  auto q = MachineProfile::load(path);
+  auto q = load_edited(sample_profile(), [](nlohmann::json& j) {
+    for (auto& t : j["threads"]) {
+      ASSERT_TRUE(t.contains("glue_us_prefill"));
+      t.erase("glue_us_prefill");
+      t["glue_ns_prefill"] = 100.0;
+    }
+  });
   ASSERT_TRUE(q.ok()) << q.error().to_string();
   EXPECT_DOUBLE_EQ(q->threads.at(0).glue_us_prefill, 100.0 * kProbeEngineDim / 1000);
   auto preset = preset_config("probe", 0);
