@@ -36,13 +36,14 @@ void print_profile(const tools::MachineProfile& p, const std::string& cache) {
               p.simd.c_str(), p.kernel_level.c_str());
   std::printf("  RAM: %s total, %s available\n", tools::format_bytes(static_cast<double>(p.ram_total)).c_str(),
               tools::format_bytes(static_cast<double>(p.ram_available)).c_str());
-  std::printf("  %-8s %10s %9s %9s %9s %9s %9s %10s %10s %10s\n", "threads", "mem GB/s", "fp8 GB/s", "fp4 GB/s",
-              "bf16 GB/s", "bf16* GB/s", "f32 GB/s", "fp8 GF/s", "fp4 GF/s", "attn GF/s");
+  std::printf("  %-8s %10s %9s %9s %9s %9s %9s %9s %10s %10s %10s\n", "threads", "mem GB/s", "fp8 GB/s", "fp4 GB/s",
+              "bf16 GB/s", "bf16* GB/s", "e4m3 GB/s", "f32 GB/s", "fp8 GF/s", "fp4 GF/s", "attn GF/s");
   for (const tools::ThreadRates& r : p.threads)
-    std::printf("  %-8d %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f %10.1f\n", r.threads, r.mem_read_gbps,
+    std::printf("  %-8d %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f %10.1f\n", r.threads, r.mem_read_gbps,
                 r.kernels[0].matvec_gbps[2], r.kernels[1].matvec_gbps[2], r.kernels[2].matvec_gbps[2], r.kernels[4].matvec_gbps[2],
-                r.kernels[3].matvec_gbps[2], r.kernels[0].matmul_gflops.back(), r.kernels[1].matmul_gflops.back(), r.attn_gflops);
-  std::printf("  (matvec: weight GB/s at n = 1 from DRAM, rows of 4096; bf16*: free summation order (LM head); GF/s: matmul at n = %d; call overhead fp8 %.1f us at %d threads)\n",
+                r.kernels[5].matvec_gbps[2], r.kernels[3].matvec_gbps[2], r.kernels[0].matmul_gflops.back(),
+                r.kernels[1].matmul_gflops.back(), r.attn_gflops);
+  std::printf("  (matvec: weight GB/s at n = 1 from DRAM, rows of 4096; bf16*: free summation order (LM head); e4m3: bf16 chains on E4M3 codes (attn.wo_a); GF/s: matmul at n = %d; call overhead fp8 %.1f us at %d threads)\n",
               tools::kMatmulRows.back(), p.threads.back().kernels[0].call_us, p.threads.back().threads);
   if (p.threads.back().glue_us_prefill > 0 || p.threads.back().glue_us_decode > 0)
     std::printf("  engine glue (forward pass beyond the modelled kernels, synth preset probe), per token and layer: "
@@ -114,7 +115,10 @@ Command register_probe(CLI::App& app) {
   return [o]() -> int {
     if (o->cached) {
       auto p = tools::MachineProfile::load(o->cache);
-      if (!p.ok()) return fail(p.error().with_context("no cached probe (run strata probe)"));
+      if (!p.ok())
+        return fail(p.error().with_context(p.error().code() == StatusCode::kNotFound
+                                               ? "no cached probe (run strata probe)"
+                                               : "the cached probe cannot be read (run strata probe to measure again)"));
       if (o->json) std::fputs(p->to_json().c_str(), stdout);
       else print_profile(*p, o->cache);
       Status w = flush_stdout();

@@ -12,9 +12,11 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
@@ -443,6 +445,14 @@ std::vector<int> thread_counts(int max) {
 }
 
 // --- JSON helpers -------------------------------------------------------------------------------
+// Every measured time and rate of a profile is >= 0 (0: not measured); a negative one (a hand-edited
+// or damaged file) would make the plan print negative times. kInvalidArgument naming the field.
+Status non_negative(const std::string& where, std::initializer_list<std::pair<const char*, double>> fields) {
+  for (const auto& [name, v] : fields)
+    if (!(v >= 0)) return InvalidArgument(where + ": '" + name + "' is " + std::to_string(v) + ", expected >= 0");
+  return Status();
+}
+
 template <class T>
 Status get_field(const ojson& j, const char* key, const std::string& where, T* out) {
   auto it = j.find(key);
@@ -568,7 +578,7 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   ojson j;
   try {
     j = ojson::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
     return Corruption(what + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) return Corruption(what + ": not a JSON object");
@@ -588,6 +598,8 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   STRATA_RETURN_IF_ERROR(get_field(j, "topk_ns_per_elem", what, &p.topk_ns_per_elem));
   STRATA_RETURN_IF_ERROR(get_field(j, "alloc_gbps", what, &p.alloc_gbps));
   STRATA_RETURN_IF_ERROR(get_field(j, "engine_note", what, &p.engine_note));
+  STRATA_RETURN_IF_ERROR(
+      non_negative(what, {{"topk_ns_per_elem", p.topk_ns_per_elem}, {"alloc_gbps", p.alloc_gbps}}));
   auto ts = j.find("threads");
   if (ts == j.end() || !ts->is_array() || ts->empty()) return InvalidArgument(what + ": 'threads' must be a non-empty array");
   for (size_t i = 0; i < ts->size(); ++i) {
@@ -606,6 +618,16 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_prefill", w, &r.sublayer_ns_prefill));
     STRATA_RETURN_IF_ERROR(get_field(t, "sublayer_ns_decode", w, &r.sublayer_ns_decode));
     STRATA_RETURN_IF_ERROR(get_field(t, "swiglu_ns", w, &r.swiglu_ns));
+    STRATA_RETURN_IF_ERROR(non_negative(w, {{"mem_read_gbps", r.mem_read_gbps},
+                                            {"attn_gflops", r.attn_gflops},
+                                            {"attn_call_us", r.attn_call_us},
+                                            {"index_gflops", r.index_gflops},
+                                            {"index_call_us", r.index_call_us},
+                                            {"index_key_ns", r.index_key_ns},
+                                            {"key_decode_ns", r.key_decode_ns},
+                                            {"sublayer_ns_prefill", r.sublayer_ns_prefill},
+                                            {"sublayer_ns_decode", r.sublayer_ns_decode},
+                                            {"swiglu_ns", r.swiglu_ns}}));
     if (t.contains("glue_us_prefill") || !t.contains("glue_ns_prefill")) {
       STRATA_RETURN_IF_ERROR(get_field(t, "glue_us_prefill", w, &r.glue_us_prefill));
     } else {  // the older unit: ns per dim value, measured at the probe preset's dim
@@ -660,6 +682,7 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
       STRATA_RETURN_IF_ERROR(rates("matvec_gbps", &kr.matvec_gbps, nullptr));
       STRATA_RETURN_IF_ERROR(rates("matvec_small_gbps", &kr.matvec_small_gbps, &kr.matvec_gbps));
       STRATA_RETURN_IF_ERROR(get_field(*kj, "call_us", wk, &kr.call_us));
+      STRATA_RETURN_IF_ERROR(non_negative(wk, {{"call_us", kr.call_us}}));
       std::vector<int> rows;
       STRATA_RETURN_IF_ERROR(get_field(*kj, "matmul_rows", wk, &rows));
       if (rows != std::vector<int>(kMatmulRows.begin(), kMatmulRows.end()))
@@ -691,6 +714,14 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   STRATA_RETURN_IF_ERROR(get_field(*d, "iops_qd1_buffered", wd, &p.disk.iops_qd1_buffered));
   STRATA_RETURN_IF_ERROR(get_field(*d, "iops_qd32_buffered", wd, &p.disk.iops_qd32_buffered));
   STRATA_RETURN_IF_ERROR(get_field(*d, "note", wd, &p.disk.note));
+  STRATA_RETURN_IF_ERROR(non_negative(wd, {{"seq_gbps_direct", p.disk.seq_gbps_direct},
+                                           {"seq_gbps_buffered", p.disk.seq_gbps_buffered},
+                                           {"seq_gbps_pread", p.disk.seq_gbps_pread},
+                                           {"seq_gbps_load", p.disk.seq_gbps_load},
+                                           {"iops_qd1_direct", p.disk.iops_qd1_direct},
+                                           {"iops_qd32_direct", p.disk.iops_qd32_direct},
+                                           {"iops_qd1_buffered", p.disk.iops_qd1_buffered},
+                                           {"iops_qd32_buffered", p.disk.iops_qd32_buffered}}));
   auto g = j.find("gpus");
   if (g == j.end() || !g->is_array()) return InvalidArgument(what + ": missing field 'gpus'");
   for (size_t i = 0; i < g->size(); ++i) {
