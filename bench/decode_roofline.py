@@ -10,7 +10,10 @@ count (bench/kernels_bench BM_MemRead) right before and right after each run, an
 with the mean of the run's two bandwidth samples as its read bandwidth. On a shared VM the
 bandwidth moves within minutes (BM_MemRead/2 28-46 GB/s within ten minutes, 2026-12-06): one sample
 before a run could land in a different minute than the decode it divides; the two samples bracket
-it, and both are printed, so a run whose bandwidth moved meanwhile shows it.
+it, and both are printed, so a run whose bandwidth moved meanwhile shows it. Each run also prints
+the CPU time the hypervisor took from this VM during its decode (steal, from /proc/stat, as a share
+of all CPUs' time): a run whose cores were taken away is slower than the bandwidth beside it says,
+and shows it.
 
 Bytes per decode token (what the resident forward pass reads, ARCHITECTURE.md):
   - every backbone tensor in full (attention, compressor/indexer at their layers, shared expert,
@@ -115,6 +118,23 @@ def run_decode(strata, model_dir, threads, n_tokens, repo):
     return float(m.group(1)), int(m.group(2)), float(m.group(3)), cmd
 
 
+def cpu_times():
+    """(total, steal) jiffies of all CPUs from /proc/stat's first line (None where it is absent)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already inside user and nice]
+    return sum(fields[:8]), (fields[7] if len(fields) > 7 else 0)
+
+
+def steal_share(before, after):
+    if before is None or after is None or after[0] <= before[0]:
+        return float("nan")
+    return (after[1] - before[1]) / (after[0] - before[0])
+
+
 def read_bandwidth(bench, threads):
     out = subprocess.run([bench, "--benchmark_filter=BM_MemRead/%d/" % threads, "--benchmark_repetitions=3",
                           "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
@@ -144,15 +164,17 @@ def main():
     rates, shares = [], []
     for r in range(a.runs):
         bw_before = read_bandwidth(a.bench, a.threads)
+        cpu_before = cpu_times()
         prefill, gen, tps, cmd = run_decode(a.strata, a.model, a.threads, a.tokens, repo)
+        steal = steal_share(cpu_before, cpu_times())
         bw_after = read_bandwidth(a.bench, a.threads)
         bw = (bw_before + bw_after) / 2
         rates.append(tps)
         shares.append(per_token * tps / bw)
         print("run %d: decode %.2f tok/s (%d tokens), prefill %.1f tok/s; read BW %.1f GB/s (before %.1f, after %.1f); "
-              "%.1f GB/s of weights = %.0f%%"
+              "%.1f GB/s of weights = %.0f%%; steal %.1f%%"
               % (r + 1, tps, gen, prefill, bw / 1e9, bw_before / 1e9, bw_after / 1e9, per_token * tps / 1e9,
-                 100 * per_token * tps / bw))
+                 100 * per_token * tps / bw, 100 * steal))
     print("command: " + " ".join(cmd))
     print("median: decode %.2f tok/s, roofline share %.0f%% (threads %d)"
           % (statistics.median(rates), 100 * statistics.median(shares), a.threads))
