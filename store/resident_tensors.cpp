@@ -22,7 +22,7 @@ namespace strata::store {
 namespace {
 
 constexpr uint64_t kTensorAlign = 64;
-constexpr uint64_t kHugePage = 2ull << 20;
+constexpr uint64_t kHugePage = kHugePageBytes;
 
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
@@ -103,22 +103,13 @@ Status BulkReadOptions::validate() const {
   return Status();
 }
 
-ResidentTensors::Arena ResidentTensors::new_arena(uint64_t bytes) {
-  const uint64_t align = bytes >= kHugePage ? kHugePage : kTensorAlign;
-  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), align);
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(static_cast<size_t>(align), static_cast<size_t>(size)));
-  if (!p) throw std::bad_alloc();
-  // Advice only: where transparent huge pages are off the arena stays on 4 KiB pages.
-  if (align == kHugePage) (void)::madvise(p, static_cast<size_t>(size), MADV_HUGEPAGE);
-  return Arena(p);
-}
 
 Result<TensorView> ResidentTensors::get(const io::Checkpoint& ck, const std::string& name) {
   const io::TensorInfo* t = ck.find(name);
   if (!t) return NotFound(ck.dir() + ": tensor '" + name + "' is missing from the checkpoint");
   auto it = loaded_.find(name);
   if (it == loaded_.end()) {
-    Arena a = new_arena(t->nbytes);
+    Arena a = alloc_huge_page_bytes(t->nbytes);
     STRATA_RETURN_IF_ERROR(ck.read(*t, a.get()));
     bytes_ += t->nbytes;
     it = loaded_.emplace(name, a.get()).first;
@@ -154,7 +145,7 @@ Result<TensorView> ResidentTensors::relaid(const io::Checkpoint& ck, const std::
   // bytes stays (a later get() reads the tensor again).
   loaded_.erase(name);
   if (it == relaid_.end()) {
-    Arena a = new_arena(t->nbytes);
+    Arena a = alloc_huge_page_bytes(t->nbytes);
     relay(static_cast<const uint8_t*>(stored.data), a.get(), give_back);
     bytes_ += t->nbytes;
     it = relaid_.emplace(key, a.get()).first;
@@ -185,7 +176,7 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
     arena_bytes += round_up(std::max<uint64_t>(t->nbytes, 1), kTensorAlign);
     total += t->nbytes;
   }
-  Arena arena = new_arena(arena_bytes);
+  Arena arena = alloc_huge_page_bytes(arena_bytes);
   std::vector<Piece> pieces;
   std::vector<std::pair<const io::TensorInfo*, uint8_t*>> placed;
   placed.reserve(todo.size());
@@ -267,8 +258,8 @@ Status ResidentTensors::read_all(const io::Checkpoint& ck, std::span<const io::T
       Status s;
       const io::FdHandle& fd = direct[static_cast<size_t>(p.shard)];
       if (fd.valid()) {
-        // At least a huge page, so new_arena aligns it for O_DIRECT (and beyond).
-        if (!staging) staging = new_arena(std::max(round_up(o.chunk_bytes, io::kDirectIoAlign) + 2 * io::kDirectIoAlign, kHugePage));
+        // At least a huge page, so alloc_huge_page_bytes aligns it for O_DIRECT (and beyond).
+        if (!staging) staging = alloc_huge_page_bytes(std::max(round_up(o.chunk_bytes, io::kDirectIoAlign) + 2 * io::kDirectIoAlign, kHugePage));
         s = read_direct(p, fd.get(), staging.get());
       } else {
         for (const Segment& g : p.segments) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/progress.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -71,12 +72,7 @@ class ResidentTensors {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  using Arena = std::unique_ptr<uint8_t, Free>;
-  // An uninitialised arena of `bytes` (see the header comment for its alignment and advice).
-  static Arena new_arena(uint64_t bytes);
+  using Arena = HugePageBytes;  // alloc_huge_page_bytes: see the header comment
 
   std::map<std::string, const uint8_t*> loaded_;  // tensor name -> its bytes in one of arenas_
   std::map<std::string, const uint8_t*> relaid_;  // name + '\n' + layout -> its copy in one of arenas_

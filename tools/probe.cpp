@@ -20,6 +20,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/cpu_features.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "io/file.h"
 #include "kernels/dispatch.h"
@@ -146,26 +147,32 @@ size_t scale_bytes(LinearKind k, int64_t out, int64_t in) {
   }
 }
 
-// `copies` weights of one kind and shape, filled with valid codes.
+// `copies` weights of one kind and shape, filled with valid codes, in one arena on huge pages at
+// 64-byte boundaries, as the resident store holds a checkpoint's tensors (core/huge_pages.h: a
+// matvec rate timed on 4 KiB pages is not the rate decode meets).
 struct WeightSet {
-  std::vector<AlignedBytes> w, s;
+  HugePageBytes arena;
+  std::vector<uint8_t*> w, s;
   std::vector<AnyWeight> views;
   WeightSet(LinearKind k, int64_t out, int64_t in, size_t copies) {
-    const size_t wb = weight_bytes(k, out, in), sb = scale_bytes(k, out, in);
-    for (size_t i = 0; i < copies; ++i) {
-      w.emplace_back(wb);
-      s.emplace_back(std::max<size_t>(sb, 1));
-      uint8_t* wp = w.back().data();
+    const size_t wb = weight_bytes(k, out, in), sb = std::max<size_t>(scale_bytes(k, out, in), 1);
+    auto span = [](size_t n) { return (n + 63) / 64 * 64; };
+    arena = alloc_huge_page_bytes(copies * (span(wb) + span(sb)));
+    uint8_t* at = arena.get();
+    for (size_t i = 0; i < copies; ++i, at += span(wb) + span(sb)) {
+      w.push_back(at);
+      s.push_back(at + span(wb));
+      uint8_t* wp = w.back();
       if (k == LinearKind::kFp8 || k == LinearKind::kBf16E4m3) fill_bytes(wp, wb, 2 * i + 1, finite_e4m3);
       else if (k == LinearKind::kFp4) fill_bytes(wp, wb, 2 * i + 1, [](uint8_t c) { return c; });
       else if (k == LinearKind::kBf16 || k == LinearKind::kBf16Any) fill_bf16(reinterpret_cast<uint16_t*>(wp), wb / 2, 2 * i + 1);
       else fill_f32(reinterpret_cast<float*>(wp), wb / 4, 2 * i + 1);
-      fill_bytes(s.back().data(), std::max<size_t>(sb, 1), 2 * i + 2, safe_scale);
+      fill_bytes(s.back(), sb, 2 * i + 2, safe_scale);
     }
     for (size_t i = 0; i < copies; ++i) {
-      views.push_back(AnyWeight{k, w[i].data(), s[i].data(), out, in});
+      views.push_back(AnyWeight{k, w[i], s[i], out, in});
       if (k == LinearKind::kFp8)
-        views.back().fp8 = kernels::with_scale_range(kernels::Fp8Weight{w[i].data(), s[i].data(), out, in});
+        views.back().fp8 = kernels::with_scale_range(kernels::Fp8Weight{w[i], s[i], out, in});
     }
   }
 };
@@ -229,9 +236,9 @@ KernelRates measure_kernel(LinearKind k, ThreadPool* pool, double budget, double
 }
 
 // Read bandwidth of `threads` threads summing disjoint slices of `buf`; best of a few passes.
-double measure_mem_read(const AlignedBytes& buf, int threads, double budget) {
-  const size_t n64 = buf.size() / 8;
-  const auto* words = reinterpret_cast<const uint64_t*>(buf.data());
+double measure_mem_read(const uint8_t* buf, size_t bytes, int threads, double budget) {
+  const size_t n64 = bytes / 8;
+  const auto* words = reinterpret_cast<const uint64_t*>(buf);
   std::atomic<uint64_t> sink{0};
   double best = 0;
   const auto t_start = clock_type::now();
@@ -262,7 +269,7 @@ double measure_mem_read(const AlignedBytes& buf, int threads, double budget) {
     go.store(true, std::memory_order_release);
     for (auto& th : ts) th.join();
     const double slowest = *std::max_element(secs.begin(), secs.end());
-    if (slowest > 0) best = std::max(best, static_cast<double>(buf.size()) / slowest / 1e9);
+    if (slowest > 0) best = std::max(best, static_cast<double>(bytes) / slowest / 1e9);
   } while (seconds_since(t_start) < budget);
   return best;
 }
@@ -851,11 +858,13 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
     return v[v.size() / 2];
   };
   {
-    AlignedBytes buf(512u << 20);
-    std::memset(buf.data(), 1, buf.size());
+    // On huge pages, as the weights it stands for are held (core/huge_pages.h).
+    constexpr size_t kBytes = 512u << 20;
+    HugePageBytes buf = alloc_huge_page_bytes(kBytes);
+    std::memset(buf.get(), 1, kBytes);
     std::vector<std::vector<double>> bw(counts.size());
     for (int round = 0; round < rounds; ++round)
-      for (size_t i = 0; i < counts.size(); ++i) bw[i].push_back(measure_mem_read(buf, counts[i], o.seconds_per_test / rounds));
+      for (size_t i = 0; i < counts.size(); ++i) bw[i].push_back(measure_mem_read(buf.get(), kBytes, counts[i], o.seconds_per_test / rounds));
     for (size_t i = 0; i < counts.size(); ++i) {
       ThreadRates r;
       r.threads = counts[i];
