@@ -153,6 +153,12 @@ int run_plan(PlanCliOptions& o) {
       if (head.find("strata-probe/") == std::string::npos)
         return fail(InvalidArgument("--probe " + o.probe + ": exists and is not a strata machine profile (" +
                                     cached.error().to_string() + "); refusing to overwrite it"));
+      // A profile of another format is whole and simply old: measure again. A damaged one (a bad or
+      // missing field, a hand edit gone wrong) is refused naming the field: replacing it would cost
+      // the user's file and three minutes for one mistyped value.
+      if (cached.error().code() != StatusCode::kNotSupported)
+        return fail(InvalidArgument("--probe " + cached.error().message() +
+                                    "; fix it, or run with --reprobe to measure this machine again and replace it"));
       std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
     }
     // The probe takes minutes: say so before the first silent second (its progress follows).

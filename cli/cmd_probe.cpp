@@ -38,13 +38,15 @@ void print_profile(const tools::MachineProfile& p, const std::string& cache) {
               tools::format_bytes(static_cast<double>(p.ram_available)).c_str());
   std::printf("  %-8s %10s %9s %9s %9s %9s %9s %9s %10s %10s %10s\n", "threads", "mem GB/s", "fp8 GB/s", "fp4 GB/s",
               "bf16 GB/s", "bf16* GB/s", "e4m3 GB/s", "f32 GB/s", "fp8 GF/s", "fp4 GF/s", "attn GF/s");
-  for (const tools::ThreadRates& r : p.threads)
+  using K = tools::LinearKind;
+  for (const tools::ThreadRates& r : p.threads) {
+    auto gbps = [&](K k) { return r.kernel(k).matvec_gbps[2]; };
     std::printf("  %-8d %10.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f %10.1f\n", r.threads, r.mem_read_gbps,
-                r.kernels[0].matvec_gbps[2], r.kernels[1].matvec_gbps[2], r.kernels[2].matvec_gbps[2], r.kernels[4].matvec_gbps[2],
-                r.kernels[5].matvec_gbps[2], r.kernels[3].matvec_gbps[2], r.kernels[0].matmul_gflops.back(),
-                r.kernels[1].matmul_gflops.back(), r.attn_gflops);
+                gbps(K::kFp8), gbps(K::kFp4), gbps(K::kBf16), gbps(K::kBf16Any), gbps(K::kBf16E4m3), gbps(K::kF32),
+                r.kernel(K::kFp8).matmul_gflops.back(), r.kernel(K::kFp4).matmul_gflops.back(), r.attn_gflops);
+  }
   std::printf("  (matvec: weight GB/s at n = 1 from DRAM, rows of 4096; bf16*: free summation order (LM head); e4m3: bf16 chains on E4M3 codes (attn.wo_a); GF/s: matmul at n = %d; call overhead fp8 %.1f us at %d threads)\n",
-              tools::kMatmulRows.back(), p.threads.back().kernels[0].call_us, p.threads.back().threads);
+              tools::kMatmulRows.back(), p.threads.back().kernel(K::kFp8).call_us, p.threads.back().threads);
   if (p.threads.back().glue_us_prefill > 0 || p.threads.back().glue_us_decode > 0)
     std::printf("  engine glue (forward pass beyond the modelled kernels, synth preset probe), per token and layer: "
                 "%.1f us prefill, %.1f us decode; at %d threads\n",

@@ -444,10 +444,17 @@ std::string plan_text(const Plan& p) {
     << " available); probed " << m.date << "\n";
   const ThreadRates& r = m.at_threads(p.threads);
   o << "  " << r.threads << " threads: memory read " << fmt("%.1f", r.mem_read_gbps)
-    << " GB/s; matvec GB/s at rows of 4096: fp8 " << fmt("%.1f", r.kernels[0].matvec_gbps[2]) << ", fp4 "
-    << fmt("%.1f", r.kernels[1].matvec_gbps[2]) << ", bf16 " << fmt("%.1f", r.kernels[2].matvec_gbps[2]) << ", f32 "
-    << fmt("%.1f", r.kernels[3].matvec_gbps[2]) << ", bf16 free-order (LM head) " << fmt("%.1f", r.kernels[4].matvec_gbps[2])
-    << ", bf16 on E4M3 codes (wo_a) " << fmt("%.1f", r.kernels[5].matvec_gbps[2]) << "\n";
+    << " GB/s; matvec GB/s at rows of 4096:";
+  const std::pair<LinearKind, const char*> kinds[] = {
+      {LinearKind::kFp8, "fp8"},
+      {LinearKind::kFp4, "fp4"},
+      {LinearKind::kBf16, "bf16"},
+      {LinearKind::kF32, "f32"},
+      {LinearKind::kBf16Any, "bf16 free-order (LM head)"},
+      {LinearKind::kBf16E4m3, "bf16 on E4M3 codes (wo_a)"}};
+  for (size_t i = 0; i < std::size(kinds); ++i)
+    o << (i ? ", " : " ") << kinds[i].second << " " << fmt("%.1f", r.kernel(kinds[i].first).matvec_gbps[2]);
+  o << "\n";
   if (m.engine_note.empty())
     o << "  engine glue (measured by strata probe), per token and layer: " << fmt("%.1f", r.glue_us_prefill)
       << " us prefill, " << fmt("%.1f", r.glue_us_decode) << " us decode\n";

@@ -98,7 +98,7 @@ void layers_cost(const model::ModelConfig& c, const ModelFootprint& f, const Mac
     const size_t l = static_cast<size_t>(u.layer);
     const bool comp = contains(u.name, ".compressor.") || contains(u.name, ".indexer.wk");
     if (!run[l] && !(compressor_only[l] && comp)) continue;
-    const KernelRates& k = r.kernels[static_cast<size_t>(u.kind)];
+    const KernelRates& k = r.kernel(u.kind);
     if (u.routed) {
       const double E = f.experts_per_layer[l], K = c.n_active(u.layer);
       const double uses = static_cast<double>(n) * K;
@@ -275,7 +275,7 @@ Cost decode_token_cost(const model::ModelConfig& c, const ModelFootprint& f, con
   layers_cost(c, f, m, threads, all, none, 1, context, io, &cost);
   const LinearUse head = head_of(f);
   double overhead = 0;
-  const KernelRates& k = m.at_threads(threads).kernels[static_cast<size_t>(head.kind)];
+  const KernelRates& k = m.at_threads(threads).kernel(head.kind);
   cost.add("LM head", linear_seconds(head, k, 1, &overhead, 1));
   cost.add("call overhead", overhead);
   cost.finish(io.overlap);
@@ -305,7 +305,7 @@ Cost prefill_cost(const model::ModelConfig& c, const ModelFootprint& f, const Ma
   }
   const LinearUse head = head_of(f);
   double overhead = 0;
-  const KernelRates& k = m.at_threads(threads).kernels[static_cast<size_t>(head.kind)];
+  const KernelRates& k = m.at_threads(threads).kernel(head.kind);
   cost.add("LM head", linear_seconds(head, k, 1, &overhead, 1));
   cost.add("call overhead", overhead);
   cost.finish(io.overlap);

@@ -544,7 +544,7 @@ std::string MachineProfile::to_json() const {
     t["glue_us_prefill"] = r.glue_us_prefill;
     t["glue_us_decode"] = r.glue_us_decode;
     for (int k = 0; k < kLinearKinds; ++k) {
-      const KernelRates& kr = r.kernels[static_cast<size_t>(k)];
+      const KernelRates& kr = r.kernel(static_cast<LinearKind>(k));
       ojson kj;
       kj["matvec_in"] = kMatvecIn;
       kj["matvec_gbps"] = kr.matvec_gbps;
@@ -591,7 +591,9 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   if (!j.is_object()) return Corruption(what + ": not a JSON object");
   std::string format;
   STRATA_RETURN_IF_ERROR(get_field(j, "format", what, &format));
-  if (format != kFormat) return InvalidArgument(what + ": format '" + format + "', expected '" + kFormat + "'");
+  // NotSupported, not InvalidArgument: a strata profile of another format is whole, and `plan`
+  // measures again over it, where a damaged one is refused naming its field (cli/cmd_plan.cpp).
+  if (format != kFormat) return NotSupported(what + ": format '" + format + "', expected '" + kFormat + "'");
   MachineProfile p;
   STRATA_RETURN_IF_ERROR(get_field(j, "date", what, &p.date));
   STRATA_RETURN_IF_ERROR(get_field(j, "hostname", what, &p.hostname));
@@ -656,15 +658,15 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
       if (kj == ks->end() && static_cast<LinearKind>(k) == LinearKind::kBf16E4m3) {
         // Profiles written before it was measured: the bf16 kernel's rates at half the bytes per
         // second (E4M3 codes cost about the bf16 copy's time: what plan assumed then).
-        KernelRates& kr = r.kernels[static_cast<size_t>(k)];
-        kr = r.kernels[static_cast<size_t>(LinearKind::kBf16)];
+        KernelRates& kr = r.kernel(static_cast<LinearKind>(k));
+        kr = r.kernel(LinearKind::kBf16);
         for (double& g : kr.matvec_gbps) g /= 2;
         for (double& g : kr.matvec_small_gbps) g /= 2;
         continue;
       }
       if (kj == ks->end()) return InvalidArgument(w + ": missing kernel '" + name + "'");
       const std::string wk = w + ".kernels." + name;
-      KernelRates& kr = r.kernels[static_cast<size_t>(k)];
+      KernelRates& kr = r.kernel(static_cast<LinearKind>(k));
       std::vector<int> ins;
       STRATA_RETURN_IF_ERROR(get_field(*kj, "matvec_in", wk, &ins));
       if (ins != std::vector<int>(kMatvecIn.begin(), kMatvecIn.end()))
@@ -901,7 +903,7 @@ Result<MachineProfile> measure_machine(const ProbeOptions& o) {
         std::vector<double> c;
         for (const KernelRates& s : v) c.push_back(s.call_us);
         kr.call_us = median(c);
-        p.threads[i].kernels[static_cast<size_t>(k)] = kr;
+        p.threads[i].kernel(static_cast<LinearKind>(k)) = kr;
       }
     }
     for (ThreadRates& r : p.threads) {

@@ -62,7 +62,9 @@ double log_interp(const std::array<int, 4>& xs, const std::array<double, 4>& ys,
 struct ThreadRates {
   int threads = 1;
   double mem_read_gbps = 0;                        // plain read of a 512 MiB buffer, GB/s (1e9)
-  std::array<KernelRates, kLinearKinds> kernels{};  // indexed by LinearKind
+  std::array<KernelRates, kLinearKinds> kernels{};  // indexed by LinearKind: use kernel(k)
+  KernelRates& kernel(LinearKind k) { return kernels[static_cast<size_t>(k)]; }
+  const KernelRates& kernel(LinearKind k) const { return kernels[static_cast<size_t>(k)]; }
   // kernels::sparse_attention of one query: time = attn_call_us + 4 heads entries head_dim / rate,
   // fitted from a large (16 heads x 512, 640 entries) and a small (8 x 128, 128 entries) query.
   double attn_gflops = 0, attn_call_us = 0;

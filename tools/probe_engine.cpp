@@ -6,11 +6,8 @@
 // time in many small pieces (routing and expert-row gathers, norms, RoPE, query quantisation,
 // copies, kernels slower in the forward pass than in isolation because the data between them is
 // cold). They are measured together on a synthetic checkpoint of a shape the plan is not checked on
-// (synth preset "probe": the demo's layout at dim 256). Both are charged per token and layer: with
-// many tokens what is left is still mostly per token and layer work that does not grow with the
-// model's width (routing over the experts, the window's attention entries, per-head steps), as the
-// residuals of checkpoints from dim 256 to 1024 showed (tools/probe.h); a decode step's is fixed
-// costs per layer (pool hand-offs, short ops).
+// (synth preset "probe": the demo's layout at dim 256). Both are charged per token and layer; why,
+// with the residuals measured from dim 256 to 1024, is at ThreadRates::glue_us_prefill (tools/probe.h).
 #include <algorithm>
 #include <cerrno>
 #include <chrono>

@@ -255,6 +255,13 @@ popd >/dev/null
 expect_usage "plan --probe empty" "--probe: empty path" -- timeout 20 "$strata" plan --config "$tmp/none.json" --probe ""
 expect_usage "plan --probe under a file" "--probe $tmp/notes.txt/x.json: $tmp/notes.txt is not a directory" -- \
   timeout 20 "$strata" plan --config "$tmp/none.json" --probe "$tmp/notes.txt/x.json"
+# A damaged strata profile is refused naming its field, and kept: plan used to measure the machine
+# again over it (3 minutes, under `timeout 20` here) and replace the file for one mistyped value.
+sed '0,/"mem_read_gbps": [0-9.]*/s//"mem_read_gbps": -5/' "$(dirname "${BASH_SOURCE[0]}")/data/machine_profile.json" >"$tmp/damaged.json"
+cp "$tmp/damaged.json" "$tmp/damaged.orig"
+expect_error "plan --probe damaged" "'mem_read_gbps' is -5.*--reprobe to measure this machine again" -- \
+  timeout 20 "$strata" plan --config "$ck/config.json" --probe "$tmp/damaged.json"
+cmp -s "$tmp/damaged.json" "$tmp/damaged.orig" || { echo "FAIL plan --probe damaged: the profile changed"; fail=1; }
 # probe --dir (where the disk test writes its file) is checked before the measurements (a missing
 # one used to fail after 30 s of them).
 expect_usage "probe --dir missing" "--dir $tmp/no/dir: directory $tmp/no/dir does not exist" -- \
