@@ -3,17 +3,20 @@
 
 Counts the weight bytes one decode token reads from a checkpoint's safetensors headers, runs
 `strata run` to measure decode tokens/s, measures the machine's read bandwidth at the same thread
-count (bench/kernels_bench BM_MemRead) right before and right after each run, and prints
+count (bench/kernels_bench BM_MemRead/T/1: a buffer on transparent huge pages, as the resident store
+holds the weights; core/huge_pages.h) right before and right after each run, and prints
 
     roofline share = (weight bytes per token x decode tok/s) / read bandwidth
 
 with the mean of the run's two bandwidth samples as its read bandwidth. On a shared VM the
 bandwidth moves within minutes (BM_MemRead/2 28-46 GB/s within ten minutes, 2026-12-06): one sample
 before a run could land in a different minute than the decode it divides; the two samples bracket
-it, and both are printed, so a run whose bandwidth moved meanwhile shows it. Each run also prints
-the CPU time the hypervisor took from this VM during its decode (steal, from /proc/stat, as a share
-of all CPUs' time): a run whose cores were taken away is slower than the bandwidth beside it says,
-and shows it.
+it, and both are printed, so a run whose bandwidth moved meanwhile shows it. Until 2026-12-07 the
+bandwidth was read on 4 KiB pages: 15-26 GB/s where huge pages gave 26-33 minutes apart on this VM,
+so the shares printed before then are too high (docs/performance.md). Each run also prints the CPU
+time the hypervisor took from this VM while `strata run` ran (steal, from /proc/stat, as a share of
+all CPUs' time; over the whole process, load and prefill included): a run whose cores were taken
+away is slower than the bandwidth beside it says, and shows it.
 
 Bytes per decode token (what the resident forward pass reads, ARCHITECTURE.md):
   - every backbone tensor in full (attention, compressor/indexer at their layers, shared expert,
@@ -136,7 +139,7 @@ def steal_share(before, after):
 
 
 def read_bandwidth(bench, threads):
-    out = subprocess.run([bench, "--benchmark_filter=BM_MemRead/%d/" % threads, "--benchmark_repetitions=3",
+    out = subprocess.run([bench, "--benchmark_filter=BM_MemRead/%d/1/" % threads, "--benchmark_repetitions=3",
                           "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
                          capture_output=True, text=True, check=True)
     for b in json.loads(out.stdout)["benchmarks"]:

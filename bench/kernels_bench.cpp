@@ -14,6 +14,7 @@
 // Example: build-kernels/bench/kernels_bench --benchmark_filter='fp8|fp4' --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -296,14 +297,18 @@ void BM_LinearBf16AnyOrder(benchmark::State& state, int64_t n, int64_t out, int6
 }
 
 // Reference: read 512 MiB with plain loads split over the threads (what a matvec could reach).
+// range(0): threads; range(1): 1 = huge pages (the default, the decode reference), 0 = 4 KiB pages
+// (MADV_NOHUGEPAGE), to show what the pages alone cost.
 void BM_MemRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const bool huge = state.range(1) != 0;
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   // On huge pages, as the weights whose rates it is the limit of (Copies; core/huge_pages.h: the
   // same loop on 4 KiB pages ran 15-26 GB/s where huge pages gave 26-33, minutes apart).
   const size_t n = (512u << 20) / sizeof(uint64_t);
   HugePageBytes arena = alloc_huge_page_bytes(n * sizeof(uint64_t));
   uint64_t* buf = reinterpret_cast<uint64_t*>(arena.get());
+  if (!huge) (void)::madvise(buf, n * sizeof(uint64_t), MADV_NOHUGEPAGE);  // before the first touch
   for (size_t k = 0; k < n; ++k) buf[k] = k;
   std::vector<uint64_t> sums(64);
   for (auto _ : state) {
@@ -325,7 +330,7 @@ void BM_MemRead(benchmark::State& state) {
     benchmark::DoNotOptimize(sums.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * n * sizeof(uint64_t)));
-  state.SetLabel("t=" + std::to_string(threads));
+  state.SetLabel("t=" + std::to_string(threads) + (huge ? "" : " 4KiB pages"));
 }
 
 // Peak arithmetic of one core per instruction family, the reference for the prefill GFLOP/s:
@@ -542,7 +547,7 @@ BENCHMARK_CAPTURE(BM_LinearQuant, iq4_nl_decode_expert_2304x5120, 5, 1, 2304, 51
 BENCHMARK_CAPTURE(BM_LinearQuant, q4_K_n16_expert_2304x5120, 2, 16, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearQuant, q2_K_n16_expert_2304x5120, 4, 16, 2304, 5120)->Apply(levels_and_threads);
 // Memory bandwidth and peak arithmetic references.
-BENCHMARK(BM_MemRead)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MemRead)->ArgsProduct({{1, 2, 4, 8, 16}, {1, 0}})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PeakFlops)->ArgsProduct({{0, 1, 2}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -95,7 +95,7 @@ drop_caches() {
 # to FILE as "LABEL BYTES_PER_S"; nothing when kernels_bench is not built or has no such thread count.
 mem_bw() {
   [[ -x "$kbench" ]] || return 0
-  "$kbench" --benchmark_filter="BM_MemRead/$bw_threads/" --benchmark_repetitions=3 \
+  "$kbench" --benchmark_filter="BM_MemRead/$bw_threads/1/" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_format=json 2>/dev/null |
     python3 -c 'import json,sys
 t=sys.stdin.read()
