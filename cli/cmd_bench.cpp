@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/mpi_flags.h"
 #include "cli/output_files.h"
 #include "cli/placement_flags.h"
@@ -185,8 +186,17 @@ int run_bench_cmd(BenchCliOptions& o) {
   b.progress = bar.fn();
   Logger log = stderr_logger(LogLevel::kWarn);
   b.logger = &log;
+  // Ctrl-C: the bench stops at its next run, prefill chunk, token or copy block and removes its cold
+  // copy (the checkpoint's size); nothing is written. A second Ctrl-C exits at once (cli/interrupt.h),
+  // leaving a copy for the next bench to sweep.
+  InterruptGuard interrupt;
+  b.cancel = interrupt.flag_ptr();
   auto rep = tools::run_bench(b);
   bar.clear();
+  if (!rep.ok() && rep.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
+    std::fprintf(stderr, "strata: bench interrupted: no report written\n");
+    return kExitInterrupted;
+  }
   if (!rep.ok()) return fail(rep.error());
   std::fputs(rep->to_text().c_str(), stdout);
   // The plan resolves O_DIRECT from the probed disk, the store from the model's shards: say so when

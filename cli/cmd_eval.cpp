@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "cli/output_files.h"
 #include "cli/placement_flags.h"
 #include "cli/progress_bar.h"
@@ -30,7 +31,7 @@ struct EvalCliOptions {
   PlacementFlags placement;
 };
 
-int run_eval(const EvalCliOptions& o) {
+int run_eval(EvalCliOptions& o) {
   if (Status s = o.eval.validate(); !s.ok()) return fail_usage(s);
   // Before the model loads: a bad output path would otherwise fail only after the whole evaluation.
   if (Status s = check_output_files(
@@ -61,6 +62,10 @@ int run_eval(const EvalCliOptions& o) {
                static_cast<long long>(plan->stride), static_cast<long long>(plan->n_scored));
   model::Activations act = lm->model->new_activations();
   ProgressBar bar;  // draws only on a terminal; otherwise one line per window
+  // Ctrl-C: stop before the next window, write nothing (--save-base's temp file is removed), exit
+  // 130; a second Ctrl-C exits at once (cli/interrupt.h; the next save of that name sweeps the temp).
+  InterruptGuard interrupt;
+  o.eval.cancel = interrupt.flag_ptr();
   const auto t0 = std::chrono::steady_clock::now();
   auto r = tools::evaluate(*lm->model, act, ids, o.eval, [&](int64_t done, int64_t total, double ppl) {
     if (bar.enabled()) {
@@ -72,6 +77,10 @@ int run_eval(const EvalCliOptions& o) {
     }
   });
   bar.clear();
+  if (!r.ok() && r.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
+    std::fprintf(stderr, "strata: %s: nothing written\n", r.error().message().c_str());
+    return kExitInterrupted;
+  }
   if (!r.ok()) return fail(r.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("strata eval: %s on %s: %lld tokens scored in %lld window(s) of %lld (stride %lld), %.1f s\n",

@@ -127,7 +127,8 @@ Result<Loaded> load(const std::string& dir, const model::CompressedVocabMap& voc
 
 // One run: prefill `prompt` in chunks, sample, decode gen - 1 more tokens (greedy, EOS ignored).
 Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
-                          const ProgressFn& progress, const runtime::SpecOptions& spec) {
+                          const ProgressFn& progress, const runtime::SpecOptions& spec,
+                          const std::atomic<bool>* cancel) {
   BenchRun r;
   r.prompt = static_cast<int64_t>(prompt.size());
   r.gen = gen;
@@ -143,6 +144,7 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   so.max_new_tokens = gen;
   so.sampler.temperature = 0;
   so.spec = spec;
+  so.cancel = cancel;
   so.prefill_progress = [&](const ProgressEvent& e) {
     report_progress(progress, ProgressEvent{"prefill", "tokens", e.done, e.total, "", false});
   };
@@ -178,6 +180,8 @@ Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, i
   STRATA_RETURN_IF_ERROR(engine.add(&s, prompt, std::move(so), std::move(cb)).status());
   while (!done) engine.step();
   STRATA_RETURN_IF_ERROR(result);
+  // A cancel that lands on a token ends the sequence with OK (SequenceOptions::cancel): still no run.
+  if (cancel != nullptr && cancel->load()) return Cancelled("bench: interrupted");
   r.decode_s = gen > 1 ? seconds_since(t1) : 0;
   const model::ForwardProfile pp = fp1.since(fp0), dp = act.profile.since(fp1);
   r.prefill_moe_s = static_cast<double>(pp.moe_ns) * 1e-9;
@@ -257,7 +261,7 @@ Result<std::string> make_cold(const BenchOptions& o, ScopedDir* copy, std::strin
   // its file names (a split set is found by them).
   const bool one_file = fs::is_regular_file(model);
   const std::string dst = (fs::path(copy->path()) / (one_file ? fs::path("gguf") : model.filename())).string();
-  STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, dst));
+  STRATA_RETURN_IF_ERROR(copy_uncached(o.model_dir, dst, o.cancel));
   *load_dir = one_file ? (fs::path(dst) / model.filename()).string() : dst;
   return std::string("copy");
 }
@@ -345,6 +349,8 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     ++runs_done;
     report_progress(o.progress, ProgressEvent{"bench", "runs", runs_done, total_runs, what, false});
   };
+  // Between phases (a load is not cut short; the runs and the cold copy stop within themselves).
+  auto check_cancel = [&]() { return o.cancel != nullptr && o.cancel->load() ? Cancelled("bench: interrupted") : Status(); };
   // Prefill progress only for prompts long enough to be worth a bar.
   const ProgressFn no_progress;
   // --spec draft: the draft model, loaded after each load of the target (cold, then warm), sharing
@@ -375,13 +381,14 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     STRATA_ASSIGN_OR_RETURN(rep.cold_method, make_cold(o, &cold_copy, &load_dir, &rep.notes));
     STRATA_ASSIGN_OR_RETURN(rep.page_cache_after, page_cache_fraction(load_dir));
     STRATA_ASSIGN_OR_RETURN(Loaded l, load(load_dir, vocab, o));
+    STRATA_RETURN_IF_ERROR(check_cancel());
     rep.load_cold_s = l.seconds;
     rep.load_cold_read_bytes = l.read_bytes;
     rep.threads = l.model->pool().n_threads();
     STRATA_RETURN_IF_ERROR(load_draft_for(*l.model));
     for (size_t i = 0; i < prompts.size(); ++i) {
       STRATA_ASSIGN_OR_RETURN(BenchRun r, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk,
-                                                   prompts[i] >= 4096 ? o.progress : no_progress, spec));
+                                                   prompts[i] >= 4096 ? o.progress : no_progress, spec, o.cancel));
       rep.points.push_back(summarize(prompts[i], true, {r}));
       tick("cold " + std::to_string(prompts[i]));
     }
@@ -392,24 +399,26 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   }
 
   // Warm: load again (from the page cache), warm up, then the recorded repetitions.
+  STRATA_RETURN_IF_ERROR(check_cancel());
   STRATA_ASSIGN_OR_RETURN(Loaded l, load(o.model_dir, vocab, o));
+  STRATA_RETURN_IF_ERROR(check_cancel());
   rep.load_warm_s = l.seconds;
   rep.threads = l.model->pool().n_threads();
   STRATA_RETURN_IF_ERROR(load_draft_for(*l.model));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const ProgressFn& pf = prompts[i] >= 4096 ? o.progress : no_progress;
     for (int w = 0; w < o.warmup; ++w) {
-      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec).status());
+      STRATA_RETURN_IF_ERROR(run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec, o.cancel).status());
       tick("warm-up " + std::to_string(prompts[i]));
     }
     std::vector<BenchRun> runs, plain;
     const bool pairs = o.spec.mode != runtime::SpecMode::kNone;
     for (int r = 0; r < o.reps; ++r) {
       if (pairs) {  // the same run without speculation right before: a ratio measured side by side
-        STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf));
+        STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, {}, o.cancel));
         plain.push_back(run);
       }
-      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec));
+      STRATA_ASSIGN_OR_RETURN(BenchRun run, run_once(*l.model, prompt_ids[i], o.gen, o.prefill_chunk, pf, spec, o.cancel));
       runs.push_back(run);
       tick("warm " + std::to_string(prompts[i]));
     }
@@ -431,6 +440,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     std::vector<std::vector<int32_t>> ps;
     for (int k = 0; k < n; ++k)
       ps.push_back(bench_prompt(text_ids, prompts.front(), o.seed + 1 + static_cast<uint64_t>(k), id_limit));
+    STRATA_RETURN_IF_ERROR(check_cancel());
     STRATA_ASSIGN_OR_RETURN(ParallelPoint pp, run_parallel(*l.model, ps, o.gen, o.prefill_chunk, o.batch_tokens));
     rep.parallel.push_back(pp);
     tick("parallel " + std::to_string(n));

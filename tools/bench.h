@@ -16,6 +16,7 @@
 // Thread safety: runs one model at a time; uses the whole machine.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ struct BenchOptions {
   std::string command;               // the command line, recorded as given
   ProgressFn progress;               // "load" (layers), "prefill" (tokens), "bench" (runs)
   const Logger* logger = nullptr;
+  // May be null (not owned). Once set (`strata bench`'s Ctrl-C), run_bench stops at the next run,
+  // prefill chunk, token or 8 MiB block of the cold copy and returns kCancelled; the cold copy, if
+  // one was made, is removed on the way out (it is the checkpoint's size).
+  const std::atomic<bool>* cancel = nullptr;
 
   [[nodiscard]] Status validate() const;
 };
@@ -192,9 +197,11 @@ std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t 
 // runtime::Session (logits of the last position only), the first token sampled greedily, then gen - 1
 // greedy decode steps; the counters of the store and the forward profile over the run. Errors: those
 // of Session::append (e.g. a prompt beyond the model's context).
-// `spec`: speculative decoding of the generation (runtime/speculation.h; default none).
+// `spec`: speculative decoding of the generation (runtime/speculation.h; default none). `cancel`
+// (may be null): once set, the run stops at its next prefill chunk or token with kCancelled.
 [[nodiscard]] Result<BenchRun> run_once(model::Model& m, const std::vector<int32_t>& prompt, int64_t gen, int64_t chunk,
-                                        const ProgressFn& progress = {}, const runtime::SpecOptions& spec = {});
+                                        const ProgressFn& progress = {}, const runtime::SpecOptions& spec = {},
+                                        const std::atomic<bool>* cancel = nullptr);
 
 // Runs the benchmark. Errors: bad options (kInvalidArgument), load failures, a prompt + gen beyond
 // the model's context (kInvalidArgument, before any run).
@@ -210,6 +217,7 @@ std::vector<int32_t> bench_prompt(const std::vector<int32_t>& text_ids, int64_t 
 [[nodiscard]] Status drop_all_page_caches();
 // Copies every file of checkpoint `src` (as above) into the new directory `dst`, writing around the page cache
 // (O_DIRECT where allowed, else fdatasync + DONTNEED), so reading `dst` is a cold read.
-[[nodiscard]] Status copy_uncached(const std::string& src, const std::string& dst);
+[[nodiscard]] Status copy_uncached(const std::string& src, const std::string& dst,
+                                   const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace strata::tools

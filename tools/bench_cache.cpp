@@ -112,7 +112,7 @@ Status drop_all_page_caches() {
   return Status();
 }
 
-Status copy_uncached(const std::string& src, const std::string& dst) {
+Status copy_uncached(const std::string& src, const std::string& dst, const std::atomic<bool>* cancel) {
   STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> files, regular_files(src));
   std::error_code ec;
   if (!fs::create_directory(dst, ec)) return IOError(dst + ": create directory: " + (ec ? ec.message() : "exists"));
@@ -130,6 +130,7 @@ Status copy_uncached(const std::string& src, const std::string& dst) {
     Fd out(ofd);
     uint64_t off = 0;
     for (;;) {
+      if (cancel != nullptr && cancel->load()) return Cancelled("bench: interrupted while copying " + src);
       ssize_t n = ::pread(in.get(), buf, kBlock, static_cast<off_t>(off));
       if (n < 0) {
         if (errno == EINTR) continue;

@@ -76,6 +76,8 @@ Result<EvalReport> evaluate(model::Model& m, model::Activations& act, std::span<
   int64_t same_top1 = 0;
   uint64_t pos_index = 0;
   for (int64_t w = 0; w < p.n_windows; ++w) {
+    if (o.cancel != nullptr && o.cancel->load())
+      return Cancelled("eval: interrupted after " + std::to_string(w) + " of " + std::to_string(p.n_windows) + " windows");
     const int64_t start = w * p.stride;
     model::KvCache cache = m.new_cache();
     model::ForwardEntry e;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ctrl-C in `strata run` (issue #13 item 10), on the v41-tiny fixture:
+# Ctrl-C in `strata run` (issue #13 item 10), `strata bench` and `strata eval`, on the v41-tiny fixture:
 #  - the first SIGINT, sent once tokens are streaming, ends generation after the current token: exit
 #    130, the stats line "(interrupted)", and --save-session written; the saved session loads, and
 #    the interrupted text + its continuation equal one uninterrupted run (--temp 0);
@@ -76,4 +76,39 @@ wait "$pid"; rc=$?; pid=""
 "$strata" run -m "$ck" --load-session "$tmp/s2.strata" --temp 0 -n 1 --save-session "$tmp/s2.strata" \
   > /dev/null 2> "$tmp/e.err.txt" || die "saving over the session failed"
 if ls "$tmp" | grep -q '\.tmp\.'; then die "temp file left after the next save: $(ls "$tmp")"; fi
+# 3. `strata bench --cold copy`: one SIGINT during the cold runs ends it with exit 130 and no report,
+# and the cold copy (the checkpoint's size) is removed; it used to stay until a later bench's sweep
+# 600 s on. The checkpoint is copied into $tmp first, as the cold copy is made beside it.
+cp -r "$ck" "$tmp/bck"
+"$strata" bench -m "$tmp/bck" --cold copy --prompt 64 --gen 100000 --reps 1 --no-plan > "$tmp/f.txt" 2> "$tmp/f.err.txt" &
+pid=$!
+for _ in $(seq 600); do
+  ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || die "strata bench ended before making its cold copy"
+  sleep 0.1
+done
+ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 || die "no cold copy within 60 s"
+sleep 1
+kill -INT "$pid"
+wait "$pid"; rc=$?; pid=""
+[[ $rc -eq 130 ]] || die "bench: exit status $rc after one SIGINT, expected 130"
+grep -q "bench interrupted: no report written" "$tmp/f.err.txt" || die "bench: no interrupted message"
+[[ ! -s "$tmp/f.txt" ]] || die "bench: a report was printed after the SIGINT"
+if ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1; then die "bench: cold copy left: $(ls "$tmp")"; fi
+# 4. `strata eval --save-base`: one SIGINT between windows ends it with exit 130, and neither the
+# base file nor its temp file is left (the temp used to stay until the next save of that name).
+for _ in $(seq 40); do cat "$fixtures/v41-tiny/prompt.txt"; done > "$tmp/long.txt"
+"$strata" eval -m "$ck" -f "$tmp/long.txt" --ctx 32 --stride 1 --save-base "$tmp/base.bin" > "$tmp/g.txt" 2> "$tmp/g.err.txt" &
+pid=$!
+for _ in $(seq 600); do
+  grep -q "window 2/" "$tmp/g.err.txt" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || die "strata eval ended before its second window"
+  sleep 0.1
+done
+kill -INT "$pid"
+wait "$pid"; rc=$?; pid=""
+[[ $rc -eq 130 ]] || die "eval: exit status $rc after one SIGINT, expected 130"
+grep -q "eval: interrupted after [0-9]* of [0-9]* windows: nothing written" "$tmp/g.err.txt" || die "eval: no interrupted message"
+[[ ! -e "$tmp/base.bin" ]] || die "eval: --save-base written after the SIGINT"
+if ls -a "$tmp" | grep -q "base.bin"; then die "eval: temp file left: $(ls -a "$tmp")"; fi
 echo "interrupt checks passed"
