@@ -1,6 +1,8 @@
 #include "cli/output_files.h"
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -89,6 +91,25 @@ std::string nearest_existing(std::string dir) {
   return dir;
 }
 
+// The name of the kernel file system `dir` is on when it is one where no regular file can be
+// created (proc, sysfs, cgroup, ...), else null (a statfs failure included: the create reports it).
+const char* pseudo_file_system(const std::string& dir) {
+  struct statfs f;
+  if (::statfs(dir.c_str(), &f) != 0) return nullptr;
+  switch (static_cast<unsigned long>(f.f_type)) {
+    case PROC_SUPER_MAGIC: return "proc";
+    case SYSFS_MAGIC: return "sysfs";
+    case CGROUP_SUPER_MAGIC: return "cgroup";
+    case CGROUP2_SUPER_MAGIC: return "cgroup2";
+    case DEVPTS_SUPER_MAGIC: return "devpts";
+    case DEBUGFS_MAGIC: return "debugfs";
+    case TRACEFS_MAGIC: return "tracefs";
+    case SECURITYFS_MAGIC: return "securityfs";
+    case BPF_FS_MAGIC: return "bpf";
+    default: return nullptr;
+  }
+}
+
 // OK when `dir` exists, is a directory, and may be written and searched (creating a file there and
 // renaming it need both); else kInvalidArgument, `what` ("--flag PATH: ") then what is wrong.
 Status check_writable_dir(const std::string& what, const std::string& dir) {
@@ -102,6 +123,10 @@ Status check_writable_dir(const std::string& what, const std::string& dir) {
   // W_OK | X_OK: creating the temp file and renaming it need both (io::AtomicFile).
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return InvalidArgument(what + "directory " + dir + " is not writable (" + std::strerror(errno) + ")");
+  // access() grants root everything, but no one creates a file in the kernel's own file systems: as
+  // root `plan --probe /proc/x.json` passed here and failed after minutes of measuring.
+  if (const char* fs = pseudo_file_system(dir))
+    return InvalidArgument(what + "directory " + dir + " is on " + fs + ", where files cannot be created");
   return Status();
 }
 

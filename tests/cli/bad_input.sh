@@ -255,6 +255,12 @@ popd >/dev/null
 expect_usage "plan --probe empty" "--probe: empty path" -- timeout 20 "$strata" plan --config "$tmp/none.json" --probe ""
 expect_usage "plan --probe under a file" "--probe $tmp/notes.txt/x.json: $tmp/notes.txt is not a directory" -- \
   timeout 20 "$strata" plan --config "$tmp/none.json" --probe "$tmp/notes.txt/x.json"
+# An output in a kernel file system is refused up front, root or not (root's access() passed it and
+# `plan --probe /proc/x.json` failed after minutes of measuring).
+expect_usage "plan --probe in /proc" "--probe /proc/x.json: directory /proc is" -- \
+  timeout 20 "$strata" plan --config "$ck/config.json" --probe /proc/x.json
+expect_usage "run --stats-json in /sys" "--stats-json /sys/x.json: directory /sys is" -- \
+  "$strata" run -m "$ck" -p hi -n 1 --stats-json /sys/x.json
 # A damaged strata profile is refused naming its field, and kept: plan used to measure the machine
 # again over it (3 minutes, under `timeout 20` here) and replace the file for one mistyped value.
 sed '0,/"mem_read_gbps": [0-9.]*/s//"mem_read_gbps": -5/' "$(dirname "${BASH_SOURCE[0]}")/data/machine_profile.json" >"$tmp/damaged.json"
