@@ -1,7 +1,5 @@
 #include "io/atomic_file.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstdio>
 
@@ -37,15 +35,16 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::create(const std::string& path, 
   // rename would otherwise turn a private (600) file world-readable (644). The mode goes on the
   // temp file before any byte does, so the new contents are never readable by more users than the
   // old ones were (the open descriptor still writes to a 0400 file).
-  struct stat st;
-  const bool replacing = ::stat(path.c_str(), &st) == 0;
+  // A stat that fails for any reason but a missing file is an error: taking it for "new file" would
+  // give the replacement the default mode.
+  STRATA_ASSIGN_OR_RETURN(const std::optional<uint32_t> mode, env->file_mode(path));
   std::string tmp = temp_path_for(path);
   auto created = env->new_writable_file(tmp);
   if (!created.ok()) return naming_target(created.error(), tmp, path);
   std::unique_ptr<AtomicFile> file(new AtomicFile(path, std::move(tmp), std::move(*created), env));
-  if (replacing) {
+  if (mode) {
     // On failure the destructor removes the temp file; PATH is untouched.
-    if (Status s = env->set_mode(file->tmp_, st.st_mode & 07777); !s.ok()) return naming_target(s, file->tmp_, path);
+    if (Status s = env->set_mode(file->tmp_, *mode); !s.ok()) return naming_target(s, file->tmp_, path);
   }
   return file;
 }

@@ -106,6 +106,14 @@ class PosixEnv final : public Env {
     if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) return os_error(path + ": chmod " + octal(mode), errno);
     return Status();
   }
+  Result<std::optional<uint32_t>> file_mode(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return std::optional<uint32_t>();
+      return os_error(path + ": stat", errno);
+    }
+    return std::optional<uint32_t>(static_cast<uint32_t>(st.st_mode & 07777));
+  }
   Status sync_dir(const std::string& dir) override {
     const std::string d = dir.empty() ? "." : dir;
     const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
@@ -77,6 +78,10 @@ class Env {
   // chmod(2) to `mode` (permission bits, e.g. 0600; the umask does not apply). kIOError naming the
   // path and the mode in octal.
   [[nodiscard]] virtual Status set_mode(const std::string& path, uint32_t mode) = 0;
+  // stat(2)'s permission bits of `path` (& 07777), or nullopt when it does not exist (ENOENT).
+  // kIOError naming the path otherwise: a caller keeping a file's mode must not take a failed stat
+  // for a missing file (io::AtomicFile would then widen a 600 file to 644).
+  [[nodiscard]] virtual Result<std::optional<uint32_t>> file_mode(const std::string& path) = 0;
 };
 
 // The POSIX Env (stateless; shared by every caller). Never null.

@@ -128,6 +128,17 @@ Status FaultInjectionEnv::set_mode(const std::string& path, uint32_t mode) {
   return base_->set_mode(path, mode);
 }
 
+Result<std::optional<uint32_t>> FaultInjectionEnv::file_mode(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (matches(path) && faults_.fail_file_mode != 0) {
+      ++faults_injected_;
+      return os_error(path + ": stat (injected)", faults_.fail_file_mode);
+    }
+  }
+  return base_->file_mode(path);
+}
+
 int64_t FaultInjectionEnv::write_calls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return write_calls_;

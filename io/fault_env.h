@@ -27,7 +27,8 @@ struct WriteFaults {
   // > 0: each write(2) writes at most this many bytes (short writes; the data must still arrive).
   size_t max_write_bytes = 0;
   // errno to return from the call instead of doing it; 0 = do it.
-  int fail_create = 0, fail_sync = 0, fail_close = 0, fail_rename = 0, fail_sync_dir = 0, fail_set_mode = 0;
+  int fail_create = 0, fail_sync = 0, fail_close = 0, fail_rename = 0, fail_sync_dir = 0, fail_set_mode = 0,
+      fail_file_mode = 0;
   // Faults apply only to paths containing this string ("" = every path). Renames match on the
   // source path.
   std::string path_filter = {};
@@ -46,6 +47,7 @@ class FaultInjectionEnv final : public Env {
   Status remove_file(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;
   Status set_mode(const std::string& path, uint32_t mode) override;
+  Result<std::optional<uint32_t>> file_mode(const std::string& path) override;
 
   int64_t write_calls() const;     // write(2) calls on matching files so far
   uint64_t bytes_written() const;  // bytes those calls wrote

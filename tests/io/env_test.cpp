@@ -241,6 +241,33 @@ TEST(WriteFileAtomic, FailedModeLeavesTheFileAndNoTemp) {
   EXPECT_TRUE(write_file_atomic(d.file("fresh.bin"), "c", 1, &env).ok());
 }
 
+TEST(WriteFileAtomic, FailedStatIsAnErrorNotANewFile) {
+  // The replaced file's mode is read through the Env too: a stat that fails (EIO, EACCES) used to
+  // count as "no file there", so the replacement got the default mode and a 600 file became 644.
+  testing::TempDir d;
+  const std::string priv = d.file("priv.bin");
+  ASSERT_TRUE(write_file_atomic(priv, "a", 1).ok());
+  ASSERT_EQ(::chmod(priv.c_str(), 0600), 0);
+  FaultInjectionEnv env({.fail_file_mode = EIO});
+  const Status s = write_file_atomic(priv, "bb", 2, &env);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kIOError);
+  EXPECT_NE(s.message().find(priv), std::string::npos) << s.message();
+  EXPECT_EQ(env.faults_injected(), 1);
+  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"priv.bin"});
+  struct stat st;
+  ASSERT_EQ(::stat(priv.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // The default Env: a missing file has no mode (nullopt), an existing one its bits.
+  auto none = default_env()->file_mode(d.file("none.bin"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto bits = default_env()->file_mode(priv);
+  ASSERT_TRUE(bits.ok());
+  EXPECT_EQ(bits->value_or(0), 0600u);
+}
+
 TEST(WriteFileAtomic, FaultOnlyOnFilteredPath) {
   testing::TempDir d;
   FaultInjectionEnv env({.fail_write_call = 0, .error = EIO, .path_filter = "b.txt"});
