@@ -220,16 +220,16 @@ TEST(WriteFileAtomic, ReplacingKeepsTheFilesMode) {
   EXPECT_EQ(st.st_mode & 07777, 0644u & ~mask) << "a new file keeps the default mode";
 }
 
-TEST(WriteFileAtomic, FailedModeLeavesTheFileAndNoTemp) {
-  // Keeping a replaced file's mode goes through the Env, so it can fail like any other step: the
-  // old file stays whole and the temp file is removed.
-  testing::TempDir d;
+// Replacing a private (600) one-byte file PRIV in `d` through `faults` fails at the step they
+// name: the error names PRIV, one fault was injected, and PRIV stays whole, 600, with no temp file.
+void expect_private_file_kept(const testing::TempDir& d, const WriteFaults& faults, StatusCode code) {
   const std::string priv = d.file("priv.bin");
   ASSERT_TRUE(write_file_atomic(priv, "a", 1).ok());
   ASSERT_EQ(::chmod(priv.c_str(), 0600), 0);
-  FaultInjectionEnv env({.fail_set_mode = EPERM});
+  FaultInjectionEnv env(faults);
   const Status s = write_file_atomic(priv, "bb", 2, &env);
   ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), code) << s.to_string();
   EXPECT_NE(s.message().find(priv), std::string::npos) << s.message();
   EXPECT_EQ(env.faults_injected(), 1);
   EXPECT_EQ(entries(d.path()), std::vector<std::string>{"priv.bin"});
@@ -237,7 +237,15 @@ TEST(WriteFileAtomic, FailedModeLeavesTheFileAndNoTemp) {
   ASSERT_EQ(::stat(priv.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 1);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+TEST(WriteFileAtomic, FailedModeLeavesTheFileAndNoTemp) {
+  // Keeping a replaced file's mode goes through the Env, so it can fail like any other step: the
+  // old file stays whole and the temp file is removed.
+  testing::TempDir d;
+  expect_private_file_kept(d, {.fail_set_mode = EPERM}, StatusCode::kIOError);
   // A new file has no mode to keep: no set_mode call, so the fault is never met.
+  FaultInjectionEnv env({.fail_set_mode = EPERM});
   EXPECT_TRUE(write_file_atomic(d.file("fresh.bin"), "c", 1, &env).ok());
 }
 
@@ -245,25 +253,12 @@ TEST(WriteFileAtomic, FailedStatIsAnErrorNotANewFile) {
   // The replaced file's mode is read through the Env too: a stat that fails (EIO, EACCES) used to
   // count as "no file there", so the replacement got the default mode and a 600 file became 644.
   testing::TempDir d;
-  const std::string priv = d.file("priv.bin");
-  ASSERT_TRUE(write_file_atomic(priv, "a", 1).ok());
-  ASSERT_EQ(::chmod(priv.c_str(), 0600), 0);
-  FaultInjectionEnv env({.fail_file_mode = EIO});
-  const Status s = write_file_atomic(priv, "bb", 2, &env);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), StatusCode::kIOError);
-  EXPECT_NE(s.message().find(priv), std::string::npos) << s.message();
-  EXPECT_EQ(env.faults_injected(), 1);
-  EXPECT_EQ(entries(d.path()), std::vector<std::string>{"priv.bin"});
-  struct stat st;
-  ASSERT_EQ(::stat(priv.c_str(), &st), 0);
-  EXPECT_EQ(st.st_size, 1);
-  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  expect_private_file_kept(d, {.fail_file_mode = EIO}, StatusCode::kIOError);
   // The default Env: a missing file has no mode (nullopt), an existing one its bits.
   auto none = default_env()->file_mode(d.file("none.bin"));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  auto bits = default_env()->file_mode(priv);
+  auto bits = default_env()->file_mode(d.file("priv.bin"));
   ASSERT_TRUE(bits.ok());
   EXPECT_EQ(bits->value_or(0), 0600u);
 }
