@@ -46,7 +46,11 @@ int run_plan(PlanCliOptions& o) {
   // before anything else, as every output is (an empty path, /proc/x or a path under a file used to
   // be found only after minutes of measuring, or to read as "not a strata machine profile").
   // The profile is read once, here; the plan below uses it.
-  auto cached = o.reprobe ? Result<tools::MachineProfile>(NotFound("re-probe requested")) : tools::MachineProfile::load(o.probe);
+  auto cached = tools::MachineProfile::load(o.probe);
+  // --reprobe replaces a strata profile, whole or not; any other file at --probe is the user's and is
+  // refused below as without it (--reprobe used to skip that check and overwrite a text file).
+  const bool replace = o.reprobe && (cached.ok() || cached.error().code() != StatusCode::kNotFound);
+  if (o.reprobe && cached.ok()) cached = Result<tools::MachineProfile>(NotSupported("--reprobe"));
   if (!cached.ok())
     if (Status s = check_output_files({{"--probe", o.probe, /*creates_dir=*/true}},
                                       {{.flag = "--model", .path = o.model_dir, .model = true}});
@@ -144,8 +148,8 @@ int run_plan(PlanCliOptions& o) {
                    machine.disk.dir.c_str(), o.model_dir.c_str(), o.model_dir.c_str());
   } else {
     if (cached.error().code() != StatusCode::kNotFound) {
-      // Only a strata profile (an older format, or a damaged one) is measured again and replaced;
-      // any other file at --probe is the user's and is never overwritten.
+      // Only a strata profile is ever replaced; any other file at --probe is the user's and is never
+      // overwritten, --reprobe or not.
       std::ifstream in(o.probe, std::ios::binary);
       std::string head(4096, '\0');
       in.read(head.data(), static_cast<std::streamsize>(head.size()));
@@ -154,21 +158,25 @@ int run_plan(PlanCliOptions& o) {
         return fail(InvalidArgument("--probe " + o.probe + ": exists and is not a strata machine profile (" +
                                     cached.error().to_string() + "); refusing to overwrite it"));
       // A profile of another format is whole and simply old: measure again. A damaged one (a bad or
-      // missing field, a hand edit gone wrong) is refused naming the field: replacing it would cost
-      // the user's file and three minutes for one mistyped value.
-      if (cached.error().code() != StatusCode::kNotSupported)
+      // missing field, a hand edit gone wrong, a newer strata's) is refused naming the field, unless
+      // --reprobe asks for it: replacing it would cost the user's file and three minutes for one
+      // mistyped value.
+      if (!replace && cached.error().code() != StatusCode::kNotSupported)
         return fail(InvalidArgument("--probe " + cached.error().message() +
                                     "; fix it, or run with --reprobe to measure this machine again and replace it"));
-      std::fprintf(stderr, "strata: warning: %s; measuring again\n", cached.error().to_string().c_str());
     }
     // The probe takes minutes: say so before the first silent second (its progress follows).
-    if (cached.error().code() == StatusCode::kNotFound)
+    if (replace)
+      std::fprintf(stderr, "strata: --reprobe: measuring this machine again (~3 min; strata probe) to replace %s\n",
+                   o.probe.c_str());
+    else if (cached.error().code() == StatusCode::kNotFound)
       std::fprintf(stderr,
                    "strata: no machine profile at %s: measuring this machine first (~3 min, once; "
                    "strata probe)\n",
                    o.probe.c_str());
     else
-      std::fprintf(stderr, "strata: measuring this machine first (~3 min; strata probe) into %s\n", o.probe.c_str());
+      std::fprintf(stderr, "strata: warning: %s; measuring this machine again (~3 min; strata probe) into %s\n",
+                   cached.error().to_string().c_str(), o.probe.c_str());
     tools::ProbeOptions pr;
     pr.disk_dir = storage_dir_of(o.model_dir);
     auto m = probe_machine(pr, o.probe);

@@ -441,10 +441,12 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     for (int k = 0; k < n; ++k)
       ps.push_back(bench_prompt(text_ids, prompts.front(), o.seed + 1 + static_cast<uint64_t>(k), id_limit));
     STRATA_RETURN_IF_ERROR(check_cancel());
-    STRATA_ASSIGN_OR_RETURN(ParallelPoint pp, run_parallel(*l.model, ps, o.gen, o.prefill_chunk, o.batch_tokens));
+    STRATA_ASSIGN_OR_RETURN(ParallelPoint pp, run_parallel(*l.model, ps, o.gen, o.prefill_chunk, o.batch_tokens, o.cancel));
     rep.parallel.push_back(pp);
     tick("parallel " + std::to_string(n));
   }
+  // A cancel that came after the last run's last token still means no report.
+  STRATA_RETURN_IF_ERROR(check_cancel());
   report_progress(o.progress, ProgressEvent{"bench", "runs", total_runs, total_runs, "", true});
   rep.peak_rss_bytes = peak_rss();
   rep.store = l.model->store().describe();

@@ -27,7 +27,7 @@ double quantile(std::vector<double> v, double q) {
 }
 
 Result<ParallelPoint> run_parallel(model::Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t gen,
-                                   int64_t chunk, int64_t batch_tokens) {
+                                   int64_t chunk, int64_t batch_tokens, const std::atomic<bool>* cancel) {
   if (prompts.empty()) return InvalidArgument("bench --parallel: no streams");
   runtime::EngineOptions eo;
   eo.prefill_chunk = chunk;
@@ -42,6 +42,7 @@ Result<ParallelPoint> run_parallel(model::Model& m, const std::vector<std::vecto
     runtime::SequenceOptions so;
     so.max_new_tokens = gen;
     so.sampler.temperature = 0;
+    so.cancel = cancel;
     runtime::SequenceCallbacks cb;
     cb.on_finish = [&](runtime::FinishReason, const Status& st, const runtime::SequenceStats& ss) {
       ++finished;
@@ -69,6 +70,8 @@ Result<ParallelPoint> run_parallel(model::Model& m, const std::vector<std::vecto
     }
   }
   STRATA_RETURN_IF_ERROR(failed);
+  // A cancel that lands on a token ends its stream with OK (SequenceOptions::cancel): still no point.
+  if (cancel != nullptr && cancel->load()) return Cancelled("bench: interrupted");
   r.wall_s = seconds(clock_type::now() - t0);
   r.aggregate_decode_tok_s = decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0;
   r.stream_decode_tok_s = spread_of(stream_tok_s);

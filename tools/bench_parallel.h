@@ -5,6 +5,7 @@
 // Thread safety: runs on the caller's thread; uses the model's pool.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -22,8 +23,10 @@ double quantile(std::vector<double> v, double q);
 
 // Runs one stream per prompt (all `gen` tokens greedy, no stop ids) through one engine with
 // prefill chunk `chunk` and step budget `batch_tokens`. Errors: those of Engine::add (a prompt
-// beyond the context) and of a forward.
+// beyond the context) and of a forward; kCancelled once `cancel` (may be null) is set, each stream
+// ending at its next prefill chunk or token.
 [[nodiscard]] Result<ParallelPoint> run_parallel(model::Model& m, const std::vector<std::vector<int32_t>>& prompts,
-                                                 int64_t gen, int64_t chunk, int64_t batch_tokens);
+                                                 int64_t gen, int64_t chunk, int64_t batch_tokens,
+                                                 const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace strata::tools

@@ -109,6 +109,10 @@ Result<EvalReport> evaluate(model::Model& m, model::Activations& act, std::span<
     }
     if (progress) progress(w + 1, p.n_windows, acc.ppl());
   }
+  // A cancel during the last window: still nothing written (the writer's temp file goes with it).
+  if (o.cancel != nullptr && o.cancel->load())
+    return Cancelled("eval: interrupted after " + std::to_string(p.n_windows) + " of " + std::to_string(p.n_windows) +
+                     " windows");
   if (writer) STRATA_RETURN_IF_ERROR(writer->finish());
   r.ppl = acc.ppl();
   r.ppl_stderr = acc.ppl_stderr();

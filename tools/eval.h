@@ -36,8 +36,8 @@ struct EvalOptions {
   std::string base;
   // Where save_base is written (null = io::default_env()).
   io::Env* env = nullptr;
-  // May be null (not owned). Read before each window: once set (`strata eval`'s Ctrl-C), evaluate
-  // returns kCancelled and save_base's temp file is removed (nothing written).
+  // May be null (not owned). Read before each window and after the last: once set (`strata eval`'s
+  // Ctrl-C), evaluate returns kCancelled and save_base's temp file is removed (nothing written).
   const std::atomic<bool>* cancel = nullptr;
 
   // kInvalidArgument naming the field: ctx < 2, stride outside [0, ctx-1], both save_base and base.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -593,7 +594,15 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   STRATA_RETURN_IF_ERROR(get_field(j, "format", what, &format));
   // NotSupported, not InvalidArgument: a strata profile of another format is whole, and `plan`
   // measures again over it, where a damaged one is refused naming its field (cli/cmd_plan.cpp).
-  if (format != kFormat) return NotSupported(what + ": format '" + format + "', expected '" + kFormat + "'");
+  if (format != kFormat) {
+    // A newer strata's profile is not replaced by this build's measurement (`plan` measures again
+    // over a NotSupported one): it is refused like a damaged one.
+    const std::string prefix = "strata-probe/";
+    const int have = std::atoi(kFormat + prefix.size());
+    if (format.rfind(prefix, 0) == 0 && std::atoi(format.c_str() + prefix.size()) > have)
+      return InvalidArgument(what + ": format '" + format + "' is newer than this build's '" + kFormat + "'");
+    return NotSupported(what + ": format '" + format + "', expected '" + kFormat + "'");
+  }
   MachineProfile p;
   STRATA_RETURN_IF_ERROR(get_field(j, "date", what, &p.date));
   STRATA_RETURN_IF_ERROR(get_field(j, "hostname", what, &p.hostname));
@@ -609,6 +618,9 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   STRATA_RETURN_IF_ERROR(get_field(j, "engine_note", what, &p.engine_note));
   STRATA_RETURN_IF_ERROR(
       non_negative(what, {{"topk_ns_per_elem", p.topk_ns_per_elem}, {"alloc_gbps", p.alloc_gbps}}));
+  if (p.logical_cores < 1 || p.physical_cores < 0)
+    return InvalidArgument(what + ": 'logical_cores' " + std::to_string(p.logical_cores) + " and 'physical_cores' " +
+                           std::to_string(p.physical_cores) + ": expected at least 1 and at least 0");
   auto ts = j.find("threads");
   if (ts == j.end() || !ts->is_array() || ts->empty()) return InvalidArgument(what + ": 'threads' must be a non-empty array");
   for (size_t i = 0; i < ts->size(); ++i) {

@@ -363,6 +363,15 @@ if [[ -d "$ck" ]]; then
   expect_error "plan --probe on a foreign file" "not a strata machine profile" -- \
     "$strata" plan --config "$ck/config.json" --probe "$tmp/notes.txt"
   if [[ "$(cat "$tmp/notes.txt")" != "my notes" ]]; then echo "FAIL plan overwrote --probe file"; fail=1; fi
+  # --reprobe too (it skipped that check and replaced the text file with a profile, exit 0)
+  expect_error "plan --reprobe on a foreign file" "not a strata machine profile" -- \
+    timeout 20 "$strata" plan --config "$ck/config.json" --probe "$tmp/notes.txt" --reprobe
+  if [[ "$(cat "$tmp/notes.txt")" != "my notes" ]]; then echo "FAIL plan --reprobe overwrote --probe file"; fail=1; fi
+  # a newer strata's profile is refused, not measured over and replaced by this build's
+  printf '{"format": "strata-probe/99"}\n' > "$tmp/newer.json"
+  expect_error "plan --probe newer format" "format 'strata-probe/99' is newer than this build's.*--reprobe" -- \
+    timeout 20 "$strata" plan --config "$ck/config.json" --probe "$tmp/newer.json"
+  [[ "$(cat "$tmp/newer.json")" == '{"format": "strata-probe/99"}' ]] || { echo "FAIL plan replaced a newer profile"; fail=1; }
   # --ctx above the model's max_position_embeddings: a warning naming both numbers, then it runs
   if "$strata" run -m "$ck" -p hi -n 1 -c 1000000000 >/dev/null 2>"$tmp/err" &&
      grep -q "context limit 1000000000 (--ctx) is above the model's max_position_embeddings 1048576" "$tmp/err"; then

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 namespace strata {
 namespace {
@@ -30,6 +31,12 @@ TEST(HugePages, SmallAllocationsAre64ByteAligned) {
       EXPECT_EQ(p.get()[bytes - 1], 0x5A);
     }
   }
+}
+
+TEST(HugePages, SizesThatWouldWrapThrow) {
+  // Rounding SIZE_MAX up to 2 MiB wrapped to 0 and returned a usable-looking pointer.
+  EXPECT_THROW(alloc_huge_page_bytes(SIZE_MAX), std::bad_alloc);
+  EXPECT_THROW(alloc_huge_page_bytes(SIZE_MAX - kHugePageBytes + 3), std::bad_alloc);
 }
 
 }  // namespace

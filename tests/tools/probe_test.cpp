@@ -138,6 +138,8 @@ TEST(Probe, JsonErrorsNameTheField) {
                         Case{cut("\"sublayer_ns_prefill\": 0.0", "\"sublayer_ns_prefill\": -100.0"),
                              "'sublayer_ns_prefill' is -100"},
                         Case{cut("\"call_us\": 1.5", "\"call_us\": -50.0"), "kernels.fp8: 'call_us' is -50"},
+                        Case{"{\"format\": \"strata-probe/99\"}", "is newer than this build's"},
+                        Case{cut("\"logical_cores\": ", "\"logical_cores\": -2, \"x\": "), "'logical_cores' -2"},
                         Case{cut("\"topk_ns_per_elem\": 3.25", "\"topk_ns_per_elem\": -1.0"), "'topk_ns_per_elem' is -1"},
                         Case{cut("\"seq_gbps_direct\": 3.1", "\"seq_gbps_direct\": -1.0"), "disk: 'seq_gbps_direct' is -1"},
                         Case{cut("\"matvec_small_gbps\": [", "\"matvec_small_gbps\": [-1.0, 2.0, 3.0, 4.0], \"x\": ["),
