@@ -103,7 +103,6 @@ Status BulkReadOptions::validate() const {
   return Status();
 }
 
-
 Result<TensorView> ResidentTensors::get(const io::Checkpoint& ck, const std::string& name) {
   const io::TensorInfo* t = ck.find(name);
   if (!t) return NotFound(ck.dir() + ": tensor '" + name + "' is missing from the checkpoint");
