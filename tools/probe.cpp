@@ -592,11 +592,10 @@ Result<MachineProfile> MachineProfile::from_json(const std::string& text, const 
   if (!j.is_object()) return Corruption(what + ": not a JSON object");
   std::string format;
   STRATA_RETURN_IF_ERROR(get_field(j, "format", what, &format));
-  // NotSupported, not InvalidArgument: a strata profile of another format is whole, and `plan`
-  // measures again over it, where a damaged one is refused naming its field (cli/cmd_plan.cpp).
+  // An older strata profile is NotSupported: it is whole, and `plan` measures again over it, where a
+  // damaged one is refused naming its field (cli/cmd_plan.cpp). A newer strata's is refused like a
+  // damaged one: this build's measurement would replace a file it cannot read.
   if (format != kFormat) {
-    // A newer strata's profile is not replaced by this build's measurement (`plan` measures again
-    // over a NotSupported one): it is refused like a damaged one.
     const std::string prefix = "strata-probe/";
     const int have = std::atoi(kFormat + prefix.size());
     if (format.rfind(prefix, 0) == 0 && std::atoi(format.c_str() + prefix.size()) > have)
