@@ -49,9 +49,9 @@ int run_plan(PlanCliOptions& o) {
   auto cached = tools::MachineProfile::load(o.probe);
   // --reprobe replaces a strata profile, whole or not; any other file at --probe is the user's and is
   // refused below as without it (--reprobe used to skip that check and overwrite a text file).
+  const bool use_cached = cached.ok() && !o.reprobe;
   const bool replace = o.reprobe && (cached.ok() || cached.error().code() != StatusCode::kNotFound);
-  if (o.reprobe && cached.ok()) cached = Result<tools::MachineProfile>(NotSupported("--reprobe"));
-  if (!cached.ok())
+  if (!use_cached)
     if (Status s = check_output_files({{"--probe", o.probe, /*creates_dir=*/true}},
                                       {{.flag = "--model", .path = o.model_dir, .model = true}});
         !s.ok())
@@ -136,7 +136,7 @@ int run_plan(PlanCliOptions& o) {
 
   // The machine: the cached profile, or a measurement now (disk: the model's directory).
   tools::MachineProfile machine;
-  if (cached.ok()) {
+  if (use_cached) {
     machine = *cached;
     if (machine.age_days() > 30)
       std::fprintf(stderr, "strata: warning: machine profile %s is %.0f days old (run strata probe)\n", o.probe.c_str(),
@@ -147,7 +147,7 @@ int run_plan(PlanCliOptions& o) {
       std::fprintf(stderr, "strata: warning: the profile's disk numbers are for %s, another device than %s (run strata probe -m %s)\n",
                    machine.disk.dir.c_str(), o.model_dir.c_str(), o.model_dir.c_str());
   } else {
-    if (cached.error().code() != StatusCode::kNotFound) {
+    if (!cached.ok() && cached.error().code() != StatusCode::kNotFound) {
       // Only a strata profile is ever replaced; any other file at --probe is the user's and is never
       // overwritten, --reprobe or not.
       std::ifstream in(o.probe, std::ios::binary);

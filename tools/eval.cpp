@@ -75,9 +75,15 @@ Result<EvalReport> evaluate(model::Model& m, model::Activations& act, std::span<
   std::vector<double> klds;
   int64_t same_top1 = 0;
   uint64_t pos_index = 0;
+  // Read before each window and after the last (EvalOptions::cancel).
+  auto interrupted = [&](int64_t done) {
+    return o.cancel != nullptr && o.cancel->load()
+               ? Cancelled("eval: interrupted after " + std::to_string(done) + " of " + std::to_string(p.n_windows) +
+                           " windows")
+               : Status();
+  };
   for (int64_t w = 0; w < p.n_windows; ++w) {
-    if (o.cancel != nullptr && o.cancel->load())
-      return Cancelled("eval: interrupted after " + std::to_string(w) + " of " + std::to_string(p.n_windows) + " windows");
+    STRATA_RETURN_IF_ERROR(interrupted(w));
     const int64_t start = w * p.stride;
     model::KvCache cache = m.new_cache();
     model::ForwardEntry e;
@@ -110,9 +116,7 @@ Result<EvalReport> evaluate(model::Model& m, model::Activations& act, std::span<
     if (progress) progress(w + 1, p.n_windows, acc.ppl());
   }
   // A cancel during the last window: still nothing written (the writer's temp file goes with it).
-  if (o.cancel != nullptr && o.cancel->load())
-    return Cancelled("eval: interrupted after " + std::to_string(p.n_windows) + " of " + std::to_string(p.n_windows) +
-                     " windows");
+  STRATA_RETURN_IF_ERROR(interrupted(p.n_windows));
   if (writer) STRATA_RETURN_IF_ERROR(writer->finish());
   r.ppl = acc.ppl();
   r.ppl_stderr = acc.ppl_stderr();
