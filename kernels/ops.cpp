@@ -191,8 +191,10 @@ void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool, KernelLeve
     t->attn_out(s, hp, a.entries, m, D, v0 * w, std::min(H, v1 * w), a.out);
   };
   // Split heads only when each thread gets real work (decode at full size: 64 heads x 640 entries).
+  // Each thread takes one contiguous share of the head vectors (not guided chunks of one vector), so
+  // the score kernel's pairs of vectors and the output kernel's blocks of heads stay whole.
   const bool split = pool != nullptr && nv > 1 && m * D * H >= 4 * kMinChunkElements;
-  if (split) pool->parallel_for(nv, body, 1);
+  if (split) pool->parallel_for_shares(nv, body, ceil_div(nv, pool->n_threads()));
   else body(0, nv);
 }
 void sparse_attention(const SparseAttentionArgs& a, ThreadPool* pool) { sparse_attention(a, pool, best_kernel_level()); }

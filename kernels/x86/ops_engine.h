@@ -288,32 +288,46 @@ struct OpsEngine {
   }
 
   // ------------------------------------------------------------------ attention
-  // E entries x one head vector: acc[i] += qT[d] * e_i[d] for d in order.
-  template <int E>
+  // E entries x NV head vectors: acc[c][i] += qT[d] (vector c) * e_i[d] for d in order. Each entry's
+  // broadcast serves NV vectors of heads.
+  template <int E, int NV>
   static void score_block(const float* qv, int64_t hp, int64_t D, const float* const* ent, float scale, float* s) {
-    F acc[E];
+    F acc[NV][E];
     const float* e[E];
     for (int i = 0; i < E; ++i) {
-      acc[i] = V::zero();
+      for (int c = 0; c < NV; ++c) acc[c][i] = V::zero();
       e[i] = ent[i];
     }
     for (int64_t d = 0; d < D; ++d) {
-      const F q = V::loadu(qv + d * hp);
-      for (int i = 0; i < E; ++i) acc[i] = V::add(acc[i], V::mul(q, V::set1(e[i][d])));
+      F q[NV];
+      for (int c = 0; c < NV; ++c) q[c] = V::loadu(qv + d * hp + c * kW);
+      for (int i = 0; i < E; ++i) {
+        const F b = V::set1(e[i][d]);
+        for (int c = 0; c < NV; ++c) acc[c][i] = V::add(acc[c][i], V::mul(q[c], b));
+      }
     }
     const F sc = V::set1(scale);
-    for (int i = 0; i < E; ++i) V::storeu(s + i * hp, V::mul(acc[i], sc));
+    for (int i = 0; i < E; ++i)
+      for (int c = 0; c < NV; ++c) V::storeu(s + i * hp + c * kW, V::mul(acc[c][i], sc));
+  }
+  // All m entries for head vectors [v, v + NV), E at a time.
+  template <int E, int NV>
+  static void score_vectors(const float* qv, int64_t hp, int64_t D, const float* const* ent, int64_t m, float scale,
+                            float* s) {
+    int64_t j = 0;
+    for (; j + E <= m; j += E) score_block<E, NV>(qv, hp, D, ent + j, scale, s + j * hp);
+    with_count<E - 1>(m - j,
+                      [&](auto mc) { score_block<decltype(mc)::value, NV>(qv, hp, D, ent + j, scale, s + j * hp); });
   }
   static void attn_scores(const float* qt, int64_t hp, int64_t D, const float* const* ent, int64_t m, float scale,
                           int64_t v0, int64_t v1, float* s) {
-    constexpr int kE = 8;
-    for (int64_t v = v0; v < v1; ++v) {
-      const float* qv = qt + v * kW;
-      int64_t j = 0;
-      for (; j + kE <= m; j += kE) score_block<kE>(qv, hp, D, ent + j, scale, s + j * hp + v * kW);
-      float* sj = s + j * hp + v * kW;
-      with_count<kE - 1>(m - j, [&](auto mc) { score_block<decltype(mc)::value>(qv, hp, D, ent + j, scale, sj); });
-    }
+    // Registers: NV * E accumulators + NV queries + 1 broadcast. AVX2 (16 ymm): 2 vectors x 6 entries
+    // halves the entry broadcasts of 1 x 8 (ops_bench BM_Attention, docs/performance.md). AVX-512
+    // (32 zmm) keeps 1 x 8 until it is measured on such a machine.
+    constexpr int kNV = kW == 8 ? 2 : 1, kE = kW == 8 ? 6 : 8;
+    int64_t v = v0;
+    for (; v + kNV <= v1; v += kNV) score_vectors<kE, kNV>(qt + v * kW, hp, D, ent, m, scale, s + v * kW);
+    for (; v < v1; ++v) score_vectors<kE, 1>(qt + v * kW, hp, D, ent, m, scale, s + v * kW);
   }
 
   static void attn_softmax(float* s, int64_t m, int64_t hp, const float* sinks, int64_t v0, int64_t v1) {
@@ -367,7 +381,9 @@ struct OpsEngine {
   }
   static void attn_out(const float* s, int64_t hp, const float* const* ent, int64_t m, int64_t D, int64_t h0,
                        int64_t h1, float* out) {
-    constexpr int kH = 8;
+    // Registers: kH * 2 accumulators + 2 entry vectors + 1 broadcast. On AVX2 (16 ymm), 8 heads need 19
+    // and spill every step, so it takes 6 (ops_bench BM_Attention, docs/performance.md). AVX-512 keeps 8.
+    constexpr int kH = kW == 8 ? 6 : 8;
     int64_t h = h0;
     for (; h + kH <= h1; h += kH) out_heads<kH>(s + h, hp, ent, m, D, out + h * D);
     with_count<kH - 1>(h1 - h, [&](auto hc) { out_heads<decltype(hc)::value>(s + h, hp, ent, m, D, out + h * D); });

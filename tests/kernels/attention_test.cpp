@@ -1,7 +1,8 @@
 // Sparse attention with sinks and the indexer: every level equals kernels::ref bit for bit over
-// shapes with head/dim/entry tails, entries scattered in memory (as window ring + compressed cache
-// pointers are), and thread counts; the reference matches a double-precision definition; the fast
-// top-k equals the reference selection, ties included.
+// shapes with head/dim/entry tails (every tail of the AVX2 score and output blocks), entries
+// scattered in memory (as window ring + compressed cache pointers are), and thread counts; the
+// reference matches a double-precision definition; the fast top-k equals the reference selection,
+// ties included.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,8 @@ TEST_P(AttentionLevel, MatchesRef) {
   std::mt19937 rng(8);
   ThreadPool pool(3);
   for (const AttnCase c : {AttnCase{1, 16, 1}, AttnCase{4, 64, 9}, AttnCase{3, 40, 33}, AttnCase{17, 24, 5},
-                           AttnCase{64, 512, 70}, AttnCase{8, 7, 3}, AttnCase{5, 96, 0}, AttnCase{64, 64, 640}}) {
+                           AttnCase{64, 512, 70}, AttnCase{8, 7, 3}, AttnCase{5, 96, 0}, AttnCase{64, 64, 640},
+                           AttnCase{48, 128, 452}}) {
     // Entries live in one pool in shuffled order, like ring slots and selected compressed groups.
     std::vector<float> store = testing::random_floats(static_cast<size_t>((c.entries + 3) * c.dim), rng, 1.0f);
     std::vector<const float*> ent;
