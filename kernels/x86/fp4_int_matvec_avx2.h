@@ -56,13 +56,21 @@ struct Fp4IntMatvecAvx2 {
   //   [32 + 64p, 64 + 64p)  plane p of the even K (byte j: x[2j]), the weights' low nibbles
   //   [64 + 64p, 96 + 64p)  plane p of the odd K (byte j: x[2j + 1]), the high nibbles
   //   [224, 256)            8 floats: the block's s_x * 2^-10 in the lane's four int32 lanes
-  // then one byte per group: 1 where plane 0 holds a nonzero value. A trailing odd block leaves
-  // lane 1 of its group zero (planes, signs and factor), so its products are 0.
+  // then one byte per group: 1 where plane 0 holds a nonzero value; then, 32-byte aligned, per four
+  // whole groups (eight blocks b .. b + 7) 8 floats: the blocks' s_x * 2^-10 in the order b, b + 2,
+  // b + 4, b + 6, b + 1, b + 3, b + 5, b + 7 (see row). A trailing odd block leaves lane 1 of its
+  // group zero (planes, signs and factor), so its products are 0.
   static constexpr size_t kHeader = 64;
   static constexpr size_t kGroupBytes = 256;
 
   static int64_t groups(int64_t in) { return (in + 63) / 64; }
-  static size_t act_bytes(int64_t in) { return kHeader + static_cast<size_t>(groups(in)) * (kGroupBytes + 1); }
+  // Offset of the per-four-group factors from the start of the groups.
+  static size_t quad_offset(int64_t in) {
+    return (static_cast<size_t>(groups(in)) * (kGroupBytes + 1) + 31) / 32 * 32;
+  }
+  static size_t act_bytes(int64_t in) {
+    return kHeader + quad_offset(in) + static_cast<size_t>(groups(in) / 4) * 8 * sizeof(float);
+  }
 
   // Four vectors of 8 int32 in [0, 255], elements 0-31 of a block in order -> bytes [evens | odds]:
   // the low 16 bytes are elements 0, 2, .., 30, the high 16 elements 1, 3, .., 31.
@@ -128,6 +136,7 @@ struct Fp4IntMatvecAvx2 {
           _mm256_or_si256(_mm256_or_si256(plane[0][0], plane[0][1]), _mm256_or_si256(plane[0][2], plane[0][3]));
       if (!_mm256_testz_si256(any0, any0)) flags[b / 2] = 1;
       _mm_storeu_ps(reinterpret_cast<float*>(ag + 224) + 4 * L, _mm_set1_ps(sx * 0x1p-10f));
+      if (b / 8 < ng / 4) reinterpret_cast<float*>(a + quad_offset(in))[b / 8 * 8 + 4 * L + (b % 8) / 2] = sx * 0x1p-10f;
     }
     const int to_float = _mm256_testz_si256(non_finite, non_finite) ? 0 : 1;
     std::memcpy(base, &to_float, sizeof(int));
@@ -140,9 +149,9 @@ struct Fp4IntMatvecAvx2 {
                             -3, -4, -6, -8, -12);
   }
 
-  // acc += (the group's two blocks' exact sums, four int32 lanes each) * s_x 2^-10 * s (the lane's
-  // block scale). ag: the group's prepared x; plane0: whether plane 0 has a nonzero value.
-  static __m256 group(__m256i v, const unsigned char* ag, bool plane0, __m256 s, __m256 acc) {
+  // The group's two blocks' exact sums, four int32 lanes each (block 2g in lanes 0-3). ag: the
+  // group's prepared x; plane0: whether plane 0 has a nonzero value.
+  static __m256i group_sums(__m256i v, const unsigned char* ag, bool plane0) {
     const __m256i nib = _mm256_set1_epi8(0x0F), t = w2_table();
     v = _mm256_xor_si256(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(ag)));  // sign(w x)
     const __m256i we = _mm256_shuffle_epi8(t, _mm256_and_si256(v, nib));
@@ -155,8 +164,12 @@ struct Fp4IntMatvecAvx2 {
     };
     __m256i sum = _mm256_add_epi32(plane(1, 32), plane(2, 1024));
     if (plane0) sum = _mm256_add_epi32(sum, plane(0, 1));
-    const __m256 part =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_load_ps(reinterpret_cast<const float*>(ag + 224)));
+    return sum;
+  }
+  // acc += the group's sums * s_x 2^-10 * s (the lane's block scale).
+  static __m256 group(__m256i v, const unsigned char* ag, bool plane0, __m256 s, __m256 acc) {
+    const __m256 part = _mm256_mul_ps(_mm256_cvtepi32_ps(group_sums(v, ag, plane0)),
+                                      _mm256_load_ps(reinterpret_cast<const float*>(ag + 224)));
     return _mm256_fmadd_ps(part, s, acc);
   }
 
@@ -165,22 +178,38 @@ struct Fp4IntMatvecAvx2 {
     const int64_t nkb = in / 32, full = nkb / 2;
     const unsigned char* flags = a + groups(in) * kGroupBytes;
     auto weights = [&](int64_t g) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * g)); };
-    auto lanes = [](__m256 s8, int j) {  // block scales 2j (lanes 0-3) and 2j + 1 (lanes 4-7)
-      return _mm256_permutevar8x32_ps(
-          s8, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1));
-    };
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    const float* quads = reinterpret_cast<const float*>(a + quad_offset(in));
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(__builtin_inff());
+    __m256 acc0 = zero, acc1 = zero;
     int64_t g = 0;
-    // Four groups (eight scale codes) at a time; one prefetch per 64 bytes, 1 KiB ahead.
+    // Four groups (eight scale codes) at a time; one prefetch per 64 bytes, 1 KiB ahead. Each block's
+    // two factors, s_x 2^-10 and the weight's s (both powers of two), are multiplied once per four
+    // groups, in the order [b, b+2, b+4, b+6 | b+1, b+3, b+5, b+7], so that an in-lane VPERMILPS
+    // gives each group its pair (not a lane-crossing VPERMPS: one per cycle on Zen 3) and one FMA
+    // takes the group. sum * (s_x 2^-10 s) is the same real number as (sum * s_x 2^-10) * s unless
+    // the factor leaves the floats (below 2^-149 or infinite); those quads take the two steps.
     for (; g + 4 <= full; g += 4) {
-      const __m256 s8 = Fp4WidenAvx2::scales8(sc + 2 * g);
+      const __m256 s8 = _mm256_permutevar8x32_ps(Fp4WidenAvx2::scales8(sc + 2 * g),
+                                                 _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+      const __m256 f8 = _mm256_mul_ps(s8, _mm256_load_ps(quads + 2 * g));
       prefetch_weights(w + 32 * g + 1024, once);
       prefetch_weights(w + 32 * g + 1088, once);
       const unsigned char* ag = a + g * kGroupBytes;
-      acc0 = group(weights(g), ag, flags[g] != 0, lanes(s8, 0), acc0);
-      acc1 = group(weights(g + 1), ag + kGroupBytes, flags[g + 1] != 0, lanes(s8, 1), acc1);
-      acc0 = group(weights(g + 2), ag + 2 * kGroupBytes, flags[g + 2] != 0, lanes(s8, 2), acc0);
-      acc1 = group(weights(g + 3), ag + 3 * kGroupBytes, flags[g + 3] != 0, lanes(s8, 3), acc1);
+      const __m256 out = _mm256_or_ps(_mm256_cmp_ps(f8, zero, _CMP_EQ_OQ), _mm256_cmp_ps(f8, inf, _CMP_EQ_OQ));
+      if (_mm256_movemask_ps(out) == 0) {
+        auto sums = [&](int j) {
+          return _mm256_cvtepi32_ps(group_sums(weights(g + j), ag + j * kGroupBytes, flags[g + j] != 0));
+        };
+        acc0 = _mm256_fmadd_ps(sums(0), _mm256_permute_ps(f8, 0x00), acc0);
+        acc1 = _mm256_fmadd_ps(sums(1), _mm256_permute_ps(f8, 0x55), acc1);
+        acc0 = _mm256_fmadd_ps(sums(2), _mm256_permute_ps(f8, 0xAA), acc0);
+        acc1 = _mm256_fmadd_ps(sums(3), _mm256_permute_ps(f8, 0xFF), acc1);
+      } else {
+        acc0 = group(weights(g), ag, flags[g] != 0, _mm256_permute_ps(s8, 0x00), acc0);
+        acc1 = group(weights(g + 1), ag + kGroupBytes, flags[g + 1] != 0, _mm256_permute_ps(s8, 0x55), acc1);
+        acc0 = group(weights(g + 2), ag + 2 * kGroupBytes, flags[g + 2] != 0, _mm256_permute_ps(s8, 0xAA), acc0);
+        acc1 = group(weights(g + 3), ag + 3 * kGroupBytes, flags[g + 3] != 0, _mm256_permute_ps(s8, 0xFF), acc1);
+      }
     }
     for (; g < full; ++g) {
       const __m256 s = _mm256_set_m128(_mm_set1_ps(e8m0_value(sc[2 * g + 1])), _mm_set1_ps(e8m0_value(sc[2 * g])));
