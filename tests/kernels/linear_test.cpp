@@ -314,6 +314,59 @@ TEST_P(LinearLevel, Fp4PlaneZeroFlagsFollowTheirGroups) {
   }
 }
 
+// The AVX2 integer dot multiplies each block's two factors (s_x 2^-10 and the weight's scale, powers
+// of two) once per four groups; where that product leaves the floats it must take the two steps,
+// or a tiny factor flushes a representable sum to 0 and an infinite one turns a zero sum into NaN.
+// Case 0: s_x = 2^-22 (act_quant's floor) and scale codes 1-5 (factors 2^-158 .. 2^-154), sums of
+// plane-2 values that stay exact among the subnormals. Case 1: block 0 of the row has s_x = 2^30,
+// scale code 254 (factor 2^147) and only zero weights, the other blocks s_x = 1 and scale 1. The
+// exact sum, rounded once, is every level's answer. in = 320: the four-group loop and a lone group.
+TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
+  std::mt19937 rng(605);
+  std::vector<float> top;  // E4M3 magnitudes with |v| * 2^9 >= 2^13 (plane 2: multiples of 2^10)
+  for (int c = 1; c < 127; ++c)
+    if (e4m3_to_f32(static_cast<uint8_t>(c)) * 512.0f >= 8192.0f) top.push_back(e4m3_to_f32(static_cast<uint8_t>(c)));
+  const int64_t in = 320, nkb = in / 32, out = 6;
+  for (int kase = 0; kase < 2; ++kase) {
+    for (const int64_t n : {int64_t{1}, int64_t{2}}) {
+      std::vector<uint8_t> wq(static_cast<size_t>(out * in / 2)), ws(static_cast<size_t>(out * nkb));
+      for (auto& c : wq) c = static_cast<uint8_t>(rng());
+      for (int64_t r = 0; r < out; ++r)
+        for (int64_t b = 0; b < nkb; ++b) {
+          uint8_t& sc = ws[static_cast<size_t>(r * nkb + b)];
+          sc = kase == 0 ? static_cast<uint8_t>(1 + rng() % 5) : b == 0 ? 254 : 127;
+          if (kase == 1 && b == 0)
+            for (int64_t k = 0; k < 16; ++k) wq[static_cast<size_t>(r * in / 2 + k)] = 0;
+        }
+      std::vector<float> x(static_cast<size_t>(n * in));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = 0; k < in; ++k) {
+          const int t = kase == 0 ? -22 : k < 32 ? 30 : 0;
+          const float v = top[rng() % top.size()];
+          // The anchor (element 5 of each block, +-448 2^t) fixes s_x = 2^t.
+          x[static_cast<size_t>(i * in + k)] = std::ldexp(k % 32 == 5 ? 448.0f : rng() % 2 ? -v : v, t);
+        }
+      std::vector<float> y(static_cast<size_t>(n * out));
+      linear_fp4(x.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < out; ++r) {
+          double exact = 0;
+          for (int64_t k = 0; k < in; ++k) {
+            const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
+            exact += static_cast<double>(x[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(code) *
+                     e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
+          }
+          ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
+          ASSERT_NE(exact, 0.0) << "the test needs a nonzero sum";
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
+                    std::bit_cast<uint32_t>(static_cast<float>(exact)))
+              << kernel_level_name(level()) << " case " << kase << " n=" << n << " i=" << i << " r=" << r
+              << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
+        }
+    }
+  }
+}
+
 // A NaN or an infinity in a row of x makes that row's outputs NaN, as in the reference (act_quant
 // turns its values into NaN: std::clamp keeps a NaN, and an infinite amax makes s_x infinite). The
 // AVX2 and AVX-512 act_quant once clamped a NaN to -448; the AVX2 level's FP4 integer dot cannot
