@@ -327,8 +327,11 @@ void fit_rate(double small_work, double small_s, double big_work, double big_s, 
 }
 
 void measure_attention(ThreadRates* r, ThreadPool* pool, double budget) {
-  const double big = 4.0 * 16 * 640 * 512, small = 4.0 * 8 * 128 * 128;
-  fit_rate(small, attention_seconds(8, 128, 128, pool, budget / 2), big, attention_seconds(16, 512, 640, pool, budget / 2),
+  // Head counts that give each of up to 2 threads whole pairs of 8-head vectors, as the models'
+  // 48 and 64 heads do (the AVX2 score kernel takes two at a time; kernels/x86/ops_engine.h): with
+  // 16 heads each thread of 2 had one vector, and the rate came out below one thread's.
+  const double big = 4.0 * 64 * 640 * 512, small = 4.0 * 32 * 128 * 128;
+  fit_rate(small, attention_seconds(32, 128, 128, pool, budget / 2), big, attention_seconds(64, 512, 640, pool, budget / 2),
            &r->attn_gflops, &r->attn_call_us);
   const double ibig = 2.0 * 32 * 128 * 4096, ismall = 2.0 * 32 * 128 * 256;
   fit_rate(ismall, index_seconds(32, 128, 256, pool, budget / 2), ibig, index_seconds(32, 128, 4096, pool, budget / 2),

@@ -66,7 +66,7 @@ struct ThreadRates {
   KernelRates& kernel(LinearKind k) { return kernels[static_cast<size_t>(k)]; }
   const KernelRates& kernel(LinearKind k) const { return kernels[static_cast<size_t>(k)]; }
   // kernels::sparse_attention of one query: time = attn_call_us + 4 heads entries head_dim / rate,
-  // fitted from a large (16 heads x 512, 640 entries) and a small (8 x 128, 128 entries) query.
+  // fitted from a large (64 heads x 512, 640 entries) and a small (32 x 128, 128 entries) query.
   double attn_gflops = 0, attn_call_us = 0;
   // kernels::index_scores of one query: time = index_call_us + 2 heads dim keys / rate, fitted from
   // 32 heads x 128 against 4096 and against 256 keys.
