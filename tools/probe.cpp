@@ -327,9 +327,12 @@ void fit_rate(double small_work, double small_s, double big_work, double big_s, 
 }
 
 void measure_attention(ThreadRates* r, ThreadPool* pool, double budget) {
-  // Head counts that give each of up to 2 threads whole pairs of 8-head vectors, as the models'
-  // 48 and 64 heads do (the AVX2 score kernel takes two at a time; kernels/x86/ops_engine.h): with
-  // 16 heads each thread of 2 had one vector, and the rate came out below one thread's.
+  // Head counts that give each of up to 2 threads whole pairs of 8-head vectors, as the release's 64
+  // heads do (the AVX2 score kernel takes two at a time; kernels/x86/ops_engine.h): with 16 heads
+  // each thread of 2 had one vector, and the rate came out below one thread's. The 8 GB checkpoint's
+  // 48 heads give each of 2 threads a pair and a single vector, a few percent slower per FLOP than
+  // this rate (a new-user trial: 1.16-1.34x from the second thread at 48 heads, 1.45 at 64); at 4
+  // threads the small case is one vector each.
   const double big = 4.0 * 64 * 640 * 512, small = 4.0 * 32 * 128 * 128;
   fit_rate(small, attention_seconds(32, 128, 128, pool, budget / 2), big, attention_seconds(64, 512, 640, pool, budget / 2),
            &r->attn_gflops, &r->attn_call_us);

@@ -136,7 +136,10 @@ struct Fp4IntMatvecAvx2 {
           _mm256_or_si256(_mm256_or_si256(plane[0][0], plane[0][1]), _mm256_or_si256(plane[0][2], plane[0][3]));
       if (!_mm256_testz_si256(any0, any0)) flags[b / 2] = 1;
       _mm_storeu_ps(reinterpret_cast<float*>(ag + 224) + 4 * L, _mm_set1_ps(sx * 0x1p-10f));
-      if (b / 8 < ng / 4) reinterpret_cast<float*>(a + quad_offset(in))[b / 8 * 8 + 4 * L + (b % 8) / 2] = sx * 0x1p-10f;
+      if (b / 8 < ng / 4) {
+        float* quad = reinterpret_cast<float*>(a + quad_offset(in)) + b / 8 * 8;
+        quad[4 * L + (b % 8) / 2] = sx * 0x1p-10f;
+      }
     }
     const int to_float = _mm256_testz_si256(non_finite, non_finite) ? 0 : 1;
     std::memcpy(base, &to_float, sizeof(int));
@@ -186,16 +189,19 @@ struct Fp4IntMatvecAvx2 {
     // two factors, s_x 2^-10 and the weight's s (both powers of two), are multiplied once per four
     // groups, in the order [b, b+2, b+4, b+6 | b+1, b+3, b+5, b+7], so that an in-lane VPERMILPS
     // gives each group its pair (not a lane-crossing VPERMPS: one per cycle on Zen 3) and one FMA
-    // takes the group. sum * (s_x 2^-10 s) is the same real number as (sum * s_x 2^-10) * s unless
-    // the factor leaves the floats (below 2^-149 or infinite); those quads take the two steps.
+    // takes the group. sum * (s_x 2^-10 s) is the same real number, rounded once at the same add, as
+    // the two steps' (sum * s_x 2^-10) * s, so the bits are the same, unless the factor leaves the
+    // floats (below 2^-149 or infinite) or the two steps' first product can overflow (s_x 2^-10 >=
+    // 2^103, as |sum| < 2^25): those quads take the two steps.
     for (; g + 4 <= full; g += 4) {
       const __m256 s8 = _mm256_permutevar8x32_ps(Fp4WidenAvx2::scales8(sc + 2 * g),
                                                  _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-      const __m256 f8 = _mm256_mul_ps(s8, _mm256_load_ps(quads + 2 * g));
+      const __m256 x8 = _mm256_load_ps(quads + 2 * g), f8 = _mm256_mul_ps(s8, x8);
       prefetch_weights(w + 32 * g + 1024, once);
       prefetch_weights(w + 32 * g + 1088, once);
       const unsigned char* ag = a + g * kGroupBytes;
-      const __m256 out = _mm256_or_ps(_mm256_cmp_ps(f8, zero, _CMP_EQ_OQ), _mm256_cmp_ps(f8, inf, _CMP_EQ_OQ));
+      const __m256 leaves = _mm256_or_ps(_mm256_cmp_ps(f8, zero, _CMP_EQ_OQ), _mm256_cmp_ps(f8, inf, _CMP_EQ_OQ));
+      const __m256 out = _mm256_or_ps(leaves, _mm256_cmp_ps(x8, _mm256_set1_ps(0x1p103f), _CMP_GE_OQ));
       if (_mm256_movemask_ps(out) == 0) {
         auto sums = [&](int j) {
           return _mm256_cvtepi32_ps(group_sums(weights(g + j), ag + j * kGroupBytes, flags[g + j] != 0));

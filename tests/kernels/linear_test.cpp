@@ -321,6 +321,9 @@ TEST_P(LinearLevel, Fp4PlaneZeroFlagsFollowTheirGroups) {
 // plane-2 values that stay exact among the subnormals. Case 1: block 0 of the row has s_x = 2^30,
 // scale code 254 (factor 2^147) and only zero weights, the other blocks s_x = 1 and scale 1. The
 // exact sum, rounded once, is every level's answer. in = 320: the four-group loop and a lone group.
+// Case 2: where the two steps' first product overflows (x = 448 * 2^119 everywhere, s_x 2^-10 =
+// 2^109, weights +6, scale 2^-40) the result is +inf as in the reference and the two steps, not the
+// finite exact sum the fused factor would give (a new-user trial found that).
 TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
   std::mt19937 rng(605);
   std::vector<float> top;  // E4M3 magnitudes with |v| * 2^9 >= 2^13 (plane 2: multiples of 2^10)
@@ -364,6 +367,16 @@ TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
               << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
         }
     }
+  }
+  for (const int64_t in2 : {int64_t{256}, int64_t{512}}) {
+    std::vector<float> x(static_cast<size_t>(in2), std::ldexp(448.0f, 119));
+    std::vector<uint8_t> wq(static_cast<size_t>(in2 / 2), 0x77), ws(static_cast<size_t>(in2 / 32), 87);
+    const Fp4Weight w{wq.data(), ws.data(), 1, in2};
+    float y = 0, yref = 0;
+    linear_fp4(x.data(), 1, w, &y, nullptr, level());
+    ref::linear_fp4(x.data(), 1, w, &yref);
+    ASSERT_EQ(yref, std::numeric_limits<float>::infinity()) << "the reference's partial sums overflow here";
+    EXPECT_EQ(y, yref) << kernel_level_name(level()) << " case 2 in=" << in2;
   }
 }
 
