@@ -190,6 +190,39 @@ TEST_P(LinearLevel, Fp4MatchesReference) {
   }
 }
 
+// Row i of x [n, in] against weight row r of packed E2M1 codes wq [out, in / 2] with E8M0 block
+// scales ws [out, in / 32], summed in double (exact for the tests' values).
+double fp4_exact_dot(const std::vector<float>& x, int64_t i, const std::vector<uint8_t>& wq,
+                     const std::vector<uint8_t>& ws, int64_t r, int64_t in) {
+  double exact = 0;
+  for (int64_t k = 0; k < in; ++k) {
+    const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
+    exact += static_cast<double>(x[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(code) *
+             e8m0_to_f32(ws[static_cast<size_t>(r * (in / 32) + k / 32)]);
+  }
+  return exact;
+}
+
+// linear_fp4 of x [n, in] at `level`: every output equals fp4_exact_dot rounded once, bit for bit
+// (the test's sums must be exact in f32; nonzero: and not 0).
+void expect_fp4_exact(KernelLevel level, const std::vector<float>& x, int64_t n, const std::vector<uint8_t>& wq,
+                      const std::vector<uint8_t>& ws, int64_t out, int64_t in, bool nonzero, const std::string& what) {
+  std::vector<float> y(static_cast<size_t>(n * out));
+  linear_fp4(x.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < out; ++r) {
+      const double exact = fp4_exact_dot(x, i, wq, ws, r, in);
+      ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
+      if (nonzero) {
+        ASSERT_NE(exact, 0.0) << "the test needs a nonzero sum";
+      }
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
+                std::bit_cast<uint32_t>(static_cast<float>(exact)))
+          << kernel_level_name(level) << " " << what << " n=" << n << " i=" << i << " r=" << r
+          << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
+    }
+}
+
 // Rows whose sums are exact in f32 come out exact at every level, bit for bit. The AVX2 level's
 // integer dot (kernels/x86/fp4_int_matvec_avx2.h) keeps each act_quant value |q| / s_x * 2^9 whole
 // in one of three byte planes (below 2^8, 2^8 .. 2^13, 2^13 .. 2^18) and skips plane 0 in the groups
@@ -236,22 +269,8 @@ TEST_P(LinearLevel, Fp4ExactSumsComeOutExact) {
               uint8_t& byte = wq[static_cast<size_t>(r * in / 2 + 16 * b + 2)];  // element 5: high nibble
               byte = static_cast<uint8_t>((byte & 0x0F) | (r % 2 ? 0x80 : 0x00));
             }
-          std::vector<float> y(static_cast<size_t>(n * out));
-          linear_fp4(x.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t r = 0; r < out; ++r) {
-              double exact = 0;
-              for (int64_t k = 0; k < in; ++k) {
-                const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
-                exact += static_cast<double>(x[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(code) *
-                         e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
-              }
-              ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
-              ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
-                        std::bit_cast<uint32_t>(static_cast<float>(exact)))
-                  << kernel_level_name(level()) << " in=" << in << " n=" << n << " plane " << plane << " t=" << t
-                  << " i=" << i << " r=" << r << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
-            }
+          expect_fp4_exact(level(), x, n, wq, ws, out, in, false,
+                           "in=" + std::to_string(in) + " plane " + std::to_string(plane) + " t=" + std::to_string(t));
         }
       }
     }
@@ -296,12 +315,7 @@ TEST_P(LinearLevel, Fp4PlaneZeroFlagsFollowTheirGroups) {
         std::vector<float> y(static_cast<size_t>(n * out));
         linear_fp4(xs.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
         for (int64_t r = 0; r < out; ++r) {
-          double exact = 0;
-          for (int64_t k = 0; k < in; ++k) {
-            const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
-            exact += static_cast<double>(x[static_cast<size_t>(k)]) * e2m1_to_f32(code) *
-                     e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
-          }
+          const double exact = fp4_exact_dot(x, 0, wq, ws, r, in);
           ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
           for (int64_t i = 0; i < n; ++i)
             ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
@@ -349,23 +363,7 @@ TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
           // The anchor (element 5 of each block, +-448 2^t) fixes s_x = 2^t.
           x[static_cast<size_t>(i * in + k)] = std::ldexp(k % 32 == 5 ? 448.0f : rng() % 2 ? -v : v, t);
         }
-      std::vector<float> y(static_cast<size_t>(n * out));
-      linear_fp4(x.data(), n, Fp4Weight{wq.data(), ws.data(), out, in}, y.data(), nullptr, level());
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = 0; r < out; ++r) {
-          double exact = 0;
-          for (int64_t k = 0; k < in; ++k) {
-            const uint8_t code = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
-            exact += static_cast<double>(x[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(code) *
-                     e8m0_to_f32(ws[static_cast<size_t>(r * nkb + k / 32)]);
-          }
-          ASSERT_EQ(static_cast<double>(static_cast<float>(exact)), exact) << "the test's sum must be exact in f32";
-          ASSERT_NE(exact, 0.0) << "the test needs a nonzero sum";
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[static_cast<size_t>(i * out + r)]),
-                    std::bit_cast<uint32_t>(static_cast<float>(exact)))
-              << kernel_level_name(level()) << " case " << kase << " n=" << n << " i=" << i << " r=" << r
-              << " y=" << y[static_cast<size_t>(i * out + r)] << " exact=" << exact;
-        }
+      expect_fp4_exact(level(), x, n, wq, ws, out, in, true, "case " + std::to_string(kase));
     }
   }
   for (const int64_t in2 : {int64_t{256}, int64_t{512}}) {
