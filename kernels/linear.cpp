@@ -178,6 +178,16 @@ int64_t regime_rows(const FormatKernels<W>& f, int64_t n, RowPath path) {
   return n;
 }
 
+// The scalar definition, where the lowest level refuses a weight (FP4 scale codes whose values leave
+// the floats: F32Engine::fp4_supports). Slow, and only for weights no checkpoint has.
+template <class W>
+void reference(const float* x, int64_t n, const W& w, float* y) {
+  if constexpr (std::is_same_v<W, Fp8Weight>) ref::linear_fp8(x, n, w, y);
+  else if constexpr (std::is_same_v<W, Fp4Weight>) ref::linear_fp4(x, n, w, y);
+  else if constexpr (std::is_same_v<W, Bf16Weight>) ref::linear_bf16(x, n, w, y);
+  else ref::linear_f32(x, n, w, y);
+}
+
 template <class W>
 void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float* y, ThreadPool* pool, RowPath path) {
   if (n <= 0 || w.out <= 0) return;
@@ -190,8 +200,8 @@ void run(const LevelKernels& level, const float* x, int64_t n, const W& w, float
   }
   const FormatKernels<W>& f = format_of<W>(level);
   if (f.supports != nullptr && !f.supports(w, regime_rows(f, n, path))) {
-    STRATA_CHECK(level.fallback != nullptr, "kernels: level without fallback refused a weight");
-    run(*level.fallback, x, n, w, y, pool, path);
+    if (level.fallback != nullptr) run(*level.fallback, x, n, w, y, pool, path);
+    else reference(x, n, w, y);
     return;
   }
   if (use_matvec(f, n, path)) run_matvec(f, x, n, w, y, pool);

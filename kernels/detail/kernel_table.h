@@ -83,7 +83,8 @@ struct LevelKernels {
   FormatKernels<Fp4Weight> fp4;
   FormatKernels<Bf16Weight> bf16;
   FormatKernels<F32Weight> f32;
-  const LevelKernels* fallback = nullptr;  // where `supports` == false sends a call
+  // Where `supports` == false sends a call; null: the scalar reference (kernels/ref).
+  const LevelKernels* fallback = nullptr;
 };
 
 // Tables of the x86 levels (defined in kernels/x86/linear_*.cpp). Call only when the CPU supports them.

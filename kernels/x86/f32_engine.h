@@ -23,9 +23,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "kernels/linear.h"
 #include "kernels/x86/common.h"
 
@@ -48,14 +51,21 @@ struct F32Engine {
   }
 
   // FP4: the quantised row with each group of 2*kW values split into [evens | odds], matching the
-  // low/high nibbles of kW packed bytes.
-  static size_t fp4_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float); }
+  // low/high nibbles of kW packed bytes; then one float, 1 where the row's largest |value| reaches
+  // 2^119. There the reference's partial sum times s_x (before s_w) can overflow where a sum of
+  // x times pre-scaled weights would not (|partial s_x| <= 32 * 6 * amax < 2^8 amax), so fp4_matvec1
+  // sums such a row's outputs as the reference does (fp4_row_late_scale) and overflows with it.
+  static size_t fp4_act_bytes(int64_t in) { return static_cast<size_t>(in) * sizeof(float) + 64; }
   static void fp4_prep(const float* x, int64_t in, void* act) {
     Scratch tmp(static_cast<size_t>(in) * sizeof(float));
     float* q = tmp.as<float>();
     std::memcpy(q, x, static_cast<size_t>(in) * sizeof(float));
     V::act_quant(q, in);
-    deinterleave(q, in / (2 * kW) * (2 * kW), static_cast<float*>(act));
+    float* a = static_cast<float*>(act);
+    deinterleave(q, in / (2 * kW) * (2 * kW), a);
+    float top = 0.0f;  // a NaN compares false and stays out: its row is NaN either way
+    for (int64_t k = 0; k < in; ++k) top = std::max(top, std::fabs(q[k]));
+    a[in] = top >= 0x1p119f ? 1.0f : 0.0f;
   }
 
   static void deinterleave(const float* x, int64_t n, float* out) {
@@ -111,11 +121,48 @@ struct F32Engine {
     }
   }
 
-  // FP4 rows: per 32-block a table of the 16 codes times the row's block scale.
+  // FP4 rows from which the levels on this engine run its GEMM (their tables' gemm_min_rows).
+  static constexpr int64_t kGemmMinRowsFp4 = 8;
+  // Scale codes above this make an E2M1 value times the scale leave the floats (6 * 2^126 at 253),
+  // so neither fp4_dot's tables nor fp4_pack_w's tiles can hold the weight.
+  static constexpr uint8_t kMaxTableScaleCode = 252;
+
+  // A row whose weights leave the floats, scaled per block after its sum as the reference does:
+  // (sum_k x_k e2m1_k) s_w, where x = q s_x and each product is exact. Within the reference's
+  // rounding, not its bits; finite wherever the reference's result and partial sums are. xa is
+  // fp4_prep's layout: x_k at its place in [evens | odds] of its group of 2 kW.
+  static float fp4_row_late_scale(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < in / 32; ++b) {
+      float partial = 0.0f;
+      for (int64_t k = b * 32; k < b * 32 + 32; ++k) {
+        const int64_t j = k % (2 * kW), at = k - j + (j % 2 != 0 ? kW + j / 2 : j / 2);
+        partial += xa[at] * e2m1_to_f32(static_cast<uint8_t>(w[k / 2] >> ((k & 1) * 4)));
+      }
+      acc += partial * e8m0_value(sc[b]);
+    }
+    return acc;
+  }
+
+  // The GEMM's tiles hold e2m1 times the scale as f32 (fp4_pack_w), so a weight with a code above
+  // kMaxTableScaleCode goes to the fallback (kernel_table.h) from gemm_min_rows on; the decode rows
+  // check their own codes (fp4_dot), and the AVX2 level's integer dot takes any code. Reads the
+  // scales (in / 32 bytes a row) once per prompt call, beside a GEMM of n >= 8 rows.
+  static bool fp4_supports(const Fp4Weight& w, int64_t n) {
+    if (n < kGemmMinRowsFp4) return true;
+    uint8_t top = 0;
+    const int64_t count = w.out * (w.in / 32);
+    for (int64_t i = 0; i < count; ++i) top = std::max(top, w.scale[i]);
+    return top <= kMaxTableScaleCode;
+  }
+
+  // FP4 rows: per 32-block a table of the 16 codes times the row's block scale. A row with a code
+  // above kMaxTableScaleCode (its table would hold inf) is summed again by fp4_row_late_scale.
   template <int R>
   static void fp4_dot(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in, float* y, bool once) {
     const int64_t nkb = in / 32, row_bytes = in / 2;
     F acc[R][2];
+    uint8_t top[R] = {};
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = V::zero();
     for (int64_t b = 0; b < nkb; ++b) {
       // One prefetch per 64 bytes, 1 KiB ahead (the BF16 level's FP4 loop, 4 KiB now, was 1 KiB
@@ -124,7 +171,10 @@ struct F32Engine {
         for (int i = 0; i < R; ++i) prefetch_weights(w + i * row_bytes + b * 16 + 1024, once);
       }
       typename V::T t[R];
-      for (int i = 0; i < R; ++i) t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
+      for (int i = 0; i < R; ++i) {
+        top[i] = std::max(top[i], sc[i * nkb + b]);
+        t[i] = V::e2m1_table(e8m0_value(sc[i * nkb + b]));
+      }
       for (int g = 0; g < 32; g += 2 * kW) {
         const F xe = V::load(xa + b * 32 + g), xo = V::load(xa + b * 32 + g + kW);
         for (int i = 0; i < R; ++i) {
@@ -135,11 +185,18 @@ struct F32Engine {
         }
       }
     }
-    for (int i = 0; i < R; ++i) y[i] = V::hsum(V::add(acc[i][0], acc[i][1]));
+    for (int i = 0; i < R; ++i) {
+      y[i] = top[i] <= kMaxTableScaleCode ? V::hsum(V::add(acc[i][0], acc[i][1]))
+                                          : fp4_row_late_scale(xa, w + i * row_bytes, sc + i * nkb, in);
+    }
   }
   static void fp4_matvec1(const void* act, const Fp4Weight& w, int64_t r0, int64_t r1, float* y, bool once) {
     const float* xa = static_cast<const float*>(act);
     const int64_t in = w.in, nkb = in / 32;
+    if (xa[in] != 0.0f) {  // x near the floats' top (fp4_prep): the reference's order, row by row
+      for (int64_t r = r0; r < r1; ++r) y[r] = fp4_row_late_scale(xa, w.w + r * (in / 2), w.scale + r * nkb, in);
+      return;
+    }
     int64_t r = r0;
     for (; r + kRows <= r1; r += kRows) fp4_dot<kRows>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r, once);
     for (; r < r1; ++r) fp4_dot<1>(xa, w.w + r * (in / 2), w.scale + r * nkb, in, y + r, once);

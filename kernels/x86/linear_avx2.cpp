@@ -132,8 +132,8 @@ detail::LevelKernels make_table() {
   // Below 8 the GEMM fills half of its 8-row tile: on the Zen 3 VM, 2 threads, the integer matvec
   // ran 40 GF/s on 448 x 1024 at 4-7 rows against the GEMM's 19-37 (58-62 vs 30-46 on 2048 x 2048;
   // 1024 x 448 even, 26-34 vs 23-35), and from 8 rows the GEMM wins (docs/performance.md).
-  t.fp4 = {&Fp4IntMatvecAvx2::act_bytes, &Fp4IntMatvecAvx2::prep, &Fp4IntMatvecAvx2::matvec, 4, 4, 8, &kEngine, true,
-           &E::fp4_pack_w, nullptr};
+  t.fp4 = {&Fp4IntMatvecAvx2::act_bytes, &Fp4IntMatvecAvx2::prep, &Fp4IntMatvecAvx2::matvec, 4, 4, E::kGemmMinRowsFp4,
+           &kEngine, true, &E::fp4_pack_w, &E::fp4_supports};
   t.bf16 = {nullptr, nullptr, &bf16_matvec, 8, 4, 4, &kEngineOrdered, false, &E::bf16_pack_w, nullptr};
   t.f32 = {nullptr, nullptr, E::f32_matvec, 8, 4, 4, &kEngineOrdered, false, nullptr, nullptr};
   return t;

@@ -79,7 +79,8 @@ detail::LevelKernels make_table() {
   t.fp4_quant_e8m0 = &fp4_quant_e8m0_avx512;
   // Decode kernels serve n < 8: the GEMM's smallest tile is 16 x rows, slower below 8 (Zen4).
   t.fp8 = {&E::fp8_act_bytes, &E::fp8_prep, E::fp8_matvec, 32, 4, 8, &kEngine, true, &E::fp8_pack_w, nullptr};
-  t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, 8, &kEngine, true, &E::fp4_pack_w, nullptr};
+  t.fp4 = {&E::fp4_act_bytes, &E::fp4_prep, E::fp4_matvec, 4, 4, E::kGemmMinRowsFp4, &kEngine, true, &E::fp4_pack_w,
+           &E::fp4_supports};
   // BF16/F32 prefill keeps the reference rounding (multiply, then add), which runs ~1.5x faster in the
   // AVX2 micro-kernel on ymm than on zmm (Zen4: 67 vs 45 GFLOP/s, kernels_bench prefill512_wo_a, t=1),
   // so borrow the AVX2 level's GEMM; decode stays on zmm (head 13.6 vs 10.2 GB/s).

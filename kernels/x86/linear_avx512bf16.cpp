@@ -283,7 +283,7 @@ void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight&
   const int64_t in = w.in, nkb = in / 32, nch = ceil_div(in, 64), xstride = nch * 64;
   Scratch buf(static_cast<size_t>(nx * xstride) * 2);
   uint16_t* xs = buf.as<uint16_t>();
-  const __m512i nonzero = _mm512_set1_epi16(0x7FFF);
+  const __m512i nonzero = _mm512_set1_epi16(0x7FFF), exponent = _mm512_set1_epi16(0x7F80);
   for (int64_t rb = r0 / 32; rb * 32 < r1; ++rb) {
     // x' = x * s_w[rb, b]: add (code - 127) to the bf16 exponent of every non-zero value (exact).
     const uint8_t* sc = w.scale + rb * nkb;
@@ -295,7 +295,10 @@ void fp8_matvec(const void* act, int64_t nx, size_t act_stride, const Fp8Weight&
         const uint16_t* xa = reinterpret_cast<const uint16_t*>(static_cast<const unsigned char*>(act) + j * act_stride);
         for (int h = 0; h < 2; ++h) {
           const __m512i xv = _mm512_load_si512(xa + 64 * c + 32 * h);
-          const __mmask32 nz = _mm512_test_epi16_mask(xv, nonzero);
+          // Not a NaN or inf either: moving its exponent would make it finite, where the reference's
+          // row is NaN (NonFiniteInputGivesNaNAsReference).
+          const __mmask32 nz = _mm512_test_epi16_mask(xv, nonzero) &
+                               _mm512_cmpneq_epi16_mask(_mm512_and_si512(xv, exponent), exponent);
           _mm512_store_si512(xs + j * xstride + 64 * c + 32 * h, _mm512_mask_add_epi16(xv, nz, xv, dv));
         }
       }

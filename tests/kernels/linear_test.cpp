@@ -378,6 +378,61 @@ TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
   }
 }
 
+// Weight scale codes up to 254 (2^127): from code 253 an E2M1 value times the scale (4 * 2^126)
+// leaves the floats, so a kernel that folds the scale into f32 weights (the f32 engine's tables and
+// GEMM tiles) cannot hold the weight, while the reference scales each block's partial sum, s_x then
+// s_w, and is finite wherever that product is. The prompt GEMM once gave NaN or inf for finite
+// reference outputs there (a new-user trial found it), as did the AVX-512 f32 decode rows. Each
+// row's codes lie in [hi - 12, hi] with hi anywhere in 200 .. 254. Where sum |x w| fits the floats
+// the output must be finite and within the usual bound; where the reference overflowed, not finite.
+// In between (the terms, not the result, past the floats) a reordered sum may overflow: unchecked.
+TEST_P(LinearLevel, Fp4HighScaleCodesMatchReference) {
+  ThreadPool pool(2);
+  std::mt19937 rng(607);
+  const int64_t out = 48, in = 256, nkb = in / 32;
+  int64_t checked_top = 0;  // checked outputs of rows with a code of 253 or 254
+  for (const int64_t n : {int64_t{1}, int64_t{3}, int64_t{9}, int64_t{17}}) {
+    std::vector<uint8_t> wq(static_cast<size_t>(out * in / 2)), ws(static_cast<size_t>(out * nkb));
+    for (auto& c : wq) c = static_cast<uint8_t>(rng());
+    for (int64_t r = 0; r < out; ++r) {
+      const int hi = 200 + static_cast<int>(rng() % 55);
+      for (int64_t b = 0; b < nkb; ++b) ws[static_cast<size_t>(r * nkb + b)] = static_cast<uint8_t>(hi - rng() % 13);
+    }
+    Buf<float> x = make_x(n, in, 0, rng);
+    const Fp4Weight w{wq.data(), ws.data(), out, in};
+    std::vector<float> y(static_cast<size_t>(n * out)), yref(y.size());
+    linear_fp4(x.data(), n, w, y.data(), &pool, level());
+    ref::linear_fp4(x.data(), n, w, yref.data());
+    std::vector<float> xq(x.data(), x.data() + n * in);
+    ref::act_quant_fp8_inplace(xq.data(), n * in);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < out; ++r) {
+        const float got = y[static_cast<size_t>(i * out + r)], want = yref[static_cast<size_t>(i * out + r)];
+        const std::string what = std::string(kernel_level_name(level())) + " n=" + std::to_string(n) +
+                                 " i=" + std::to_string(i) + " r=" + std::to_string(r);
+        if (!std::isfinite(want)) {  // overflowed: which of inf and NaN depends on the order of the sums
+          EXPECT_FALSE(std::isfinite(got)) << what << " y=" << got << " ref=" << want;
+          continue;
+        }
+        double terms = 0;  // sum |xq w| in double: w = e2m1 * 2^(code - 127) can exceed the floats
+        int top = 0;
+        for (int64_t k = 0; k < in; ++k) {
+          const int code = ws[static_cast<size_t>(r * nkb + k / 32)];
+          const uint8_t nib = (wq[static_cast<size_t>(r * in / 2 + k / 2)] >> ((k & 1) * 4)) & 0xF;
+          terms += std::fabs(static_cast<double>(xq[static_cast<size_t>(i * in + k)]) * e2m1_to_f32(nib)) *
+                   std::ldexp(1.0, code - 127);
+          top = std::max(top, code);
+        }
+        if (terms >= std::numeric_limits<float>::max()) continue;
+        if (top >= 253) ++checked_top;
+        EXPECT_TRUE(std::isfinite(got)) << what << " y=" << got << " ref=" << want << " top code " << top;
+        EXPECT_LE(std::fabs(static_cast<double>(got) - want), (in / 16.0 + 64.0) * std::ldexp(1.0, -24) * terms)
+            << what << " y=" << got << " ref=" << want;
+      }
+  }
+  EXPECT_GT(checked_top, 20) << "the test must check outputs of rows with codes 253 and 254";
+}
+
 // A NaN or an infinity in a row of x makes that row's outputs NaN, as in the reference (act_quant
 // turns its values into NaN: std::clamp keeps a NaN, and an infinite amax makes s_x infinite). The
 // AVX2 and AVX-512 act_quant once clamped a NaN to -448; the AVX2 level's FP4 integer dot cannot
