@@ -127,19 +127,22 @@ struct F32Engine {
   // so neither fp4_dot's tables nor fp4_pack_w's tiles can hold the weight.
   static constexpr uint8_t kMaxTableScaleCode = 252;
 
-  // A row whose weights leave the floats, scaled per block after its sum as the reference does:
-  // (sum_k x_k e2m1_k) s_w, where x = q s_x and each product is exact. Within the reference's
-  // rounding, not its bits; finite wherever the reference's result and partial sums are. xa is
-  // fp4_prep's layout: x_k at its place in [evens | odds] of its group of 2 kW.
+  // A row whose weights leave the floats, or whose x nears the floats' top (fp4_prep's flag), scaled
+  // per block after its sum as the reference does: ((sum_k x_k e2m1_k) s_w), x = q s_x. The sum runs
+  // on x 2^-64 (exact: |x| >= 2^-31 where not 0, and 2^-64 * 2^128 * 6 * 32 stays finite), so it
+  // cannot overflow halfway where the reference's sum of q e2m1 does not (x = +-2^124 cancelling
+  // gave inf for 0); times 2^64 it overflows where the reference's partial times s_x does. Within
+  // the reference's rounding, not its bits. xa is fp4_prep's layout: x_k at its place in
+  // [evens | odds] of its group of 2 kW.
   static float fp4_row_late_scale(const float* xa, const uint8_t* w, const uint8_t* sc, int64_t in) {
     float acc = 0.0f;
     for (int64_t b = 0; b < in / 32; ++b) {
       float partial = 0.0f;
       for (int64_t k = b * 32; k < b * 32 + 32; ++k) {
         const int64_t j = k % (2 * kW), at = k - j + (j % 2 != 0 ? kW + j / 2 : j / 2);
-        partial += xa[at] * e2m1_to_f32(static_cast<uint8_t>(w[k / 2] >> ((k & 1) * 4)));
+        partial += xa[at] * 0x1p-64f * e2m1_to_f32(static_cast<uint8_t>(w[k / 2] >> ((k & 1) * 4)));
       }
-      acc += partial * e8m0_value(sc[b]);
+      acc += partial * 0x1p64f * e8m0_value(sc[b]);
     }
     return acc;
   }

@@ -337,7 +337,7 @@ TEST_P(LinearLevel, Fp4PlaneZeroFlagsFollowTheirGroups) {
 // exact sum, rounded once, is every level's answer. in = 320: the four-group loop and a lone group.
 // Case 2: where the two steps' first product overflows (x = 448 * 2^119 everywhere, s_x 2^-10 =
 // 2^109, weights +6, scale 2^-40) the result is +inf as in the reference and the two steps, not the
-// finite exact sum the fused factor would give (a new-user trial found that).
+// finite exact sum the fused factor would give (a new-user trial found that). Case 3 below.
 TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
   std::mt19937 rng(605);
   std::vector<float> top;  // E4M3 magnitudes with |v| * 2^9 >= 2^13 (plane 2: multiples of 2^10)
@@ -375,6 +375,21 @@ TEST_P(LinearLevel, Fp4FactorsOutsideTheFloats) {
     ref::linear_fp4(x.data(), 1, w, &yref);
     ASSERT_EQ(yref, std::numeric_limits<float>::infinity()) << "the reference's partial sums overflow here";
     EXPECT_EQ(y, yref) << kernel_level_name(level()) << " case 2 in=" << in2;
+  }
+  // Case 3: x = +-2^124 cancelling inside one block (weights +6): the reference sums q e2m1 to 0; a
+  // sum of x e2m1 overflows halfway (the AVX-512 f32 rows' late-scaled sum once gave inf here; a
+  // new-user trial found it).
+  for (const int64_t in3 : {int64_t{32}, int64_t{64}}) {
+    std::vector<float> x(static_cast<size_t>(in3), 0.0f);
+    for (int k = 0; k < 6; ++k) x[static_cast<size_t>(k)] = std::ldexp(k < 3 ? 1.0f : -1.0f, 124);
+    std::vector<uint8_t> wq(static_cast<size_t>(in3 / 2), 0), ws(static_cast<size_t>(in3 / 32), 100);
+    for (int k = 0; k < 3; ++k) wq[static_cast<size_t>(k)] = 0x77;
+    const Fp4Weight w{wq.data(), ws.data(), 1, in3};
+    float y = 1, yref = 1;
+    linear_fp4(x.data(), 1, w, &y, nullptr, level());
+    ref::linear_fp4(x.data(), 1, w, &yref);
+    ASSERT_EQ(yref, 0.0f) << "the reference's block sum cancels";
+    EXPECT_EQ(y, yref) << kernel_level_name(level()) << " case 3 in=" << in3;
   }
 }
 
