@@ -186,16 +186,16 @@ int run_bench_cmd(BenchCliOptions& o) {
   b.progress = bar.fn();
   Logger log = stderr_logger(LogLevel::kWarn);
   b.logger = &log;
-  // Ctrl-C: the bench stops at its next run, prefill chunk, token or copy block and removes its cold
-  // copy (the checkpoint's size); nothing is written. A second Ctrl-C exits at once (cli/interrupt.h),
-  // leaving a copy for the next bench to sweep.
+  // Ctrl-C or SIGTERM: the bench stops at its next run, prefill chunk, token or copy block and
+  // removes its cold copy (the checkpoint's size); nothing is written. A second signal exits at once
+  // (cli/interrupt.h), leaving a copy for the next bench to sweep.
   InterruptGuard interrupt;
   b.cancel = interrupt.flag_ptr();
   auto rep = tools::run_bench(b);
   bar.clear();
   if (!rep.ok() && rep.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
     std::fprintf(stderr, "strata: bench interrupted: no report written\n");
-    return kExitInterrupted;
+    return interrupt.exit_status();
   }
   if (!rep.ok()) return fail(rep.error());
   std::fputs(rep->to_text().c_str(), stdout);

@@ -78,7 +78,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const bool interrupted = interrupt.interrupted();
   if (interrupted && r->tokens == 0) {
     std::fprintf(stderr, "strata calibrate: interrupted before the first chunk started; nothing written\n");
-    return kExitInterrupted;
+    return interrupt.exit_status();
   }
   if (interrupted)
     std::fprintf(stderr, "strata calibrate: interrupted: the outputs cover the first %lld of %zu tokens\n",
@@ -110,7 +110,7 @@ int run_calibrate(const CalibrateOptions& o) {
   std::printf("  top 10%% of experts take %.1f%% of picks, top 25%% take %.1f%% (uniform routing: 10%%, 25%%)\n",
               100 * r->coverage(0.10), 100 * r->coverage(0.25));
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
-  return interrupted ? kExitInterrupted : 0;
+  return interrupted ? interrupt.exit_status() : 0;
 }
 
 }  // namespace

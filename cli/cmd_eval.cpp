@@ -62,8 +62,9 @@ int run_eval(EvalCliOptions& o) {
                static_cast<long long>(plan->stride), static_cast<long long>(plan->n_scored));
   model::Activations act = lm->model->new_activations();
   ProgressBar bar;  // draws only on a terminal; otherwise one line per window
-  // Ctrl-C: stop before the next window, write nothing (--save-base's temp file is removed), exit
-  // 130; a second Ctrl-C exits at once (cli/interrupt.h; the next save of that name sweeps the temp).
+  // Ctrl-C or SIGTERM: stop before the next window, write nothing (--save-base's temp file is
+  // removed), exit 130 or 143; a second signal exits at once (cli/interrupt.h; the next save of that
+  // name sweeps the temp).
   InterruptGuard interrupt;
   o.eval.cancel = interrupt.flag_ptr();
   const auto t0 = std::chrono::steady_clock::now();
@@ -79,7 +80,7 @@ int run_eval(EvalCliOptions& o) {
   bar.clear();
   if (!r.ok() && r.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
     std::fprintf(stderr, "strata: %s: nothing written\n", r.error().message().c_str());
-    return kExitInterrupted;
+    return interrupt.exit_status();
   }
   if (!r.ok()) return fail(r.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -186,13 +186,13 @@ Command register_quantize(CLI::App& app) {
       std::printf("note: %s\n", n.c_str());
       std::fflush(stdout);
     };
-    InterruptGuard interrupt;  // Ctrl-C: stop between tensors, remove the temporary file, exit 130
+    InterruptGuard interrupt;  // Ctrl-C / SIGTERM: stop between tensors, remove the temporary file, exit 130 / 143
     q.cancel = interrupt.flag_ptr();
     ProgressBar bar;
     auto rep = tools::quantize_checkpoint(q, bar.fn());
     if (!rep.ok() && rep.error().code() == StatusCode::kCancelled && interrupt.interrupted()) {
       std::fprintf(stderr, "strata quantize: %s\n", rep.error().message().c_str());
-      return kExitInterrupted;
+      return interrupt.exit_status();
     }
     if (!rep.ok()) return fail(rep.error());
     if (rep->engram_row_bytes > 0)

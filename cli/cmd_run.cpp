@@ -9,10 +9,10 @@
 // --save-session feeds the last generated token and saves the session (runtime/session_file.h).
 // Placement flags (cli/placement_flags.h) choose where weights live; --stats adds per-phase
 // placement counters on stderr.
-// Ctrl-C (cli/interrupt.h, issue #13 item 10): the first SIGINT ends generation after the current
-// token, then the newline, the stats line and --save-session are written as after any run, and the
-// exit status is 130; a second SIGINT exits 130 at once. A SIGINT during prefill stops at the next
-// chunk: stats are printed but no session is saved (it would end inside the prompt).
+// Ctrl-C (cli/interrupt.h, issue #13 item 10): the first SIGINT (or SIGTERM) ends generation after
+// the current token, then the newline, the stats line and --save-session are written as after any
+// run, and the exit status is 130 (143); a second signal exits at once. One during prefill stops at
+// the next chunk: stats are printed but no session is saved (it would end inside the prompt).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -165,7 +165,7 @@ int run_run(const RunOptions& o) {
   ProgressBar bar;  // load and long-prefill progress on stderr when it is a terminal
   auto lm = load_model(o.model_dir, o.threads, &log, *popt, bar.fn(), role->peers, role->part());
   if (!lm.ok()) return fail(lm.error());
-  if (interrupt.interrupted()) return kExitInterrupted;  // nothing generated yet: nothing to report
+  if (interrupt.interrupted()) return interrupt.exit_status();  // nothing generated yet: nothing to report
   g.cancel = interrupt.flag_ptr();
   const tokenizer::Tokenizer& tok = *lm->tok;
   model::Model& m = *lm->model;
@@ -271,7 +271,7 @@ int run_run(const RunOptions& o) {
     std::fprintf(stderr, "[strata] session saved to %s (%lld tokens)\n", o.save_session.c_str(),
                  static_cast<long long>(gen.session().n_past()));
   }
-  return interrupt.interrupted() ? kExitInterrupted : 0;
+  return interrupt.interrupted() ? interrupt.exit_status() : 0;
 }
 
 }  // namespace

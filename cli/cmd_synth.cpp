@@ -115,7 +115,7 @@ Command register_synth(CLI::App& app) {
     auto report = tools::synth_checkpoint(s, progress);
     if (!report.ok()) {
       const int rc = fail(report.error());
-      return report.error().code() == StatusCode::kCancelled ? kExitInterrupted : rc;
+      return report.error().code() == StatusCode::kCancelled ? interrupt.exit_status() : rc;
     }
     std::printf("strata synth: preset %s, seed %llu -> %s\n", s.preset.c_str(), static_cast<unsigned long long>(s.seed),
                 s.out_dir.c_str());

@@ -11,16 +11,19 @@ namespace {
 
 // The signal handler's only state (see the DECISION in interrupt.h).
 std::atomic<bool> g_interrupted{false};
-std::atomic<int> g_sigint_count{0};
+std::atomic<int> g_signal_count{0};
+std::atomic<int> g_first_signal{0};
 std::atomic<bool> g_guard_active{false};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
               "a signal handler may only touch lock-free atomics");
 
-struct sigaction g_previous;  // written and read only by the single active guard, outside the handler
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+struct sigaction g_previous[2];  // written and read only by the single active guard, outside the handler
 
-extern "C" void on_sigint(int) {
+extern "C" void on_signal(int sig) {
   // Async-signal-safe: atomic stores and _exit only.
-  if (g_sigint_count.fetch_add(1) >= 1) _exit(kExitInterrupted);
+  if (g_signal_count.fetch_add(1) >= 1) _exit(128 + sig);
+  g_first_signal.store(sig);
   g_interrupted.store(true);
 }
 
@@ -28,19 +31,25 @@ extern "C" void on_sigint(int) {
 
 std::atomic<bool>& InterruptGuard::flag() { return g_interrupted; }
 
+int InterruptGuard::exit_status() const {
+  const int sig = g_first_signal.load();
+  return sig != 0 ? 128 + sig : kExitInterrupted;
+}
+
 InterruptGuard::InterruptGuard() {
   STRATA_CHECK(!g_guard_active.exchange(true), "only one InterruptGuard at a time");
   g_interrupted.store(false);
-  g_sigint_count.store(0);
+  g_signal_count.store(0);
+  g_first_signal.store(0);
   struct sigaction sa = {};
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and writes resume; the flag is polled between tokens
-  ::sigaction(SIGINT, &sa, &g_previous);
+  for (size_t i = 0; i < 2; ++i) ::sigaction(kSignals[i], &sa, &g_previous[i]);
 }
 
 InterruptGuard::~InterruptGuard() {
-  ::sigaction(SIGINT, &g_previous, nullptr);
+  for (size_t i = 0; i < 2; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
   g_guard_active.store(false);
 }
 

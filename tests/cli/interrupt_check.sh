@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Ctrl-C in `strata run` (issue #13 item 10), `strata bench` and `strata eval`, on the v41-tiny fixture:
+# Ctrl-C in `strata run` (issue #13 item 10), `strata bench` and `strata eval`, and SIGTERM in run and
+# bench, on the v41-tiny fixture:
 #  - the first SIGINT, sent once tokens are streaming, ends generation after the current token: exit
 #    130, the stats line "(interrupted)", and --save-session written; the saved session loads, and
 #    the interrupted text + its continuation equal one uninterrupted run (--temp 0);
@@ -111,4 +112,29 @@ wait "$pid"; rc=$?; pid=""
 grep -q "eval: interrupted after [0-9]* of [0-9]* windows: nothing written" "$tmp/g.err.txt" || die "eval: no interrupted message"
 [[ ! -e "$tmp/base.bin" ]] || die "eval: --save-base written after the SIGINT"
 if ls -a "$tmp" | grep -q "base.bin"; then die "eval: temp file left: $(ls -a "$tmp")"; fi
+# 5. SIGTERM (what `timeout` and `kill` send) is a clean stop too, with exit 143: `strata run` prints
+# its stats line marked (interrupted) and saves the session; `strata bench --cold copy` removes its
+# cold copy (both used to die at once, the bench leaving the checkpoint-sized copy for a later sweep).
+start_run "$tmp/h.txt" "$tmp/h.err.txt" --save-session "$tmp/s3.strata"
+sleep 0.3
+kill -0 "$pid" 2>/dev/null || die "strata run finished before the SIGTERM (EOS or context full)"
+kill -TERM "$pid"
+wait "$pid"; rc=$?; pid=""
+[[ $rc -eq 143 ]] || die "exit status $rc after one SIGTERM, expected 143"
+grep -q '(interrupted)$' "$tmp/h.err.txt" || die "SIGTERM: no stats line marked (interrupted)"
+grep -q "session saved to $tmp/s3.strata" "$tmp/h.err.txt" || die "SIGTERM: session not saved"
+"$strata" bench -m "$tmp/bck" --cold copy --prompt 64 --gen 100000 --reps 1 --no-plan > "$tmp/i.txt" 2> "$tmp/i.err.txt" &
+pid=$!
+for _ in $(seq 600); do
+  ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || die "strata bench ended before making its cold copy"
+  sleep 0.1
+done
+ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 || die "no cold copy within 60 s"
+sleep 1
+kill -TERM "$pid"
+wait "$pid"; rc=$?; pid=""
+[[ $rc -eq 143 ]] || die "bench: exit status $rc after one SIGTERM, expected 143"
+grep -q "bench interrupted: no report written" "$tmp/i.err.txt" || die "bench: no interrupted message after SIGTERM"
+if ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1; then die "bench: cold copy left after SIGTERM: $(ls "$tmp")"; fi
 echo "interrupt checks passed"
