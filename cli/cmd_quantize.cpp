@@ -8,8 +8,8 @@
 // shape), then the summary (the Engram row bytes and bytes read per token of the tables as
 // written). --imatrix F (llama-imatrix's GGUF or .dat, or strata calibrate --imatrix) weights the
 // K-quant and IQ4_NL matrices as llama-quantize does (tools/quantize.h); a matrix without an entry
-// gets a note. Progress goes to stderr when it is a terminal. Ctrl-C stops between tensors, removes
-// the temporary file and exits 130.
+// gets a note. Progress goes to stderr when it is a terminal. Ctrl-C (or SIGTERM) stops between
+// tensors, removes the temporary file and exits 130 (143).
 // The GGUF runs with `-m DST.gguf` on run/serve/bench/logits (docs/gguf.md).
 #include <CLI/CLI.hpp>
 #include <cctype>

@@ -119,7 +119,6 @@ int run_run(const RunOptions& o) {
                                      {.flag = "--draft-model", .path = o.spec.draft_model, .model = true}});
       !s.ok())
     return fail_usage(s);
-  InterruptGuard interrupt;
   std::string user;
   if (!o.file.empty()) {
     auto doc = io::read_file_to_string(o.file, 64u << 20, io::ReadFrom::kFileOrStream);  // -f <(cmd) works
@@ -133,6 +132,9 @@ int run_run(const RunOptions& o) {
     return fail_usage(InvalidArgument("empty prompt: give -p TEXT and/or -f FILE (or --load-session F to continue)"));
   auto prefill_mode = runtime::parse_prefill_mode(o.prefill);
   if (!prefill_mode.ok()) return fail_usage(InvalidArgument("--prefill: " + prefill_mode.error().message()));
+  // After -f is read: a signal while a pipe or FIFO blocks that read ends the process as before (the
+  // guard's SA_RESTART would resume the read and leave the signal waiting on the writer).
+  InterruptGuard interrupt;
 
   runtime::GenerateOptions g;
   g.max_new_tokens = o.n_predict;

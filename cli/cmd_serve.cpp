@@ -168,10 +168,11 @@ int run_serve(ServeFlags& f) {
   int sig = 0;
   sigwait(&sigs, &sig);
   if (!loaded.load()) {
-    // A load cannot be interrupted; nothing is saved by the server, so leave at once.
+    // A load cannot be interrupted; nothing is saved by the server, so leave at once, with the
+    // status every command gives for that signal (130 SIGINT, 143 SIGTERM).
     std::fprintf(stderr, "strata serve: interrupted while loading\n");
     std::fflush(stderr);
-    std::_Exit(130);
+    std::_Exit(128 + sig);
   }
   loader.join();
   std::fprintf(stderr, "strata serve: stopping\n");

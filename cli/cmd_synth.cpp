@@ -2,8 +2,8 @@
 // writes a random-weight checkpoint with the exact V4.1 architecture and release storage format
 // (tools/synth.h). Progress goes to stderr only when stderr is a terminal; the chosen shape and a
 // summary line go to stdout.
-// Interrupted runs (issue #13 item 10): the first Ctrl-C stops between write batches, removes the
-// temp shards and exits 130 (cli/interrupt.h); temp files of a killed run (SIGKILL, power loss)
+// Interrupted runs (issue #13 item 10): the first Ctrl-C (or SIGTERM) stops between write batches,
+// removes the temp shards and exits 130 (143; cli/interrupt.h); temp files of a killed run (SIGKILL, power loss)
 // whose process is gone are swept before the directory is checked, so they do not make it look used.
 #include <unistd.h>
 

@@ -45,7 +45,13 @@ InterruptGuard::InterruptGuard() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // blocking reads and writes resume; the flag is polled between tokens
-  for (size_t i = 0; i < 2; ++i) ::sigaction(kSignals[i], &sa, &g_previous[i]);
+  for (size_t i = 0; i < 2; ++i) {
+    // A SIGTERM the parent set to be ignored (`trap "" TERM`) stays ignored. SIGINT is taken either
+    // way: a shell without job control starts every background command with SIGINT ignored, and
+    // scripts (tests/cli/interrupt_check.sh) stop such commands with it.
+    ::sigaction(kSignals[i], nullptr, &g_previous[i]);
+    if (kSignals[i] == SIGINT || g_previous[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+  }
 }
 
 InterruptGuard::~InterruptGuard() {

@@ -17,7 +17,8 @@
 namespace strata::cli {
 
 // Installs the SIGINT and SIGTERM handler for its lifetime (restoring the previous actions on
-// destruction) and clears the flag. One at a time (STRATA_CHECK).
+// destruction; a SIGTERM the process inherited as ignored stays ignored) and clears the flag. One
+// at a time (STRATA_CHECK).
 class InterruptGuard {
  public:
   InterruptGuard();

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success, 1 error (a file, checkpoint or run failed), 2 usage error (an unknown flag, a\n"
-      "bad or missing value), 130 interrupted (Ctrl-C).");
+      "bad or missing value), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.");
   app.set_version_flag("--version", std::string("strata 0.1.0"));
   // A flag given twice takes its last value (llama.cpp's behaviour), so wrappers can pass defaults.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
