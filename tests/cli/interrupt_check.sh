@@ -35,16 +35,23 @@ start_run() {  # start_run OUT ERR args...
   die "no token within 60 s"
 }
 
+# run_stopped SIG STATUS NAME SESSION: one SIG once tokens stream in a run saving SESSION: exit
+# STATUS, the stats line marked (interrupted), the session saved.
+run_stopped() {
+  local sig="$1" want="$2" err="$tmp/$3.err.txt"
+  start_run "$tmp/$3.txt" "$err" --save-session "$4"
+  sleep 0.3
+  kill -0 "$pid" 2>/dev/null || die "strata run finished before the SIG$sig (EOS or context full)"
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?; pid=""
+  [[ $rc -eq $want ]] || die "exit status $rc after one SIG$sig, expected $want"
+  grep -q '^\[strata\] prompt [0-9]* tokens, .* generated [0-9]* tokens, .*(interrupted)$' "$err" ||
+    die "SIG$sig: no stats line marked (interrupted)"
+  grep -q "session saved to $4" "$err" || die "SIG$sig: session not saved"
+}
+
 # 1. One SIGINT: clean stop, stats, session saved, exit 130.
-start_run "$tmp/a.txt" "$tmp/a.err.txt" --save-session "$tmp/s.strata"
-sleep 0.3
-kill -0 "$pid" 2>/dev/null || die "strata run finished before the SIGINT (EOS or context full)"
-kill -INT "$pid"
-wait "$pid"; rc=$?; pid=""
-[[ $rc -eq 130 ]] || die "exit status $rc after one SIGINT, expected 130"
-grep -q '^\[strata\] prompt [0-9]* tokens, .* generated [0-9]* tokens, .*(interrupted)$' "$tmp/a.err.txt" ||
-  die "no stats line marked (interrupted)"
-grep -q "session saved to $tmp/s.strata" "$tmp/a.err.txt" || die "session not saved"
+run_stopped INT 130 a "$tmp/s.strata"
 n="$(sed -n 's/.* generated \([0-9]*\) tokens.*/\1/p' "$tmp/a.err.txt")"
 [[ "$n" -ge 1 ]] || die "generated token count '$n'"
 if ls "$tmp" | grep -q "\.tmp\."; then die "temp file left: $(ls "$tmp")"; fi
@@ -81,21 +88,27 @@ if ls "$tmp" | grep -q '\.tmp\.'; then die "temp file left after the next save: 
 # and the cold copy (the checkpoint's size) is removed; it used to stay until a later bench's sweep
 # 600 s on. The checkpoint is copied into $tmp first, as the cold copy is made beside it.
 cp -r "$ck" "$tmp/bck"
-"$strata" bench -m "$tmp/bck" --cold copy --prompt 64 --gen 100000 --reps 1 --no-plan > "$tmp/f.txt" 2> "$tmp/f.err.txt" &
-pid=$!
-for _ in $(seq 600); do
-  ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || die "strata bench ended before making its cold copy"
-  sleep 0.1
-done
-ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 || die "no cold copy within 60 s"
-sleep 1
-kill -INT "$pid"
-wait "$pid"; rc=$?; pid=""
-[[ $rc -eq 130 ]] || die "bench: exit status $rc after one SIGINT, expected 130"
-grep -q "bench interrupted: no report written" "$tmp/f.err.txt" || die "bench: no interrupted message"
-[[ ! -s "$tmp/f.txt" ]] || die "bench: a report was printed after the SIGINT"
-if ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1; then die "bench: cold copy left: $(ls "$tmp")"; fi
+# bench_stopped SIG STATUS NAME: starts the cold-copy bench, sends SIG once the copy exists, and checks
+# the exit STATUS, the message, no report on stdout and no copy left.
+bench_stopped() {
+  local sig="$1" want="$2" out="$tmp/$3.txt" err="$tmp/$3.err.txt"
+  "$strata" bench -m "$tmp/bck" --cold copy --prompt 64 --gen 100000 --reps 1 --no-plan > "$out" 2> "$err" &
+  pid=$!
+  for _ in $(seq 600); do
+    ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || die "strata bench ended before making its cold copy"
+    sleep 0.1
+  done
+  ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 || die "no cold copy within 60 s"
+  sleep 1
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?; pid=""
+  [[ $rc -eq $want ]] || die "bench: exit status $rc after one SIG$sig, expected $want"
+  grep -q "bench interrupted: no report written" "$err" || die "bench: no interrupted message after SIG$sig"
+  [[ ! -s "$out" ]] || die "bench: a report was printed after the SIG$sig"
+  if ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1; then die "bench: cold copy left after SIG$sig: $(ls "$tmp")"; fi
+}
+bench_stopped INT 130 f
 # 4. `strata eval --save-base`: one SIGINT between windows ends it with exit 130, and neither the
 # base file nor its temp file is left (the temp used to stay until the next save of that name).
 for _ in $(seq 40); do cat "$fixtures/v41-tiny/prompt.txt"; done > "$tmp/long.txt"
@@ -115,26 +128,6 @@ if ls -a "$tmp" | grep -q "base.bin"; then die "eval: temp file left: $(ls -a "$
 # 5. SIGTERM (what `timeout` and `kill` send) is a clean stop too, with exit 143: `strata run` prints
 # its stats line marked (interrupted) and saves the session; `strata bench --cold copy` removes its
 # cold copy (both used to die at once, the bench leaving the checkpoint-sized copy for a later sweep).
-start_run "$tmp/h.txt" "$tmp/h.err.txt" --save-session "$tmp/s3.strata"
-sleep 0.3
-kill -0 "$pid" 2>/dev/null || die "strata run finished before the SIGTERM (EOS or context full)"
-kill -TERM "$pid"
-wait "$pid"; rc=$?; pid=""
-[[ $rc -eq 143 ]] || die "exit status $rc after one SIGTERM, expected 143"
-grep -q '(interrupted)$' "$tmp/h.err.txt" || die "SIGTERM: no stats line marked (interrupted)"
-grep -q "session saved to $tmp/s3.strata" "$tmp/h.err.txt" || die "SIGTERM: session not saved"
-"$strata" bench -m "$tmp/bck" --cold copy --prompt 64 --gen 100000 --reps 1 --no-plan > "$tmp/i.txt" 2> "$tmp/i.err.txt" &
-pid=$!
-for _ in $(seq 600); do
-  ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || die "strata bench ended before making its cold copy"
-  sleep 0.1
-done
-ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1 || die "no cold copy within 60 s"
-sleep 1
-kill -TERM "$pid"
-wait "$pid"; rc=$?; pid=""
-[[ $rc -eq 143 ]] || die "bench: exit status $rc after one SIGTERM, expected 143"
-grep -q "bench interrupted: no report written" "$tmp/i.err.txt" || die "bench: no interrupted message after SIGTERM"
-if ls -d "$tmp"/bck.strata-bench-cold-* >/dev/null 2>&1; then die "bench: cold copy left after SIGTERM: $(ls "$tmp")"; fi
+run_stopped TERM 143 h "$tmp/s3.strata"
+bench_stopped TERM 143 i
 echo "interrupt checks passed"
