@@ -533,6 +533,10 @@ BENCHMARK_CAPTURE(BM_LinearBf16AnyOrder, blocked4_head_129280x5120, 4, 129280, 5
 // Prefill (n = 512).
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_1280x5120, 512, 1280, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_attn_5120x1024, 512, 5120, 1024)->Apply(levels_and_threads);
+// Short K (the 8 GB checkpoint's wq_b from q_lora_rank 256, its shared expert's w2 from 448): the
+// GEMM's output stores weigh more per FLOP; in-situ they ran at a third of the 1280 x 5120 rate.
+BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_wq_b_6144x256, 512, 6144, 256)->Apply(levels_and_threads);
+BENCHMARK_CAPTURE(BM_LinearFp8, prefill512_shared_w2_1024x448, 512, 1024, 448)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_2304x5120, 512, 2304, 5120)->Apply(levels_and_threads);
 BENCHMARK_CAPTURE(BM_LinearFp4, prefill512_expert_5120x2304, 512, 5120, 2304)->Apply(levels_and_threads);
 // attn.wo_a: BF16 (dequantised from FP8 at load, as convert.py does), one o_group of 1024 x 4096.

@@ -589,8 +589,11 @@ struct F32Engine {
         else micro_rows<kFused, 1, V::kRw>(rows, xp + k0 * kXg, wt + r * ldw + k0, ldw, kn, c + r * kXg, k0 == 0);
       }
     }
-    for (int64_t r = 0; r < w_rows; ++r)
-      for (int64_t i = 0; i < x_rows; ++i) y[i * ldy + r] = c[r * kXg + i];
+    // Row by row of y: contiguous stores (y's rows are ldy floats apart, 24 KiB for a 6144-wide
+    // output: column by column each store was a new cache line and page, a third of the GEMM's time
+    // at K = 256, bench/kernels_bench BM_LinearFp8/prefill512_wq_b_6144x256).
+    for (int64_t i = 0; i < x_rows; ++i)
+      for (int64_t r = 0; r < w_rows; ++r) y[i * ldy + r] = c[r * kXg + i];
   }
 };
 

@@ -534,8 +534,11 @@ void gemm(const void* panel, int64_t x_rows, const void* tile, int64_t ldw, int6
       else micro_rows<1, kRw>(rows, xk, wk, ldw, kn, c + r * kXg, k0 == 0);
     }
   }
-  for (int64_t r = 0; r < w_rows; ++r)
-    for (int64_t i = 0; i < x_rows; ++i) y[i * ldy + r] = c[r * kXg + i];
+  // Row by row of y: contiguous stores (y's rows are ldy floats apart, 24 KiB for a 6144-wide
+  // output: column by column each store was a new cache line and page, a third of the GEMM's time
+  // at K = 256, bench/kernels_bench BM_LinearFp8/prefill512_wq_b_6144x256).
+  for (int64_t i = 0; i < x_rows; ++i)
+    for (int64_t r = 0; r < w_rows; ++r) y[i * ldy + r] = c[r * kXg + i];
 }
 
 const detail::GemmEngine kEngine = {kXg, kTileRows, 2, 2, &x_panel_bytes, &pack_x, &gemm};
