@@ -28,7 +28,9 @@ struct AttnCase {
 
 TEST_P(AttentionLevel, MatchesRef) {
   std::mt19937 rng(8);
-  ThreadPool pool(3);
+  // Two and three threads: head vectors that divide among them (one pass) and that do not (48 heads
+  // in 3 vectors of 16 on 2 threads, 64 in 4 on 3: scores by entries, outputs by heads).
+  ThreadPool pool2(2), pool3(3);
   for (const AttnCase c : {AttnCase{1, 16, 1}, AttnCase{4, 64, 9}, AttnCase{3, 40, 33}, AttnCase{17, 24, 5},
                            AttnCase{64, 512, 70}, AttnCase{8, 7, 3}, AttnCase{5, 96, 0}, AttnCase{64, 64, 640},
                            AttnCase{48, 128, 452}}) {
@@ -41,14 +43,15 @@ TEST_P(AttentionLevel, MatchesRef) {
     std::vector<float> out(static_cast<size_t>(c.heads * c.dim), 123.0f), out_r(out.size());
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
     SparseAttentionArgs a{q.data(), c.heads, c.dim, ent.data(), c.entries, sinks.data(), scale, out.data()};
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
       sparse_attention(a, p, level());
       SparseAttentionArgs r = a;
       r.out = out_r.data();
       ref::sparse_attention(r);
       STRATA_EXPECT_BITS_EQ(out.data(), out_r.data(), c.heads * c.dim,
                             "attention heads=" + std::to_string(c.heads) + " dim=" + std::to_string(c.dim) +
-                                " entries=" + std::to_string(c.entries));
+                                " entries=" + std::to_string(c.entries) +
+                                " threads=" + std::to_string(p ? p->n_threads() : 1));
     }
   }
 }
