@@ -163,13 +163,18 @@ bool is_synth_output(std::string_view name) {
          name == "inference_config.json" || name == "tokenizer.json" || name == "tokenizer_config.json";
 }
 
-// Removes what an earlier run may have left that a Checkpoint would pick up: shards and the index,
-// and the temp files of interrupted runs whose process is gone (a live run's are left alone).
-// Other files are left alone.
+// Removes what an earlier run may have left that a Checkpoint would pick up: its config files
+// first, then shards and the index, and the temp files of interrupted runs whose process is gone (a
+// live run's are left alone). Other files are left alone. The configs go first because a directory
+// with config.json reads as a complete checkpoint (synth_checkpoint writes it last): a run stopped
+// after this (a signal, a full disk) leaves a directory that says it holds none, not the old
+// config.json over missing or new weights.
 Status clear_previous_output(const std::string& dir, io::Env* env) {
   STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
   std::error_code ec;
   std::vector<fs::path> doomed;
+  for (const char* name : {"config.json", "inference_config.json"})
+    if (fs::exists(fs::path(dir) / name, ec)) doomed.push_back(fs::path(dir) / name);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
     const bool shard = e.path().extension() == ".safetensors";

@@ -55,6 +55,23 @@ TEST(SynthFaults, DiskFullWhileWritingShardsLeavesNoTemp) {
   EXPECT_FALSE(fs::exists(d.file("config.json")));  // never looks like a complete checkpoint
 }
 
+// Over an earlier checkpoint (synth --force): the old config.json goes before the old weights, so a
+// run that fails (or is stopped) midway does not leave it over weights that are gone.
+TEST(SynthFaults, DiskFullOverAnEarlierCheckpointLeavesNoConfig) {
+  testing::TempDir d;
+  ASSERT_TRUE(synth_checkpoint(tiny(d.path())).ok());
+  ASSERT_TRUE(fs::exists(d.file("config.json")));
+  io::FaultInjectionEnv env({.fail_after_bytes = 20u << 20, .error = ENOSPC});
+  SynthOptions o = tiny(d.path());
+  o.env = &env;
+  auto r = synth_checkpoint(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted) << r.error().to_string();
+  EXPECT_FALSE(fs::exists(d.file("config.json")));
+  EXPECT_FALSE(fs::exists(d.file("inference_config.json")));
+  EXPECT_EQ(temps_in(d.path()), std::vector<std::string>{});
+}
+
 TEST(SynthFaults, EioWritingConfigLeavesNoTemp) {
   testing::TempDir d;
   io::FaultInjectionEnv env({.fail_write_call = 0, .error = EIO, .path_filter = "/config.json"});
