@@ -90,9 +90,13 @@ std::string mb(uint64_t bytes) {
 void print_summary(std::FILE* out, const runtime::GenerateStats& st, int64_t resumed_tokens, const char* why) {
   char head[192];
   const std::string after = resumed_tokens > 0 ? " (after a saved session of " + std::to_string(resumed_tokens) + ")" : "";
+  // A signal between prefill chunks stops the prompt part-way: the rate is over the chunks that ran.
+  const std::string part = st.prefilled_tokens < st.prompt_tokens
+                               ? " (stopped after " + std::to_string(st.prefilled_tokens) + ")"
+                               : "";
   if (st.prompt_tokens > 0)
-    std::snprintf(head, sizeof head, "prompt %lld tokens%s, prefill %.1f tok/s", static_cast<long long>(st.prompt_tokens),
-                  after.c_str(), st.prefill_tok_per_s());
+    std::snprintf(head, sizeof head, "prompt %lld tokens%s%s, prefill %.1f tok/s", static_cast<long long>(st.prompt_tokens),
+                  part.c_str(), after.c_str(), st.prefill_tok_per_s());
   else
     std::snprintf(head, sizeof head, "continued a saved session of %lld tokens", static_cast<long long>(resumed_tokens));
   const long long n = st.generated_tokens;
@@ -247,7 +251,7 @@ int run_run(const RunOptions& o) {
     const StatsMark mark2 = StatsMark::take(m, gen.activations().profile);
     if (first_token) mark1 = mark2;
     const std::vector<PhaseStats> phases = {
-        phase_between("prefill", mark0, mark1, st.prompt_tokens, st.prefill_s),
+        phase_between("prefill", mark0, mark1, st.prefilled_tokens, st.prefill_s),
         phase_between("decode", mark1, mark2, st.generated_tokens > 1 ? st.generated_tokens - 1 : 0, st.decode_s)};
     if (o.stats) {
       print_stats(stderr, phases);

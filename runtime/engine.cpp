@@ -140,6 +140,7 @@ Engine::SeqIt Engine::finish(SeqIt it, FinishReason r, const Status& st) {
     s.stats.spec.probes = s.guard->probes();
     s.session->set_undo_depth(s.undo_before);
   }
+  s.stats.prefilled_tokens = s.done;
   s.stats.generated_tokens = static_cast<int64_t>(s.generated.size());
   if (!s.generated.empty()) s.stats.decode_s = seconds(clock::now() - s.t_first);
   auto cb = std::move(s.cb.on_finish);

@@ -136,6 +136,8 @@ struct SequenceOptions {
 
 struct SequenceStats {
   int64_t prompt_tokens = 0;     // tokens of the prompt given to add() (a reused prefix is the caller's)
+  int64_t prefilled_tokens = 0;  // of those, the ones prefilled: fewer where the sequence ended inside
+                                 // its prompt (cancelled between chunks, an error); prefill_s is theirs
   int64_t generated_tokens = 0;  // sampled tokens, a final stop id included
   double prefill_s = 0;          // wall time of the steps that ran this prompt's chunks
   double ttft_s = 0;             // add() -> first token handed out

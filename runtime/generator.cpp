@@ -56,6 +56,7 @@ Status Generator::generate(std::span<const int32_t> prompt, const GenerateOption
   if (stats) {
     GenerateStats st;
     st.prompt_tokens = ss.prompt_tokens;
+    st.prefilled_tokens = ss.prefilled_tokens;
     st.prefill_s = ss.prefill_s;
     st.generated_tokens = ss.generated_tokens;
     st.decode_s = ss.decode_s;

@@ -49,14 +49,15 @@ struct GenerateOptions {
 
 struct GenerateStats {
   int64_t prompt_tokens = 0;
-  double prefill_s = 0;
+  int64_t prefilled_tokens = 0;  // of prompt_tokens, those prefilled (fewer when cancelled during prefill)
+  double prefill_s = 0;          // the prefilled tokens' time
   int64_t generated_tokens = 0;
   double decode_s = 0;
   bool stopped_by_eos = false;
   bool stopped_by_context = false;  // the context limit ended generation before max_new_tokens
   bool cancelled = false;           // GenerateOptions::cancel ended generation (or prefill)
   SpecStats spec;                   // what speculation did (spec.active false: it did not run)
-  double prefill_tok_per_s() const { return prefill_s > 0 ? prompt_tokens / prefill_s : 0; }
+  double prefill_tok_per_s() const { return prefill_s > 0 ? prefilled_tokens / prefill_s : 0; }
   // Decode rate over the decode forwards (the first generated token comes from prefill's logits).
   double decode_tok_per_s() const { return decode_s > 0 ? (generated_tokens > 1 ? generated_tokens - 1 : 0) / decode_s : 0; }
 };

@@ -47,6 +47,7 @@ TEST_F(GeneratorTiny, GreedyGenerationMatchesFixture) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "token " << i;
   EXPECT_EQ(st.prompt_tokens, 197);
+  EXPECT_EQ(st.prefilled_tokens, 197);
   EXPECT_EQ(st.generated_tokens, static_cast<int64_t>(want.size()));
   EXPECT_GT(st.prefill_tok_per_s(), 0);
 }
@@ -94,6 +95,11 @@ TEST_F(GeneratorTiny, CancelDuringPrefillStopsAtAChunkBoundary) {
   EXPECT_EQ(st.generated_tokens, 0);
   EXPECT_LT(g.session().n_past(), static_cast<int64_t>(ids_.size()));
   EXPECT_EQ(g.session().n_past() % 64, 0);  // a chunk boundary
+  // The stats count the chunks that ran, not the whole prompt (a rate over them, not a made-up one).
+  EXPECT_EQ(st.prompt_tokens, static_cast<int64_t>(ids_.size()));
+  EXPECT_EQ(st.prefilled_tokens, g.session().n_past());
+  EXPECT_GT(st.prefill_s, 0);
+  EXPECT_DOUBLE_EQ(st.prefill_tok_per_s(), static_cast<double>(st.prefilled_tokens) / st.prefill_s);
 }
 
 TEST_F(GeneratorTiny, EmptyPromptIsRejected) {
