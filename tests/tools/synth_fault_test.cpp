@@ -41,35 +41,26 @@ std::vector<std::string> temps_in(const std::string& dir) {
   return out;
 }
 
+// In an empty directory, and over an earlier checkpoint (synth --force), where the old config.json
+// goes before the old weights: a run that fails (or is stopped) midway never leaves a config.json
+// over weights that are not all there.
 TEST(SynthFaults, DiskFullWhileWritingShardsLeavesNoTemp) {
-  testing::TempDir d;
-  io::FaultInjectionEnv env({.fail_after_bytes = 20u << 20, .error = ENOSPC});
-  SynthOptions o = tiny(d.path());
-  o.env = &env;
-  auto r = synth_checkpoint(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted) << r.error().to_string();
-  EXPECT_NE(r.error().message().find(".safetensors.tmp."), std::string::npos) << r.error().to_string();
-  EXPECT_NE(r.error().message().find("No space left on device"), std::string::npos) << r.error().to_string();
-  EXPECT_EQ(temps_in(d.path()), std::vector<std::string>{});
-  EXPECT_FALSE(fs::exists(d.file("config.json")));  // never looks like a complete checkpoint
-}
-
-// Over an earlier checkpoint (synth --force): the old config.json goes before the old weights, so a
-// run that fails (or is stopped) midway does not leave it over weights that are gone.
-TEST(SynthFaults, DiskFullOverAnEarlierCheckpointLeavesNoConfig) {
-  testing::TempDir d;
-  ASSERT_TRUE(synth_checkpoint(tiny(d.path())).ok());
-  ASSERT_TRUE(fs::exists(d.file("config.json")));
-  io::FaultInjectionEnv env({.fail_after_bytes = 20u << 20, .error = ENOSPC});
-  SynthOptions o = tiny(d.path());
-  o.env = &env;
-  auto r = synth_checkpoint(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted) << r.error().to_string();
-  EXPECT_FALSE(fs::exists(d.file("config.json")));
-  EXPECT_FALSE(fs::exists(d.file("inference_config.json")));
-  EXPECT_EQ(temps_in(d.path()), std::vector<std::string>{});
+  for (const bool over_earlier : {false, true}) {
+    SCOPED_TRACE(over_earlier ? "over an earlier checkpoint" : "empty directory");
+    testing::TempDir d;
+    if (over_earlier) ASSERT_TRUE(synth_checkpoint(tiny(d.path())).ok());
+    io::FaultInjectionEnv env({.fail_after_bytes = 20u << 20, .error = ENOSPC});
+    SynthOptions o = tiny(d.path());
+    o.env = &env;
+    auto r = synth_checkpoint(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code(), StatusCode::kResourceExhausted) << r.error().to_string();
+    EXPECT_NE(r.error().message().find(".safetensors.tmp."), std::string::npos) << r.error().to_string();
+    EXPECT_NE(r.error().message().find("No space left on device"), std::string::npos) << r.error().to_string();
+    EXPECT_EQ(temps_in(d.path()), std::vector<std::string>{});
+    EXPECT_FALSE(fs::exists(d.file("config.json")));  // never looks like a complete checkpoint
+    EXPECT_FALSE(fs::exists(d.file("inference_config.json")));
+  }
 }
 
 TEST(SynthFaults, EioWritingConfigLeavesNoTemp) {
