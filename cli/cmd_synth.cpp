@@ -72,7 +72,7 @@ Command register_synth(CLI::App& app) {
   app.add_option("--shard-gib", o->shard_gib, "most tensor bytes per safetensors shard, in GiB (0 = one file)")
       ->capture_default_str();
   add_threads_flag(app, &o->synth.n_threads, "generator threads (default: one per core)");
-  app.add_flag("--force", o->force, "write into a non-empty directory (old shards and index are removed)");
+  app.add_flag("--force", o->force, "write into a non-empty directory (its old checkpoint, configs first, then shards and index, is removed once the new one is known to fit)");
   app.add_flag("--dry-run", o->dry_run, "print the chosen shape and size without writing anything");
   return [o]() -> int {
     tools::SynthOptions& s = o->synth;

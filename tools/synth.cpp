@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "io/file.h"
+#include "io/gguf_writer.h"
 #include "tools/synth_skew.h"
 #include "model/engram_hash.h"
 #include "tokenizer/compressed_vocab.h"
@@ -163,26 +164,44 @@ bool is_synth_output(std::string_view name) {
          name == "inference_config.json" || name == "tokenizer.json" || name == "tokenizer_config.json";
 }
 
-// Removes what an earlier run may have left that a Checkpoint would pick up: its config files
-// first, then shards and the index, and the temp files of interrupted runs whose process is gone (a
-// live run's are left alone). Other files are left alone. The configs go first because a directory
-// with config.json reads as a complete checkpoint (synth_checkpoint writes it last): a run stopped
-// after this (a signal, a full disk) leaves a directory that says it holds none, not the old
-// config.json over missing or new weights.
-Status clear_previous_output(const std::string& dir, io::Env* env) {
-  STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
+// What an earlier run left that a Checkpoint would pick up, in the order it is removed: its config
+// files first, then shards and the index. The configs go first because a directory with
+// config.json reads as a complete checkpoint (synth_checkpoint writes it last): a run stopped after
+// the removal (a signal, a full disk) leaves a directory that says it holds none, not the old
+// config.json over missing or new weights. Other files are left alone.
+Result<std::vector<fs::path>> previous_output(const std::string& dir) {
   std::error_code ec;
-  std::vector<fs::path> doomed;
+  std::vector<fs::path> old;
   for (const char* name : {"config.json", "inference_config.json"})
-    if (fs::exists(fs::path(dir) / name, ec)) doomed.push_back(fs::path(dir) / name);
+    if (fs::exists(fs::path(dir) / name, ec)) old.push_back(fs::path(dir) / name);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
     const bool shard = e.path().extension() == ".safetensors";
     const bool index = n == "model.safetensors.index.json";
-    if (shard || index) doomed.push_back(e.path());
+    if (shard || index) old.push_back(e.path());
   }
   if (ec) return IOError(dir + ": list directory: " + ec.message());
-  for (const fs::path& p : doomed) {
+  return old;
+}
+
+// Makes room for the new checkpoint: the temp files of interrupted runs whose process is gone (a
+// live run's are left alone), then, where the file system can hold `data_bytes` once the earlier
+// output is gone, that output. Where it cannot, kResourceExhausted before anything is removed:
+// `synth --force` refused for space must not have deleted the checkpoint it would have replaced.
+Status clear_previous_output(const std::string& dir, uint64_t data_bytes, io::Env* env) {
+  STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
+  STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir));
+  std::error_code ec;
+  uint64_t freed = 0;
+  for (const fs::path& p : old) {
+    const uintmax_t n = fs::file_size(p, ec);
+    if (!ec) freed += static_cast<uint64_t>(n);
+  }
+  if (data_bytes > freed)
+    STRATA_RETURN_IF_ERROR(io::check_free_space((fs::path(dir) / "model.safetensors").string(), data_bytes - freed,
+                                                "the checkpoint (beyond the " + std::to_string(freed) +
+                                                    " bytes of the earlier output it replaces)"));
+  for (const fs::path& p : old) {
     fs::remove(p, ec);
     if (ec) return IOError(p.string() + ": remove: " + ec.message());
   }
@@ -279,7 +298,7 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return IOError(o.out_dir + ": create directory: " + ec.message());
-  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, o.env));
+  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, plan.total_bytes, o.env));
 
   std::vector<io::TensorDecl> decls;
   decls.reserve(plan.tensors.size());
