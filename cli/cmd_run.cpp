@@ -240,10 +240,12 @@ int run_run(const RunOptions& o) {
     std::fputc('\n', stdout);
     return fail(s);
   }
-  const char* why = st.cancelled            ? " (interrupted)"
-                    : st.stopped_by_eos     ? " (end of sequence)"
-                    : st.stopped_by_context ? " (context full)"
-                                            : "";
+  // A signal the generation did not see (-n 0: no token step to read the flag at) still sets the
+  // exit status (below), so the line says so too.
+  const char* why = st.cancelled || interrupt.interrupted() ? " (interrupted)"
+                    : st.stopped_by_eos                     ? " (end of sequence)"
+                    : st.stopped_by_context                 ? " (context full)"
+                                                            : "";
   std::fputc('\n', stdout);
   if (Status w = flush_stdout(); !w.ok()) return fail(w);
   print_summary(stderr, st, resumed_tokens, why);
