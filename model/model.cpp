@@ -1,7 +1,9 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -22,9 +24,12 @@ namespace strata::model {
 namespace {
 
 bool all_finite(const float* v, int64_t n) {
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) ok &= std::isfinite(v[i]);  // no early exit: vectorizes
-  return ok;
+  // The largest exponent field: all ones only for an infinity or a NaN. Integer max over the bits
+  // vectorizes (the isfinite loop compiled to one scalar compare per value: 0.6% of the main
+  // thread's decode samples on the 8 GB scaled checkpoint, 40 layers' streams and 129,280 logits).
+  uint32_t top = 0;
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, std::bit_cast<uint32_t>(v[i]) & 0x7F800000u);
+  return top != 0x7F800000u;
 }
 
 }  // namespace
