@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -196,6 +198,22 @@ Status write_file_atomic(const std::string& path, const void* data, size_t n, En
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return Status();
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+  if (bytes <= free_bytes) return Status();
+  auto gib = [](uint64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
+    return std::string(buf);
+  };
+  return ResourceExhausted(path + ": " + what + " needs " + std::to_string(bytes) + " bytes (" + gib(bytes) + ") but " +
+                           dir + " has " + std::to_string(free_bytes) + " bytes free (" + gib(free_bytes) + ")");
 }
 
 FdHandle::~FdHandle() {

@@ -92,6 +92,11 @@ enum class ReadFrom { kRegularFile, kFileOrStream };
 [[nodiscard]] Status write_file_atomic(const std::string& path, const void* data, size_t n, Env* env = nullptr);
 
 bool file_exists(const std::string& path);
+// kResourceExhausted naming `path`, `what`, the bytes needed and free (with GiB) when the file
+// system that holds `path` (its directory) has fewer than `bytes` free; OK when it has them or
+// statvfs fails (a check that cannot run must not stop a write that may fit). The writers (GGUF,
+// safetensors) and `strata synth` call it before they write anything.
+[[nodiscard]] Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what);
 // The longest file name (one path component, in bytes) the file system holding directory `dir`
 // accepts: pathconf(_PC_NAME_MAX), NAME_MAX (255) where that fails, SIZE_MAX where it sets no limit.
 size_t max_name_bytes(const std::string& dir);

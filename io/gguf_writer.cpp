@@ -1,7 +1,5 @@
 #include "io/gguf_writer.h"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -50,32 +48,12 @@ uint64_t pad_to(uint64_t n, uint64_t align) { return (align - n % align) % align
 
 }  // namespace
 
-namespace {
-std::string format_gib(uint64_t b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", static_cast<double>(b) / (1ull << 30));
-  return buf;
-}
-}  // namespace
 
 bool path_taken(const std::string& path) {
   std::error_code ec;
   // symlink_status: a dangling link is taken too (stat-based checks miss it, and rename would
   // replace the link).
   return std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found && !ec;
-}
-
-Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  struct statvfs vfs {};
-  if (::statvfs(dir.c_str(), &vfs) != 0) return Status();
-  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
-  if (bytes > free_bytes)
-    return ResourceExhausted(path + ": " + what + " needs " + std::to_string(bytes) + " bytes (" + format_gib(bytes) +
-                             ") but " + dir + " has " + std::to_string(free_bytes) + " bytes free (" +
-                             format_gib(free_bytes) + ")");
-  return Status();
 }
 
 Result<uint64_t> GgufWriter::planned_bytes(const std::vector<std::pair<std::string, GgufValue>>& metadata,
@@ -100,7 +78,7 @@ Result<std::unique_ptr<GgufWriter>> GgufWriter::create(const std::string& path,
   w->tensors_ = std::move(tensors);
   (void)sweep_stale_temps_of(path, w->env_);  // best effort: a killed writer's PATH.tmp.<pid>
   // Refused before the first byte, not after hours of quantising (a 300 GB variant).
-  if (options.check_free_space) STRATA_RETURN_IF_ERROR(check_free_space(path, w->file_bytes_));
+  if (options.check_free_space) STRATA_RETURN_IF_ERROR(check_free_space(path, w->file_bytes_, "the GGUF"));
   auto f = w->env_->new_writable_file(w->temp_);
   if (!f.ok()) return f.error();
   w->file_ = std::move(f).value();

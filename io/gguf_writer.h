@@ -53,10 +53,6 @@ struct GgufWriterOptions {
 // Whether anything is at `path`, a dangling symbolic link included (the writers refuse to replace it).
 bool path_taken(const std::string& path);
 
-// kResourceExhausted naming `path`, the bytes needed and free when the file system that holds
-// `path` (its directory) has fewer than `bytes` free; OK when it has them or statvfs fails.
-[[nodiscard]] Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what = "the GGUF");
-
 // ggml's limit on tensor name length, terminating NUL included (ggml.h GGML_MAX_NAME).
 inline constexpr size_t kGgmlMaxName = 64;
 

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,16 +111,9 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
   }
   w->temp_exists_.assign(w->shards_.size(), false);
 
-  if (options.check_free_space) {
-    struct statvfs vfs;
-    if (::statvfs(dir.c_str(), &vfs) == 0) {
-      const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
-      const uint64_t need = w->total_file_bytes();
-      if (need > free_bytes)
-        return ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need) +
-                                 " bytes but the file system has " + std::to_string(free_bytes) + " bytes free");
-    }
-  }
+  if (options.check_free_space)
+    STRATA_RETURN_IF_ERROR(check_free_space(join_path(dir, options.stem + ".safetensors"), w->total_file_bytes(),
+                                            "the checkpoint"));
   w->env_ = env_or_default(options.env);
   // Temp shards of this stem left by a killed writer (issue #13); live writers' files stay.
   const std::string stem = options.stem, index = stem + ".safetensors.index.json";

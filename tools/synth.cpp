@@ -10,7 +10,6 @@
 
 #include "core/thread_pool.h"
 #include "io/file.h"
-#include "io/gguf_writer.h"
 #include "tools/synth_skew.h"
 #include "model/engram_hash.h"
 #include "tokenizer/compressed_vocab.h"
