@@ -205,6 +205,9 @@ Status check_free_space(const std::string& path, uint64_t bytes, const std::stri
   if (dir.empty()) dir = ".";
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return Status();
+  // A file system that reports no size at all (ramfs, some FUSE and network file systems: zero
+  // blocks, zero free) cannot be checked: its zero free bytes are not a measurement.
+  if (vfs.f_blocks == 0) return Status();
   const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
   if (bytes <= free_bytes) return Status();
   auto gib = [](uint64_t b) {

@@ -93,8 +93,9 @@ enum class ReadFrom { kRegularFile, kFileOrStream };
 
 bool file_exists(const std::string& path);
 // kResourceExhausted naming `path`, `what`, the bytes needed and free (with GiB) when the file
-// system that holds `path` (its directory) has fewer than `bytes` free; OK when it has them or
-// statvfs fails (a check that cannot run must not stop a write that may fit). The writers (GGUF,
+// system that holds `path` (its directory) has fewer than `bytes` free; OK when it has them, when
+// statvfs fails or when the file system reports no size (zero blocks: ramfs): a check that cannot
+// run must not stop a write that may fit. The writers (GGUF,
 // safetensors) and `strata synth` call it before they write anything.
 [[nodiscard]] Status check_free_space(const std::string& path, uint64_t bytes, const std::string& what);
 // The longest file name (one path component, in bytes) the file system holding directory `dir`
