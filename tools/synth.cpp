@@ -1,5 +1,7 @@
 #include "tools/synth.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -183,23 +185,32 @@ Result<std::vector<fs::path>> previous_output(const std::string& dir) {
   return old;
 }
 
+// Bytes that removing `p` gives back: a regular file's size where it is the file's only name. A
+// hard link's (`cp -al` of a checkpoint) or a symbolic link's removal frees none of the bytes
+// the file holds (fs::file_size follows links), and counting them let `synth --force` delete the
+// earlier checkpoint, then fail for space in the writer. A file another process holds open (a
+// server on the checkpoint) is not freed before it closes either; that cannot be seen from here.
+uint64_t bytes_freed_by_removing(const fs::path& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return 0;
+  return static_cast<uint64_t>(st.st_size);
+}
+
 // Makes room for the new checkpoint: the temp files of interrupted runs whose process is gone (a
-// live run's are left alone), then, where the file system can hold `data_bytes` once the earlier
+// live run's are left alone), then, where the file system can hold `need_bytes` once the earlier
 // output is gone, that output. Where it cannot, kResourceExhausted before anything is removed:
 // `synth --force` refused for space must not have deleted the checkpoint it would have replaced.
-Status clear_previous_output(const std::string& dir, uint64_t data_bytes, io::Env* env) {
+Status clear_previous_output(const std::string& dir, uint64_t need_bytes, io::Env* env) {
   STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
   STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir));
-  std::error_code ec;
   uint64_t freed = 0;
-  for (const fs::path& p : old) {
-    const uintmax_t n = fs::file_size(p, ec);
-    if (!ec) freed += static_cast<uint64_t>(n);
-  }
-  if (data_bytes > freed)
-    STRATA_RETURN_IF_ERROR(io::check_free_space((fs::path(dir) / "model.safetensors").string(), data_bytes - freed,
-                                                "the checkpoint (beyond the " + std::to_string(freed) +
-                                                    " bytes of the earlier output it replaces)"));
+  for (const fs::path& p : old) freed += bytes_freed_by_removing(p);
+  const std::string what =
+      freed > 0 ? "the checkpoint (beyond the " + std::to_string(freed) + " bytes of the earlier output it replaces)"
+                : std::string("the checkpoint");
+  if (need_bytes > freed)
+    STRATA_RETURN_IF_ERROR(io::check_free_space((fs::path(dir) / "model.safetensors").string(), need_bytes - freed, what));
+  std::error_code ec;
   for (const fs::path& p : old) {
     fs::remove(p, ec);
     if (ec) return IOError(p.string() + ": remove: " + ec.message());
@@ -297,7 +308,12 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return IOError(o.out_dir + ": create directory: " + ec.message());
-  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, plan.total_bytes, o.env));
+  // Everything the run writes, not the tensors alone: the new tokenizer.json is written beside the
+  // old one (temp file, then rename), and a nearly full disk that held the tensors failed there,
+  // after the earlier checkpoint was gone. Headers, the index and the configs: a generous 512
+  // bytes a tensor and 64 KiB (their JSON is ~100-200 bytes a tensor).
+  const uint64_t need = plan.total_bytes + v41_json.size() + 512 * static_cast<uint64_t>(plan.tensors.size()) + (64u << 10);
+  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, need, o.env));
 
   std::vector<io::TensorDecl> decls;
   decls.reserve(plan.tensors.size());
