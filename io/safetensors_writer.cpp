@@ -58,6 +58,25 @@ std::string build_header(const std::vector<TensorDecl>& t, size_t first, size_t 
 
 }  // namespace
 
+std::vector<std::pair<size_t, size_t>> SafetensorsWriter::shard_ranges(const std::vector<TensorDecl>& tensors,
+                                                                       uint64_t max_shard_bytes) {
+  // Greedy split in declaration order: a new shard starts when the next tensor would overflow it.
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t first = 0;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t nb = tensors[i].nbytes();
+    if (max_shard_bytes > 0 && i > first && bytes + nb > max_shard_bytes) {
+      ranges.emplace_back(first, i);
+      first = i;
+      bytes = 0;
+    }
+    bytes += nb;
+  }
+  ranges.emplace_back(first, tensors.size());
+  return ranges;
+}
+
 Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::string& dir,
                                                                      std::vector<TensorDecl> tensors,
                                                                      SafetensorsWriterOptions options) {
@@ -84,21 +103,8 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::create(const std::
   w->opt_ = options;
   w->tensors_ = std::move(tensors);
 
-  // Greedy split in declaration order: a new shard starts when the next tensor would overflow it.
-  std::vector<std::pair<size_t, size_t>> ranges;
-  size_t first = 0;
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < w->tensors_.size(); ++i) {
-    const uint64_t nb = w->tensors_[i].nbytes();
-    if (options.max_shard_bytes > 0 && i > first && bytes + nb > options.max_shard_bytes) {
-      ranges.emplace_back(first, i);
-      first = i;
-      bytes = 0;
-    }
-    bytes += nb;
-    w->total_data_bytes_ += nb;
-  }
-  ranges.emplace_back(first, w->tensors_.size());
+  const std::vector<std::pair<size_t, size_t>> ranges = shard_ranges(w->tensors_, options.max_shard_bytes);
+  for (const TensorDecl& t : w->tensors_) w->total_data_bytes_ += t.nbytes();
   for (size_t s = 0; s < ranges.size(); ++s) {
     ShardPlan p;
     p.file_name = shard_file_name(options.stem, s, ranges.size());

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -82,6 +83,12 @@ class SafetensorsWriter {
   [[nodiscard]] static Result<std::unique_ptr<SafetensorsWriter>> create(const std::string& dir,
                                                                          std::vector<TensorDecl> tensors,
                                                                          SafetensorsWriterOptions options = {});
+
+  // The shards create() plans for `tensors` under `max_shard_bytes` (0: one), as [first, end)
+  // tensor ranges in order: for callers that must know the file count before writing (a space
+  // check counts each file's last block). Cannot fail.
+  static std::vector<std::pair<size_t, size_t>> shard_ranges(const std::vector<TensorDecl>& tensors,
+                                                             uint64_t max_shard_bytes);
 
   // Removes the temporary shard files unless finish() succeeded.
   ~SafetensorsWriter();

@@ -1,7 +1,5 @@
 #include "tools/synth.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "io/file.h"
+#include "io/reclaim.h"
 #include "tools/synth_skew.h"
 #include "model/engram_hash.h"
 #include "tokenizer/compressed_vocab.h"
@@ -185,31 +184,36 @@ Result<std::vector<fs::path>> previous_output(const std::string& dir) {
   return old;
 }
 
-// Bytes that removing `p` gives back: a regular file's size where it is the file's only name. A
-// hard link's (`cp -al` of a checkpoint) or a symbolic link's removal frees none of the bytes
-// the file holds (fs::file_size follows links), and counting them let `synth --force` delete the
-// earlier checkpoint, then fail for space in the writer. A file another process holds open (a
-// server on the checkpoint) is not freed before it closes either; that cannot be seen from here.
-uint64_t bytes_freed_by_removing(const fs::path& p) {
-  struct stat st {};
-  if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) return 0;
-  return static_cast<uint64_t>(st.st_size);
-}
-
 // Makes room for the new checkpoint: the temp files of interrupted runs whose process is gone (a
 // live run's are left alone), then, where the file system can hold `need_bytes` once the earlier
 // output is gone, that output. Where it cannot, kResourceExhausted before anything is removed:
 // `synth --force` refused for space must not have deleted the checkpoint it would have replaced.
+// Only what a removal frees counts (io/reclaim.h): not a hard link's or a symbolic link's bytes,
+// not a sparse file's holes, not a file a server holds open (its blocks stay until it exits).
 Status clear_previous_output(const std::string& dir, uint64_t need_bytes, io::Env* env) {
   STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
   STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir));
   uint64_t freed = 0;
-  for (const fs::path& p : old) freed += bytes_freed_by_removing(p);
-  const std::string what =
-      freed > 0 ? "the checkpoint (beyond the " + std::to_string(freed) + " bytes of the earlier output it replaces)"
-                : std::string("the checkpoint");
-  if (need_bytes > freed)
-    STRATA_RETURN_IF_ERROR(io::check_free_space((fs::path(dir) / "model.safetensors").string(), need_bytes - freed, what));
+  std::string held;  // the first file another process holds open
+  int n_held = 0;
+  for (const fs::path& p : old) {
+    const io::Reclaim r = io::bytes_freed_by_removing(p.string());
+    freed += r.bytes;
+    if (r.held_open && n_held++ == 0) held = p.filename().string();
+  }
+  const std::string what = freed > 0 ? "the checkpoint (beyond the " + std::to_string(freed) +
+                                           " bytes removing the earlier output frees)"
+                                     : std::string("the checkpoint");
+  if (need_bytes > freed) {
+    Status room = io::check_free_space((fs::path(dir) / "model.safetensors").string(), need_bytes - freed, what);
+    if (!room.ok() && n_held > 0) {
+      const std::string more = n_held > 1 ? " and " + std::to_string(n_held - 1) + " more files are" : " is";
+      return ResourceExhausted(room.message() + "; the earlier output's " + held + more +
+                               " held open by another process (a strata serve or run on it?), whose removal"
+                               " frees nothing until that process exits; nothing was removed");
+    }
+    STRATA_RETURN_IF_ERROR(room);
+  }
   std::error_code ec;
   for (const fs::path& p : old) {
     fs::remove(p, ec);
@@ -311,13 +315,17 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   // Everything the run writes, not the tensors alone: the new tokenizer.json is written beside the
   // old one (temp file, then rename), and a nearly full disk that held the tensors failed there,
   // after the earlier checkpoint was gone. Headers, the index and the configs: a generous 512
-  // bytes a tensor and 64 KiB (their JSON is ~100-200 bytes a tensor).
-  const uint64_t need = plan.total_bytes + v41_json.size() + 512 * static_cast<uint64_t>(plan.tensors.size()) + (64u << 10);
-  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, need, o.env));
-
+  // bytes a tensor and 64 KiB (their JSON is ~100-200 bytes a tensor). Each file's last block
+  // rounds up: the shards, the index and four JSON files (with --shard-gib 0.00001, 150 shards of a
+  // tiny checkpoint ran out of room for tokenizer.json after the earlier checkpoint was gone).
   std::vector<io::TensorDecl> decls;
   decls.reserve(plan.tensors.size());
   for (const SynthTensor& t : plan.tensors) decls.push_back(t.decl);
+  const uint64_t n_files = io::SafetensorsWriter::shard_ranges(decls, o.max_shard_bytes).size() + 5;
+  const uint64_t need = plan.total_bytes + v41_json.size() + 512 * static_cast<uint64_t>(plan.tensors.size()) +
+                        (64u << 10) + n_files * io::kFileRoundingBytes;
+  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, need, o.env));
+
   io::SafetensorsWriterOptions wo;
   wo.max_shard_bytes = o.max_shard_bytes;
   wo.fsync = o.fsync;

@@ -49,7 +49,9 @@ TEST(SynthFaults, DiskFullWhileWritingShardsLeavesNoTemp) {
   for (const bool over_earlier : {false, true}) {
     SCOPED_TRACE(over_earlier ? "over an earlier checkpoint" : "empty directory");
     testing::TempDir d;
-    if (over_earlier) ASSERT_TRUE(synth_checkpoint(tiny(d.path())).ok());
+    if (over_earlier) {
+      ASSERT_TRUE(synth_checkpoint(tiny(d.path())).ok());
+    }
     io::FaultInjectionEnv env({.fail_after_bytes = 20u << 20, .error = ENOSPC});
     SynthOptions o = tiny(d.path());
     o.env = &env;
