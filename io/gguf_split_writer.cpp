@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "io/file.h"
+#include "io/temp_file.h"
 
 namespace strata::io {
 
@@ -83,7 +84,10 @@ Result<std::unique_ptr<GgufSplitWriter>> GgufSplitWriter::create(const std::stri
     w->file_bytes_.push_back(b);
     total += b;
   }
-  // Before any file is created: the whole set must fit.
+  // Before any file is created: the whole set must fit. A killed split run's temp files
+  // (PREFIX-0000K-of-0000M.gguf.tmp.<pid>) would be swept as each file opens, after this check,
+  // which counted their bytes as taken: sweep them first (best effort, as GgufWriter does).
+  for (const std::string& p : w->paths_) (void)sweep_stale_temps_of(p, w->env_);
   if (options.check_free_space) STRATA_RETURN_IF_ERROR(check_free_space(path, total, "the split GGUF"));
   w->options_ = options;
   w->options_.check_free_space = false;  // checked above for the whole set

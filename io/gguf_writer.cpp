@@ -48,7 +48,6 @@ uint64_t pad_to(uint64_t n, uint64_t align) { return (align - n % align) % align
 
 }  // namespace
 
-
 bool path_taken(const std::string& path) {
   std::error_code ec;
   // symlink_status: a dangling link is taken too (stat-based checks miss it, and rename would

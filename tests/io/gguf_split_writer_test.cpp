@@ -6,7 +6,9 @@
 #include "io/gguf_split_writer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -121,6 +123,29 @@ TEST(GgufSplitWriter, RefusesAnExistingFileOfTheSetAndANameWithoutGguf) {
   auto bad = write_set(dir.file("m.bin"), 200, 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("must end in .gguf"), std::string::npos) << bad.error().message();
+}
+
+// A killed split run's temp files are swept when the next run is created, before its space check
+// (which counted their bytes as taken), not only as each file of the set opens; a live run's stay.
+TEST(GgufSplitWriter, SweepsADeadRunsTempFilesBeforeItsSpaceCheck) {
+  testing::TempDir dir;
+  const std::string third = gguf_split_path(dir.file("m"), 3, 3);
+  std::string dead = third, live = third;  // (appended: GCC 12 warns on `third + ".tmp."`, -Wrestrict)
+  dead.append(".tmp.2147483646");
+  live.append(".tmp.").append(std::to_string(::getpid()));
+  for (const std::string& p : {dead, live}) {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  GgufWriterOptions o;
+  o.fsync = false;
+  auto w = GgufSplitWriter::create(dir.file("m.gguf"), metadata(), tensors(), GgufSplitOptions{200}, o);
+  ASSERT_TRUE(w.ok()) << w.error().to_string();
+  EXPECT_EQ((*w)->paths().size(), 3u);
+  EXPECT_FALSE(std::filesystem::exists(dead)) << "swept at create, before any file of the set opened";
+  EXPECT_TRUE(std::filesystem::exists(live)) << "this process is alive: its temp file stays";
+  std::filesystem::remove(live);
 }
 
 TEST(GgufSplitWriter, AFaultOrAFailedRenameLeavesNoFileOfTheSet) {
