@@ -1,10 +1,12 @@
 #include "tools/synth.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -185,41 +187,61 @@ Result<std::vector<fs::path>> previous_output(const std::string& dir) {
 }
 
 // Makes room for the new checkpoint: the temp files of interrupted runs whose process is gone (a
-// live run's are left alone), then, where the file system can hold `need_bytes` once the earlier
-// output is gone, that output. Where it cannot, kResourceExhausted before anything is removed:
-// `synth --force` refused for space must not have deleted the checkpoint it would have replaced.
+// live run's are left alone), then, where the file system can hold `need_bytes` in `need_files`
+// new files once the earlier output is gone, that output; returns how many files it removed.
+// Where it cannot, kResourceExhausted (bytes or inodes) before anything is removed, and kIOError
+// where a file of the earlier output cannot be removed (a sticky directory, no write permission):
+// `synth --force` refused must not have deleted any of the checkpoint it would have replaced.
 // Only what a removal frees counts (io/reclaim.h): not a hard link's or a symbolic link's bytes,
-// not a sparse file's holes, not a file a server holds open (its blocks stay until it exits).
-Status clear_previous_output(const std::string& dir, uint64_t need_bytes, io::Env* env) {
+// not a sparse file's holes, not a file a server holds open, not a file on overlayfs, nor one whose
+// holders cannot be seen; a refusal says which files counted for nothing, and why.
+Result<size_t> clear_previous_output(const std::string& dir, uint64_t need_bytes, uint64_t need_files, io::Env* env) {
   STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
   STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir));
-  uint64_t freed = 0;
-  std::string held;  // the first file another process holds open
-  int n_held = 0;
+  uint64_t freed = 0, freed_files = 0;
+  std::vector<std::pair<std::string, std::vector<std::string>>> kept;  // why -> the files it names
   for (const fs::path& p : old) {
     const io::Reclaim r = io::bytes_freed_by_removing(p.string());
+    if (!r.removable)
+      return IOError(p.string() + ": cannot be removed (" + r.why + "); nothing of the earlier output was removed");
     freed += r.bytes;
-    if (r.held_open && n_held++ == 0) held = p.filename().string();
+    freed_files += r.frees ? 1 : 0;
+    if (r.why.empty()) continue;
+    auto it = std::find_if(kept.begin(), kept.end(), [&](const auto& k) { return k.first == r.why; });
+    if (it == kept.end()) it = kept.insert(kept.end(), {r.why, {}});
+    it->second.push_back(p.filename().string());
   }
+  auto refused = [&](const Status& s) {
+    std::string m = s.message();
+    for (const auto& [why, files] : kept) {
+      const size_t more = files.size() - 1;
+      m += "; removing " + files.front() +
+           (more > 0 ? " and " + std::to_string(more) + (more > 1 ? " more files" : " more file") : std::string()) +
+           " of the earlier output frees nothing: " + why;
+    }
+    return ResourceExhausted(m + "; nothing was removed");
+  };
   const std::string what = freed > 0 ? "the checkpoint (beyond the " + std::to_string(freed) +
                                            " bytes removing the earlier output frees)"
                                      : std::string("the checkpoint");
   if (need_bytes > freed) {
-    Status room = io::check_free_space((fs::path(dir) / "model.safetensors").string(), need_bytes - freed, what);
-    if (!room.ok() && n_held > 0) {
-      const std::string more = n_held > 1 ? " and " + std::to_string(n_held - 1) + " more files are" : " is";
-      return ResourceExhausted(room.message() + "; the earlier output's " + held + more +
-                               " held open by another process (a strata serve or run on it?), whose removal"
-                               " frees nothing until that process exits; nothing was removed");
-    }
-    STRATA_RETURN_IF_ERROR(room);
+    const Status room = io::check_free_space(dir + "/", need_bytes - freed, what);
+    if (!room.ok()) return refused(room);
+  }
+  const std::optional<uint64_t> inodes = io::free_inodes(dir);
+  if (inodes && need_files > *inodes + freed_files) {
+    const std::string also =
+        freed_files > 0 ? " (and removing the earlier output frees " + std::to_string(freed_files) + ")" : "";
+    return refused(ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need_files) + " files but " + dir +
+                                     " has " + std::to_string(*inodes) + " free inodes" + also));
   }
   std::error_code ec;
-  for (const fs::path& p : old) {
-    fs::remove(p, ec);
-    if (ec) return IOError(p.string() + ": remove: " + ec.message());
+  for (size_t i = 0; i < old.size(); ++i) {
+    fs::remove(old[i], ec);
+    if (ec) return IOError(old[i].string() + ": remove: " + ec.message() + " (" + std::to_string(i) +
+                           " files of the earlier output were removed before it)");
   }
-  return Status();
+  return old.size();
 }
 
 }  // namespace
@@ -272,7 +294,11 @@ Result<SynthPlan> plan_synth(const SynthOptions& o, int64_t compressed_vocab) {
   return plan;
 }
 
-Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressFn& progress) {
+namespace {
+
+// synth_checkpoint's work; *removed_earlier counts the earlier output's files it removed.
+Result<SynthReport> write_synth_checkpoint(const SynthOptions& o, const SynthProgressFn& progress,
+                                           size_t* removed_earlier) {
   const auto t0 = std::chrono::steady_clock::now();
   STRATA_RETURN_IF_ERROR(o.validate());
   if (o.out_dir.empty()) return InvalidArgument("synth: no output directory given");
@@ -321,10 +347,10 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   std::vector<io::TensorDecl> decls;
   decls.reserve(plan.tensors.size());
   for (const SynthTensor& t : plan.tensors) decls.push_back(t.decl);
-  const uint64_t n_files = io::SafetensorsWriter::shard_ranges(decls, o.max_shard_bytes).size() + 5;
+  const uint64_t n_files = io::SafetensorsWriter::shard_ranges(decls, o.max_shard_bytes).size() + 5;  // + index, 4 JSON
   const uint64_t need = plan.total_bytes + v41_json.size() + 512 * static_cast<uint64_t>(plan.tensors.size()) +
                         (64u << 10) + n_files * io::kFileRoundingBytes;
-  STRATA_RETURN_IF_ERROR(clear_previous_output(o.out_dir, need, o.env));
+  STRATA_ASSIGN_OR_RETURN(*removed_earlier, clear_previous_output(o.out_dir, need, n_files, o.env));
 
   io::SafetensorsWriterOptions wo;
   wo.max_shard_bytes = o.max_shard_bytes;
@@ -402,6 +428,18 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressF
   prog.bytes_done = bytes_done;
   prog.tensors_done = r.plan.tensors.size();
   report_progress(prog);
+  return r;
+}
+
+}  // namespace
+
+Result<SynthReport> synth_checkpoint(const SynthOptions& o, const SynthProgressFn& progress) {
+  size_t removed = 0;
+  Result<SynthReport> r = write_synth_checkpoint(o, progress, &removed);
+  // A failure after the earlier checkpoint went says so: the directory no longer holds it.
+  if (!r.ok() && removed > 0)
+    return Status(r.error().code(), r.error().message() + " (the earlier checkpoint in " + o.out_dir +
+                                        " was removed before this failure: " + std::to_string(removed) + " files)");
   return r;
 }
 

@@ -170,7 +170,10 @@ std::vector<int64_t> engram_num_embeddings(int n_engram_layers, int max_ngram_si
 // inference_config.json and the shards. `progress` (may be empty) is called from the calling thread.
 // Errors: from validate/plan_synth; kNotFound / kCorruption for the tokenizer file; kIOError /
 // kResourceExhausted from the file system (each naming the file); kCancelled from options.cancel. On
-// error no shard is left under its final name and no temp file of this run is left.
+// error no shard is left under its final name and no temp file of this run is left. Over an earlier
+// checkpoint (--force), nothing of it is removed when the new one cannot fit once it is gone (bytes
+// or inodes, counting only what its removal frees: io/reclaim.h) or one of its files cannot be
+// removed; an error after its removal says that it was removed.
 [[nodiscard]] Result<SynthReport> synth_checkpoint(const SynthOptions& options, const SynthProgressFn& progress = {});
 
 // Removes the temp files (`NAME.tmp.<pid>`, io/temp_file.h) of the files a synth run writes

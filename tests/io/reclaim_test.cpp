@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "tests/support/files.h"
@@ -44,6 +45,9 @@ TEST(Reclaim, ASingleNamedFileFreesItsAllocatedBytes) {
   testing::write_all(d.file("shard"), std::string(kBytes, 'x'));
   const Reclaim r = bytes_freed_by_removing(d.file("shard"));
   EXPECT_FALSE(r.held_open);
+  EXPECT_TRUE(r.frees);
+  EXPECT_TRUE(r.removable);
+  EXPECT_TRUE(r.why.empty()) << r.why;
   EXPECT_GE(r.bytes, kBytes);
   EXPECT_EQ(r.bytes, allocated(d.file("shard")));
 }
@@ -53,9 +57,13 @@ TEST(Reclaim, LinksFreeNothing) {
   testing::write_all(d.file("shard"), std::string(kBytes, 'x'));
   std::filesystem::create_hard_link(d.file("shard"), d.file("hard"));
   std::filesystem::create_symlink(d.file("shard"), d.file("soft"));
-  EXPECT_EQ(bytes_freed_by_removing(d.file("shard")).bytes, 0u) << "a hard link keeps the bytes";
+  const Reclaim linked = bytes_freed_by_removing(d.file("shard"));
+  EXPECT_EQ(linked.bytes, 0u) << "a hard link keeps the bytes";
+  EXPECT_FALSE(linked.frees);
+  EXPECT_NE(linked.why.find("hard links"), std::string::npos) << linked.why;
   EXPECT_EQ(bytes_freed_by_removing(d.file("hard")).bytes, 0u);
   EXPECT_EQ(bytes_freed_by_removing(d.file("soft")).bytes, 0u) << "a symbolic link's target stays";
+  EXPECT_NE(bytes_freed_by_removing(d.file("soft")).why.find("symbolic link"), std::string::npos);
   EXPECT_EQ(bytes_freed_by_removing(d.file("missing")).bytes, 0u);
   EXPECT_EQ(bytes_freed_by_removing(d.path()).bytes, 0u) << "a directory";
 }
@@ -85,7 +93,9 @@ TEST(Reclaim, AFileHeldOpenOrMappedFreesNothingUntilReleased) {
   ASSERT_GE(fd, 0);
   Reclaim r = bytes_freed_by_removing(p);
   EXPECT_TRUE(r.held_open);
+  EXPECT_FALSE(r.frees);
   EXPECT_EQ(r.bytes, 0u);
+  EXPECT_NE(r.why.find("held open"), std::string::npos) << r.why;
   // ... then only its mapping (strata maps shards and closes the descriptor) ...
   void* map = ::mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd, 0);
   ASSERT_NE(map, MAP_FAILED) << std::strerror(errno);
@@ -101,6 +111,14 @@ TEST(Reclaim, AFileHeldOpenOrMappedFreesNothingUntilReleased) {
   const int again = ::open(p.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
   EXPECT_GE(again, 0) << "a lease left on the file would refuse this open: " << std::strerror(errno);
   if (again >= 0) ::close(again);
+}
+
+TEST(Reclaim, FreeInodesIsReportedWhereTheFileSystemHasATable) {
+  testing::TempDir d;
+  const std::optional<uint64_t> inodes = free_inodes(d.path());
+  if (!inodes) GTEST_SKIP() << "this file system reports no inode table (f_files 0)";
+  EXPECT_GT(*inodes, 0u) << "the test directory was just created there";
+  EXPECT_FALSE(free_inodes(d.file("missing/dir")).has_value()) << "statvfs fails: not known";
 }
 
 }  // namespace
