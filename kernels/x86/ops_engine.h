@@ -221,11 +221,59 @@ struct OpsEngine {
     }
   }
 
+  // One token at hc = 4 on 16 lanes (a decode step): its 16 comb entries in one vector, lane 4 j + k,
+  // each lane running the operations of the tokens-in-lanes loop below in the same order (the same
+  // bits); a row's or a column's sum is taken through lane permutes, added in the reference's
+  // order. Two divisions a Sinkhorn round instead of 32 vectors' worth with one lane in use: that
+  // loop spent ~2 us a call on a decode token (two calls a layer; docs/performance.md, "The serial
+  // stretches of a decode layer").
+  static void hc_split_one4(const float* m, const HcSplitParams& p, float* pre, float* post, float* comb) {
+    alignas(64) static constexpr int32_t kRow[4][16] = {
+        {0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12},
+        {1, 1, 1, 1, 5, 5, 5, 5, 9, 9, 9, 9, 13, 13, 13, 13},
+        {2, 2, 2, 2, 6, 6, 6, 6, 10, 10, 10, 10, 14, 14, 14, 14},
+        {3, 3, 3, 3, 7, 7, 7, 7, 11, 11, 11, 11, 15, 15, 15, 15}};
+    alignas(64) static constexpr int32_t kCol[4][16] = {
+        {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3},
+        {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7},
+        {8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11},
+        {12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15, 12, 13, 14, 15}};
+    const F eps = V::set1(p.eps);
+    // pre (lanes 0-3) and post (lanes 4-7) in one vector; lanes 8-15 are unused zeros.
+    const F scale = _mm512_mask_blend_ps(0xFFF0, V::set1(p.scale[0]), V::set1(p.scale[1]));
+    const F sg = sigmoid(V::add(V::mul(_mm512_maskz_loadu_ps(0xFF, m), scale), _mm512_maskz_loadu_ps(0xFF, p.base)));
+    _mm_storeu_ps(pre, _mm512_castps512_ps128(V::add(sg, eps)));
+    _mm_storeu_ps(post, _mm512_extractf32x4_ps(V::mul(V::set1(2.0f), sg), 1));
+    // Row softmax + eps, then Sinkhorn: columns, then (iters - 1) rounds of rows and columns.
+    F c = V::add(V::mul(V::loadu(m + 8), V::set1(p.scale[2])), V::loadu(p.base + 8));
+    F mx = V::set1(-__builtin_inff());
+    for (int k = 0; k < 4; ++k) mx = V::max(V::permute(kRow[k], c), mx);
+    c = V::exp(V::sub(c, mx));
+    F sum = V::zero();
+    for (int k = 0; k < 4; ++k) sum = V::add(sum, V::permute(kRow[k], c));
+    c = V::add(V::div(c, sum), eps);
+    auto norm = [&](const int32_t (*idx)[16]) {
+      F s = V::zero();
+      for (int i = 0; i < 4; ++i) s = V::add(s, V::permute(idx[i], c));
+      c = V::div(c, V::add(s, eps));
+    };
+    norm(kCol);
+    for (int it = 1; it < p.sinkhorn_iters; ++it) {
+      norm(kRow);
+      norm(kCol);
+    }
+    V::storeu(comb, c);
+  }
+
   // Sinkhorn with tokens in lanes; hc <= 8 (the driver sends larger hc to kernels::ref).
   static constexpr int kMaxSplitHc = 8;
   static void hc_split(const float* mixes, int64_t t0, int64_t t1, const HcSplitParams& p, float* pre, float* post,
                        float* comb) {
     const int hc = p.hc, mix = (2 + hc) * hc;
+    if constexpr (kW == 16) {
+      if (hc == 4 && t1 - t0 == 1)
+        return hc_split_one4(mixes + t0 * mix, p, pre + t0 * 4, post + t0 * 4, comb + t0 * 16);
+    }
     const F eps = V::set1(p.eps), two = V::set1(2.0f);
     const F s0 = V::set1(p.scale[0]), s1 = V::set1(p.scale[1]), s2 = V::set1(p.scale[2]);
     alignas(64) float m[(2 + kMaxSplitHc) * kMaxSplitHc][kW];

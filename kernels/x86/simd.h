@@ -123,6 +123,8 @@ struct VF16 {
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F swap_pairs(F x) { return _mm512_permute_ps(x, 0xB1); }
+  // Lane l of the result is lane idx[l] of x (idx: 16 lanes, 64-byte aligned).
+  static F permute(const int32_t* idx, F x) { return _mm512_permutexvar_ps(_mm512_load_si512(idx), x); }
   // The 16 E2M1 values packed in p[0..8) (element 2i in the low nibble of p[i]), exactly.
   static F e2m1(const uint8_t* p) {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
