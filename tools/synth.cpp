@@ -1,9 +1,13 @@
 #include "tools/synth.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "io/file.h"
 #include "io/reclaim.h"
+#include "io/temp_file.h"
 #include "tools/synth_skew.h"
 #include "model/engram_hash.h"
 #include "tokenizer/compressed_vocab.h"
@@ -180,7 +185,9 @@ Result<std::vector<fs::path>> previous_output(const std::string& dir) {
     const std::string n = e.path().filename().string();
     const bool shard = e.path().extension() == ".safetensors";
     const bool index = n == "model.safetensors.index.json";
-    if (shard || index) old.push_back(e.path());
+    // Files and links only: a directory named like a shard is not one synth wrote.
+    std::error_code dec;
+    if ((shard || index) && !e.is_directory(dec)) old.push_back(e.path());
   }
   if (ec) return IOError(dir + ": list directory: " + ec.message());
   return old;
@@ -232,15 +239,34 @@ Result<size_t> clear_previous_output(const std::string& dir, uint64_t need_bytes
   if (inodes && need_files > *inodes + freed_files) {
     const std::string also =
         freed_files > 0 ? " (and removing the earlier output frees " + std::to_string(freed_files) + ")" : "";
-    return refused(ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need_files) + " files but " + dir +
-                                     " has " + std::to_string(*inodes) + " free inodes" + also));
+    return refused(ResourceExhausted(dir + ": the checkpoint needs " + std::to_string(need_files) + " files but " +
+                                     dir + " has " + std::to_string(*inodes) + " free inodes" + also));
   }
-  std::error_code ec;
-  for (size_t i = 0; i < old.size(); ++i) {
-    fs::remove(old[i], ec);
-    if (ec) return IOError(old[i].string() + ": remove: " + ec.message() + " (" + std::to_string(i) +
-                           " files of the earlier output were removed before it)");
+  // Each file is first renamed aside (to the temp name a writer of it would use, which a later run
+  // sweeps once this process is gone), and removed only once all were: a rename fails where an
+  // unlink would (a bind-mounted, immutable or append-only file: EBUSY, EPERM), and is undone, so
+  // such a file refuses the run with the earlier checkpoint whole. Removing each file straight away
+  // had taken the configs and then failed at the shard.
+  std::vector<std::string> aside;
+  for (const fs::path& p : old) {
+    const std::string to = io::temp_path_for(p.string());
+    if (::rename(p.c_str(), to.c_str()) == 0) {
+      aside.push_back(to);
+      continue;
+    }
+    const std::string why = std::strerror(errno);
+    std::string undo;
+    for (size_t i = aside.size(); i-- > 0;)
+      if (::rename(aside[i].c_str(), old[i].c_str()) != 0)
+        undo += "; could not move " + aside[i] + " back: " + std::strerror(errno);
+    return IOError(p.string() + ": cannot be removed (" + why + ")" +
+                   (undo.empty() ? "; nothing of the earlier output was removed" : undo));
   }
+  for (size_t i = 0; i < aside.size(); ++i)
+    if (::unlink(aside[i].c_str()) != 0)
+      return IOError(aside[i] + ": remove: " + std::strerror(errno) +
+                     " (the earlier output's files were moved aside to their .tmp.<pid> names; " + std::to_string(i) +
+                     " of them were removed)");
   return old.size();
 }
 
