@@ -151,4 +151,19 @@ Result<SweepReport> sweep_stale_temps_of(const std::string& path, Env* env) {
       env);
 }
 
+Result<SweepReport> sweep_stale_short_temps(const std::string& dir, Env* env) {
+  return sweep_matching(
+      dir,
+      [](std::string_view name) -> std::optional<int> {
+        if (name.substr(0, kShortPrefix.size()) != kShortPrefix) return std::nullopt;
+        name.remove_prefix(kShortPrefix.size());
+        const size_t dot = name.find('.');
+        if (dot == std::string_view::npos || name.size() - dot - 1 != kHashDigits) return std::nullopt;
+        for (char c : name.substr(dot + 1))
+          if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+        return parse_pid(name.substr(0, dot));
+      },
+      env);
+}
+
 }  // namespace strata::io

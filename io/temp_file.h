@@ -72,4 +72,10 @@ struct SweepReport {
 // names of PATH's hash with a dead pid).
 [[nodiscard]] Result<SweepReport> sweep_stale_temps_of(const std::string& path, Env* env = nullptr);
 
+// Sweeps every short-named temp file (`.strata-tmp.` PID `.` 16 hex digits) of a dead process in
+// `dir`, whatever its target: only strata's writers make such names, and a dead writer's temp file
+// is never read. For a writer that renames files aside under their temp names before removing them
+// (`synth --force`): after a kill, the next run knows neither the long names nor their hashes.
+[[nodiscard]] Result<SweepReport> sweep_stale_short_temps(const std::string& dir, Env* env = nullptr);
+
 }  // namespace strata::io

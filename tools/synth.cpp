@@ -171,16 +171,22 @@ bool is_synth_output(std::string_view name) {
          name == "inference_config.json" || name == "tokenizer.json" || name == "tokenizer_config.json";
 }
 
-// What an earlier run left that a Checkpoint would pick up, in the order it is removed: its config
-// files first, then shards and the index. The configs go first because a directory with
+// What an earlier run left that a Checkpoint would pick up, in the order it is removed: its
+// config files first, then (when this run writes them) the tokenizer files, then shards and the
+// index. The configs go first because a directory with
 // config.json reads as a complete checkpoint (synth_checkpoint writes it last): a run stopped after
 // the removal (a signal, a full disk) leaves a directory that says it holds none, not the old
 // config.json over missing or new weights. Other files are left alone.
-Result<std::vector<fs::path>> previous_output(const std::string& dir) {
+Result<std::vector<fs::path>> previous_output(const std::string& dir, bool tokenizer) {
   std::error_code ec;
   std::vector<fs::path> old;
   for (const char* name : {"config.json", "inference_config.json"})
     if (fs::exists(fs::path(dir) / name, ec)) old.push_back(fs::path(dir) / name);
+  // The tokenizer files the run writes over go with the rest: replacing one that cannot be
+  // replaced (bind-mounted, immutable) failed at the end, after the weights were gone.
+  if (tokenizer)
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+      if (fs::exists(fs::symlink_status(fs::path(dir) / name, ec))) old.push_back(fs::path(dir) / name);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
     const bool shard = e.path().extension() == ".safetensors";
@@ -202,9 +208,10 @@ Result<std::vector<fs::path>> previous_output(const std::string& dir) {
 // Only what a removal frees counts (io/reclaim.h): not a hard link's or a symbolic link's bytes,
 // not a sparse file's holes, not a file a server holds open, not a file on overlayfs, nor one whose
 // holders cannot be seen; a refusal says which files counted for nothing, and why.
-Result<size_t> clear_previous_output(const std::string& dir, uint64_t need_bytes, uint64_t need_files, io::Env* env) {
+Result<size_t> clear_previous_output(const std::string& dir, uint64_t need_bytes, uint64_t need_files, bool tokenizer,
+                                     io::Env* env) {
   STRATA_RETURN_IF_ERROR(sweep_stale_synth_temps(dir, env).status());
-  STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir));
+  STRATA_ASSIGN_OR_RETURN(std::vector<fs::path> old, previous_output(dir, tokenizer));
   uint64_t freed = 0, freed_files = 0;
   std::vector<std::pair<std::string, std::vector<std::string>>> kept;  // why -> the files it names
   for (const fs::path& p : old) {
@@ -273,7 +280,14 @@ Result<size_t> clear_previous_output(const std::string& dir, uint64_t need_bytes
 }  // namespace
 
 Result<io::SweepReport> sweep_stale_synth_temps(const std::string& dir, io::Env* env) {
-  return io::sweep_stale_temps(dir, is_synth_output, env);
+  STRATA_ASSIGN_OR_RETURN(io::SweepReport rep, io::sweep_stale_temps(dir, is_synth_output, env));
+  // A file with a name too long for NAME.tmp.<pid> was moved aside under a short name
+  // (clear_previous_output), whose target is known only as a hash.
+  STRATA_ASSIGN_OR_RETURN(io::SweepReport other, io::sweep_stale_short_temps(dir, env));
+  rep.removed += other.removed;
+  rep.kept_live += other.kept_live;
+  rep.kept_other += other.kept_other;
+  return rep;
 }
 
 Status SynthOptions::validate() const {
@@ -364,9 +378,9 @@ Result<SynthReport> write_synth_checkpoint(const SynthOptions& o, const SynthPro
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return IOError(o.out_dir + ": create directory: " + ec.message());
-  // Everything the run writes, not the tensors alone: the new tokenizer.json is written beside the
-  // old one (temp file, then rename), and a nearly full disk that held the tensors failed there,
-  // after the earlier checkpoint was gone. Headers, the index and the configs: a generous 512
+  // Everything the run writes, not the tensors alone: the new tokenizer.json (its old one is
+  // removed with the rest and counted as freed) once failed a nearly full disk that held the
+  // tensors, after the earlier checkpoint was gone. Headers, the index and the configs: a generous 512
   // bytes a tensor and 64 KiB (their JSON is ~100-200 bytes a tensor). Each file's last block
   // rounds up: the shards, the index and four JSON files (with --shard-gib 0.00001, 150 shards of a
   // tiny checkpoint ran out of room for tokenizer.json after the earlier checkpoint was gone).
@@ -376,7 +390,7 @@ Result<SynthReport> write_synth_checkpoint(const SynthOptions& o, const SynthPro
   const uint64_t n_files = io::SafetensorsWriter::shard_ranges(decls, o.max_shard_bytes).size() + 5;  // + index, 4 JSON
   const uint64_t need = plan.total_bytes + v41_json.size() + 512 * static_cast<uint64_t>(plan.tensors.size()) +
                         (64u << 10) + n_files * io::kFileRoundingBytes;
-  STRATA_ASSIGN_OR_RETURN(*removed_earlier, clear_previous_output(o.out_dir, need, n_files, o.env));
+  STRATA_ASSIGN_OR_RETURN(*removed_earlier, clear_previous_output(o.out_dir, need, n_files, !v41_json.empty(), o.env));
 
   io::SafetensorsWriterOptions wo;
   wo.max_shard_bytes = o.max_shard_bytes;

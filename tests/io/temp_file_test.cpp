@@ -168,5 +168,31 @@ TEST(TempFile, SweepRemovesTheStaleShortTempOfALongName) {
   EXPECT_EQ(testing::read_all(target), "{}");
 }
 
+// A file renamed aside under its short temp name (synth --force) by a process killed before it
+// removed it: the directory sweep takes every short name of a dead process, whatever its target;
+// a live process's, a malformed one and another user's look-alike stay.
+TEST(TempFile, ShortTempSweepTakesADeadProcesssShortNamesOnly) {
+  testing::TempDir d;
+  const int dead = testing::dead_pid();
+  testing::LiveChild live;
+  const std::string hash = "0123456789abcdef";
+  const std::string stale = d.file(".strata-tmp." + std::to_string(dead) + "." + hash);
+  const std::string of_live = d.file(".strata-tmp." + std::to_string(live.pid()) + "." + hash);
+  const std::string short_hash = d.file(".strata-tmp." + std::to_string(dead) + ".0123");
+  const std::string upper = d.file(".strata-tmp." + std::to_string(dead) + ".0123456789ABCDEF");
+  const std::string long_form = d.file("model.safetensors.tmp." + std::to_string(dead));
+  for (const std::string& p : {stale, of_live, short_hash, upper, long_form}) testing::write_all(p, "partial");
+  auto r = sweep_stale_short_temps(d.path());
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->removed, 1);
+  EXPECT_EQ(r->kept_live, 1);
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(of_live));
+  EXPECT_TRUE(exists(short_hash)) << "not 16 hex digits: not a strata temp name";
+  EXPECT_TRUE(exists(upper)) << "strata writes lower-case hex";
+  EXPECT_TRUE(exists(long_form)) << "long names are sweep_stale_temps', which knows their targets";
+  EXPECT_TRUE(sweep_stale_short_temps(d.file("missing")).ok()) << "a missing directory has nothing to sweep";
+}
+
 }  // namespace
 }  // namespace strata::io
